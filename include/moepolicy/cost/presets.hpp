@@ -1,0 +1,126 @@
+// moepolicy/cost/presets.hpp — device specs of the papers' systems.
+//
+// Each preset carries only published figures; the table each comes from is cited on
+// the preset. Where a paper leaves a figure open the choice is stated on the field
+// (for example nominal rather than effective PCIe bandwidth). Kernel launch overheads
+// are 0 in every preset: no paper gives one; set `compute.launch_seconds` to model it.
+// Make a cost model from a preset with `roofline_cost{preset(), model}`.
+#pragma once
+
+#include "moepolicy/core/units.hpp"
+#include "moepolicy/cost/device_spec.hpp"
+
+namespace moepolicy::presets {
+
+/// PCIe Gen4 ×16, nominal 32 GB/s per direction; 1 µs per transfer (the host-path
+/// latency assumed by CXL-MoE, seed 002 §2).
+inline constexpr link_spec pcie_gen4_x16{32.0 * giga, 1e-6};
+/// PCIe Gen5 ×16, 64 GB/s per direction (TriMoE, seed 001 §5.1.1); 1 µs per transfer.
+inline constexpr link_spec pcie_gen5_x16{64.0 * giga, 1e-6};
+/// Host DRAM reached over PCIe 5.0 as CXL-MoE models it: 50 GB/s effective, 1000 ns
+/// (seed 002 §2, scenario 1).
+inline constexpr link_spec host_pcie5_effective{50.0 * giga, 1000e-9};
+/// CXL 2.0 ×16 memory expander: 64 GB/s, 300 ns measured load latency (seed 002 §2,
+/// scenario 2).
+inline constexpr link_spec cxl2_x16{64.0 * giga, 300e-9};
+/// DIMM-Link: 8 lanes × 25 Gb/s = 25 GB/s per link, host-free between DIMMs (seed 001
+/// §3 and Tab. 1). Latency not published: 0.
+inline constexpr link_spec dimm_link{25.0 * giga, 0.0};
+
+/// NVIDIA H100 SXM as the context-aware GPU-NDP system uses it (seed 000 Tab. 2):
+/// 989.4 TFLOP/s FP16 dense, 80 GB HBM3, PCIe Gen4 ×16 to the CXL-NDP device.
+/// HBM bandwidth 3.35 TB/s from NVIDIA's SXM datasheet (the table omits it).
+inline device_spec h100_sxm_gen4() {
+  device_spec d;
+  d.name = "H100-SXM (PCIe Gen4 x16)";
+  d.capacity_bytes = 80'000'000'000ULL;
+  d.compute = {.peak_flops = 989.4 * tera, .peak_bits = fp16, .bit_scaled_compute = false,
+               .memory_bandwidth = 3.35 * tera, .launch_seconds = 0.0};
+  d.weight_link = pcie_gen4_x16;
+  return d;
+}
+
+/// NVIDIA H100 PCIe 80 GB as TriMoE uses it (seed 001 Tab. 1): 819.6 TFLOP/s BF16,
+/// 2.04 TB/s HBM, PCIe 5.0 at 64 GB/s for host-to-GPU weight transfer.
+inline device_spec h100_pcie_gen5() {
+  device_spec d;
+  d.name = "H100-PCIe (PCIe Gen5 x16)";
+  d.capacity_bytes = 80'000'000'000ULL;
+  d.compute = {.peak_flops = 819.6 * tera, .peak_bits = fp16, .bit_scaled_compute = false,
+               .memory_bandwidth = 2.04 * tera, .launch_seconds = 0.0};
+  d.weight_link = pcie_gen5_x16;
+  return d;
+}
+
+/// An H100 whose missing experts come from a CXL 2.0 memory expander (CXL-MoE, seed 002
+/// §2): the SXM figures above with the CXL link as the weight link.
+inline device_spec h100_cxl_expander() {
+  device_spec d = h100_sxm_gen4();
+  d.name = "H100 (CXL 2.0 x16 expander)";
+  d.weight_link = cxl2_x16;
+  return d;
+}
+
+/// An H100 whose missing experts come from host DRAM over PCIe 5.0 at CXL-MoE's effective
+/// figures (seed 002 §2, the CPU-offload baseline).
+inline device_spec h100_host_pcie5() {
+  device_spec d = h100_sxm_gen4();
+  d.name = "H100 (host DRAM over PCIe 5.0)";
+  d.weight_link = host_pcie5_effective;
+  return d;
+}
+
+/// Intel Xeon Platinum 8470 with AMX (seed 001 Tab. 1): 90.1 TFLOP/s BF16 theoretical,
+/// 8 channels × 2 DIMMs DDR5-4800 = 307.2 GB/s, 2 TB. It computes on weights in its own
+/// DRAM (no weight link) and receives activations from the GPU over PCIe 5.0.
+inline device_spec xeon_8470_amx() {
+  device_spec d;
+  d.name = "Xeon-8470 AMX";
+  d.capacity_bytes = 2'000'000'000'000ULL;
+  d.compute = {.peak_flops = 90.1 * tera, .peak_bits = fp16, .bit_scaled_compute = false,
+               .memory_bandwidth = 307.2 * giga, .launch_seconds = 0.0};
+  d.activation_link = pcie_gen5_x16;
+  return d;
+}
+
+/// The CXL-NDP device of the context-aware system (seed 000 Tab. 2, after MoNDE): 512 GB
+/// at 512 GB/s internal bandwidth, 64 × (4×4 systolic arrays) at 1 GHz = 64·16 MAC ×
+/// 2 FLOP × 1 GHz = 2.048 TFLOP/s at FP16, bit-scaled (16/b: 5.3× at 3 bits, 8× at
+/// 2 bits, matching the ≈5× and 8× NDP-side reductions of §5.2). Activations cross
+/// PCIe Gen4 ×16 (Tab. 2) with the CXL load latency of seed 002 §2 (300 ns).
+inline device_spec cxl_ndp() {
+  device_spec d;
+  d.name = "CXL-NDP";
+  d.capacity_bytes = 512'000'000'000ULL;
+  d.compute = {.peak_flops = 64.0 * 16.0 * 2.0 * giga, .peak_bits = fp16,
+               .bit_scaled_compute = true, .memory_bandwidth = 512.0 * giga,
+               .launch_seconds = 0.0};
+  d.weight_link = {pcie_gen4_x16.bandwidth, 300e-9};
+  d.activation_link = {pcie_gen4_x16.bandwidth, 300e-9};
+  // The GPU reads weights held here over the same link; reads contend at its bandwidth.
+  d.host_read_bandwidth = pcie_gen4_x16.bandwidth;
+  return d;
+}
+
+/// DIMM-NDP units of TriMoE (seed 001 Tab. 1): 16 DIMMs of DDR5-4800, each 128 GB with an
+/// NDP unit of 256 GFLOP/s BF16 and 153.6 GB/s internal bandwidth; DIMM-Link 25 GB/s
+/// moves weights between DIMMs. A unit runs only experts localised on it.
+/// Host reads: the host's 307.2 GB/s (8 channels × 2 DIMMs) divided over the 16 DIMMs,
+/// 19.2 GB/s each, so a read striped over all DIMMs sees the full 307.2 GB/s and a read
+/// of an expert localised on one DIMM sees one DIMM's share (seed 001 §4.2, Eq. 2–3, 6).
+/// Activations reach a DIMM over the host memory channel: one DIMM's 19.2 GB/s.
+inline device_spec dimm_ndp() {
+  device_spec d;
+  d.name = "DIMM-NDP";
+  d.execution = execution_kind::parallel_units;
+  d.num_units = 16;
+  d.capacity_bytes = 128'000'000'000ULL;
+  d.compute = {.peak_flops = 256.0 * giga, .peak_bits = fp16, .bit_scaled_compute = false,
+               .memory_bandwidth = 153.6 * giga, .launch_seconds = 0.0};
+  d.weight_link = dimm_link;
+  d.host_read_bandwidth = 307.2 * giga / 16.0;
+  d.activation_link = {307.2 * giga / 16.0, 0.0};
+  return d;
+}
+
+}  // namespace moepolicy::presets

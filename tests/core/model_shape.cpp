@@ -1,0 +1,71 @@
+#include "moepolicy/core/model_shape.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace moepolicy;
+
+TEST_CASE("a Mixtral-8x7B expert holds 3 x 4096 x 14336 weights") {
+  const auto m = models::mixtral_8x7b();
+  CHECK(m.weights_per_expert() == 176'160'768ULL);
+  CHECK(expert_bytes(m, fp16) == 352'321'536ULL);  // 336 MiB
+  CHECK(m.flops_per_token() == doctest::Approx(352'321'536.0));
+  CHECK(m.num_moe_layers() == 32);
+  // 32 layers x 8 experts x 176M = 45.1B expert parameters (seed 000 Tab. 1).
+  CHECK(static_cast<double>(m.weights_per_expert()) * 32 * 8 == doctest::Approx(45.1e9).epsilon(0.001));
+}
+
+TEST_CASE("Mixtral-8x22B expert parameters match the published 135.5B") {
+  const auto m = models::mixtral_8x22b();
+  CHECK(static_cast<double>(m.weights_per_expert()) * 56 * 8 == doctest::Approx(135.5e9).epsilon(0.002));
+}
+
+TEST_CASE("low-bit experts pay per-group metadata") {
+  const auto m = models::mixtral_8x7b();
+  const std::uint64_t w = m.weights_per_expert();
+  // 3 bits, groups of 128 with 32 bits of scale and zero point each.
+  const std::uint64_t groups = w / 128;  // 176160768 is divisible by 128
+  CHECK(expert_bytes(m, bitwidth{3}) == (w * 3 + groups * 32) / 8);
+  // Without metadata the packing is exact.
+  CHECK(expert_bytes(m, bitwidth{2}, {.group_size = 128, .metadata_bits = 0}) == w / 4);
+  // A partial group still pays for its metadata, and bits round up to whole bytes.
+  CHECK(weight_bytes(129, bitwidth{1}, {.group_size = 128, .metadata_bits = 16}) == (129 + 2 * 16 + 7) / 8);
+  // At full precision there is no metadata.
+  CHECK(weight_bytes(1000, fp16) == 2000);
+  CHECK(weight_bytes(1000, int8, {.group_size = 128, .metadata_bits = 32, .full_precision = int8}) == 1000);
+}
+
+TEST_CASE("weight_bytes rejects metadata without groups") {
+  CHECK_THROWS_WITH_AS(static_cast<void>(weight_bytes(100, bitwidth{4}, {.group_size = 0, .metadata_bits = 16})),
+                       "moepolicy::weight_bytes: group_size must be > 0 when metadata_bits > 0, got 0",
+                       invalid_argument);
+}
+
+TEST_CASE("every preset validates and matches the design table") {
+  for (auto make : models::all) CHECK_NOTHROW(make().validate());
+  const auto v3 = models::deepseek_v3();
+  CHECK(v3.num_moe_layers() == 58);
+  CHECK(v3.num_experts == 256);
+  CHECK(v3.top_k == 8);
+  CHECK(models::granite_3_1_1b_a400m().num_experts == 32);
+  CHECK(models::qwen3_235b_a22b().num_layers == 94);
+}
+
+TEST_CASE("presets are found by name, ignoring case") {
+  REQUIRE(models::find("mixtral-8x7b").has_value());
+  CHECK(models::find("MIXTRAL-8X7B")->hidden_size == 4096);
+  CHECK_FALSE(models::find("mixtral").has_value());
+}
+
+TEST_CASE("validate names the bad field") {
+  model_shape s = models::olmoe_1b_7b();
+  s.top_k = 65;
+  CHECK_THROWS_WITH_AS(s.validate(), "moepolicy::model_shape::validate: top_k must be in [1, num_experts], got 65",
+                       invalid_argument);
+  s = models::olmoe_1b_7b();
+  s.num_layers = 0;
+  CHECK_THROWS_WITH_AS(s.validate(), "moepolicy::model_shape::validate: num_layers must be > 0, got 0",
+                       invalid_argument);
+  s = models::olmoe_1b_7b();
+  s.num_dense_layers = 16;
+  CHECK_THROWS_AS(s.validate(), invalid_argument);
+}
