@@ -1,0 +1,6 @@
+moepolicy_add_test(test_cost_concepts SOURCES ${CMAKE_CURRENT_LIST_DIR}/concepts.cpp)
+moepolicy_add_test(test_cost_device_spec SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_spec.cpp)
+moepolicy_add_test(test_cost_roofline SOURCES ${CMAKE_CURRENT_LIST_DIR}/roofline.cpp)
+moepolicy_add_test(test_cost_profiled SOURCES ${CMAKE_CURRENT_LIST_DIR}/profiled.cpp)
+moepolicy_add_test(test_cost_any_device SOURCES ${CMAKE_CURRENT_LIST_DIR}/any_device.cpp)
+moepolicy_add_test(test_cost_presets SOURCES ${CMAKE_CURRENT_LIST_DIR}/presets.cpp)
