@@ -1,0 +1,1 @@
+moepolicy_add_test(test_place_prefill_placement SOURCES ${CMAKE_CURRENT_LIST_DIR}/prefill_placement.cpp)
