@@ -1,0 +1,1 @@
+moepolicy_add_test(test_sim_gpu_ndp SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_ndp.cpp)
