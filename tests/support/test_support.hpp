@@ -8,6 +8,8 @@
 #include <iostream>
 #include <string>
 
+#include "moepolicy/core/error.hpp"
+
 namespace moepolicy::test {
 
 /// The shared traces folder (beside the checkout), or an empty path when absent.
@@ -33,4 +35,12 @@ inline std::filesystem::path test_data() { return MOEPOLICY_TEST_DATA; }
                    ": this test of the unbundled traces did not run\n";                    \
       return;                                                                               \
     }                                                                                       \
+  } while (false)
+
+/// Checks that `expr` throws `moepolicy::parse_error` with exactly `message`, which may be
+/// built at run time (doctest's CHECK_THROWS_WITH_AS needs a string that outlives it).
+#define CHECK_PARSE_ERROR(expr, message)                                               \
+  do {                                                                                 \
+    const std::string moepolicy_expected_message_ = (message);                         \
+    CHECK_THROWS_WITH_AS(expr, moepolicy_expected_message_.c_str(), ::moepolicy::parse_error); \
   } while (false)

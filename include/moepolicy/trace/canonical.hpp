@@ -1,0 +1,756 @@
+// moepolicy/trace/canonical.hpp — the project's canonical binary trace format (".mtrace"):
+// writer, reader and format detection. Standard library only.
+//
+// A canonical trace stores a `routing_trace` column by column, as raw little-endian
+// arrays behind a fixed header, so that loading is a bounds check and a copy per column
+// instead of text parsing; the reader still re-validates every row (through
+// `routing_trace::from_sorted`), so a file can never produce an invalid trace.
+//
+// File layout, format version 1. Integers are unsigned little-endian, floats IEEE-754
+// binary32 little-endian; offsets are from the start of the file. Every section starts
+// at a multiple of 8, so each column is aligned for its element type in a buffer aligned
+// to 8 (a memory map, `numpy.frombuffer(data, "<f4", count, offset)`).
+//
+//   Header, 64 bytes:
+//     0  u8[8]  magic "MOEPTRC\0" (4D 4F 45 50 54 52 43 00)
+//     8  u32    format version: 1
+//    12  u32    byte-order mark 0x01020304 (file bytes 04 03 02 01)
+//    16  u64    num_rows R
+//    24  u32    num_requests Q
+//    28  u32    num_layers L, in [1, 65536]
+//    32  u32    num_experts E, in [1, 65536]
+//    36  u32    top_k k, in [1, E]
+//    40  u32    flags: bit 0 = has_scores; every other bit 0
+//    44  u32    reserved, 0
+//    48  u64    payload bytes P: the bytes after the header (file size − 64), a multiple of 8
+//    56  u64    checksum of the P payload bytes (below)
+//
+//   Payload: nine sections, always all nine, in this order. Each section is
+//     +0   u8[4]  tag, ASCII
+//     +4   u32    element size in bytes
+//     +8   u64    data bytes n (without padding)
+//     +16  the n data bytes, then 0 to 7 zero bytes up to the next multiple of 8
+//
+//     tag   element  data                                                    n
+//     META  1        strings, each a u32 byte length then the bytes (UTF-8,   ≥ 8 + 4·Q
+//                    no terminator): model, source, then the Q request names
+//                    in request order
+//     REQU  4        u32 request index of each row, < Q                      4·R
+//     STEP  4        u32 step of each row                                    4·R
+//     POSN  4        u32 token position of each row                          4·R
+//     LAYR  2        u16 layer of each row, < L                              2·R
+//     KIND  1        u8 phase of each row: 0 prefill, 1 decode               R
+//     EXPT  2        u16 expert ids, k per row, row-major, each < E          2·R·k
+//     WGHT  4        f32 gate weights, k per row, row-major, finite, ≥ 0     4·R·k
+//     SCOR  4        f32 router scores, E per row, row-major, finite;        4·R·E, or 0
+//                    empty unless has_scores
+//
+//   Rows are in (request, step, layer, position) order, as `routing_trace` holds them,
+//   each (request, step, layer, position) at most once, and all rows of one step of a
+//   request have the same phase. Nothing follows the padding of SCOR.
+//
+//   Checksum: FNV-1a over 64-bit words in four interleaved lanes — not byte-wise FNV-1a,
+//   so that checking runs near memory speed. With B = 0xcbf29ce484222325 and
+//   mix(h, w) = (h XOR w) × 0x100000001b3 mod 2^64: lanes h0..h3 start at B; the i-th
+//   8-byte little-endian word w of the payload (i from 0) updates lane i mod 4:
+//   h[i mod 4] = mix(h[i mod 4], w); the checksum is mix(mix(mix(mix(B, h0), h1), h2), h3).
+//   Each mix is a bijection of h, so any change confined to one word (every flipped
+//   bit) is caught. In Python: `w = struct.unpack(f"<{P // 8}Q", payload)`, then the above.
+//
+// The writer is deterministic: equal traces give byte-identical files, and every file the
+// reader accepts is exactly what the writer writes for the trace it reads.
+//
+// The reader checks, in this order, and reports the first problem: the magic, the header
+// size, version, byte-order mark, flags, reserved field and shape fields; the counts
+// against the declared payload size (with overflow checks); bytes past the declared
+// payload; each section's tag, element size, length (from the counts) and zero padding,
+// within the bytes present (a short file names the cut section); the checksum; the
+// strings of META; then every row, through `routing_trace::from_sorted`.
+//
+// Errors: every problem with a file is a `parse_error` naming the file (or the name a
+// caller gave a stream or buffer) and the byte offset of the offending field or row
+// entry; no count is used to allocate before it has been checked against the bytes
+// actually present.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <ios>
+#include <istream>
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/detail/file_input.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+
+namespace moepolicy {
+
+/// The format version this header writes and the only one it reads.
+inline constexpr std::uint32_t canonical_format_version = 1;
+
+namespace detail::canonical {
+
+inline constexpr std::size_t header_size = 64;
+inline constexpr std::size_t section_header_size = 16;
+inline constexpr std::array<char, 8> magic = {'M', 'O', 'E', 'P', 'T', 'R', 'C', '\0'};
+inline constexpr std::uint32_t byte_order_mark = 0x01020304u;
+inline constexpr std::uint32_t flag_has_scores = 1u;
+inline constexpr std::uint64_t fnv_offset_basis = 0xcbf29ce484222325ull;
+inline constexpr std::uint64_t fnv_prime = 0x100000001b3ull;
+
+/// Offsets of the header fields.
+namespace field {
+inline constexpr std::size_t version = 8, byte_order = 12, num_rows = 16, num_requests = 24, num_layers = 28,
+                             num_experts = 32, top_k = 36, flags = 40, reserved = 44, payload_bytes = 48, checksum = 56;
+}  // namespace field
+
+enum section : std::size_t { meta, request, step, position, layer, kind, experts, weights, scores, num_sections };
+inline constexpr std::array<std::string_view, num_sections> tags = {"META", "REQU", "STEP", "POSN", "LAYR",
+                                                                    "KIND", "EXPT", "WGHT", "SCOR"};
+inline constexpr std::array<std::uint32_t, num_sections> element_size = {1, 4, 4, 4, 2, 1, 2, 4, 4};
+
+[[nodiscard]] constexpr std::uint64_t pad8(std::uint64_t n) noexcept { return (n + 7u) & ~std::uint64_t{7}; }
+
+template <class U>
+[[nodiscard]] constexpr U byteswap(U v) noexcept {
+  U out = 0;
+  for (std::size_t i = 0; i < sizeof(U); ++i) {
+    out = static_cast<U>((out << 8) | (v & 0xffu));
+    v = static_cast<U>(v >> 8);
+  }
+  return out;
+}
+
+/// The unsigned integer of `T`'s size, the way a column element is stored.
+template <class T>
+using stored_t =
+    std::conditional_t<sizeof(T) == 1, std::uint8_t,
+                       std::conditional_t<sizeof(T) == 2, std::uint16_t,
+                                          std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>>;
+
+/// Reads a little-endian unsigned integer from unaligned bytes.
+template <class U>
+[[nodiscard]] inline U load(const std::byte* p) noexcept {
+  U v;
+  std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::big) v = byteswap(v);
+  return v;
+}
+
+/// Writes a little-endian unsigned integer to unaligned bytes.
+template <class U>
+inline void store(std::byte* p, U v) noexcept {
+  if constexpr (std::endian::native == std::endian::big) v = byteswap(v);
+  std::memcpy(p, &v, sizeof v);
+}
+
+/// The payload checksum (see the file comment), fed in pieces of any size.
+class checksum_state {
+ public:
+  void update(std::span<const std::byte> bytes) noexcept {
+    if (bytes.empty()) return;
+    const std::byte* p = bytes.data();
+    std::size_t n = bytes.size();
+    if (fill_ > 0) {
+      const std::size_t take = std::min(n, 8 - fill_);
+      std::memcpy(pending_.data() + fill_, p, take);
+      fill_ += take;
+      p += take;
+      n -= take;
+      if (fill_ < 8) return;
+      mix_word(load<std::uint64_t>(pending_.data()));
+      fill_ = 0;
+    }
+    for (; n >= 8 && (words_ & 3u) != 0; p += 8, n -= 8) mix_word(load<std::uint64_t>(p));
+    // Four independent multiply chains: the loop runs at multiply throughput, not latency.
+    for (; n >= 32; p += 32, n -= 32) {
+      lane_[0] = mix(lane_[0], load<std::uint64_t>(p));
+      lane_[1] = mix(lane_[1], load<std::uint64_t>(p + 8));
+      lane_[2] = mix(lane_[2], load<std::uint64_t>(p + 16));
+      lane_[3] = mix(lane_[3], load<std::uint64_t>(p + 24));
+      words_ += 4;
+    }
+    for (; n >= 8; p += 8, n -= 8) mix_word(load<std::uint64_t>(p));
+    if (n > 0) {
+      std::memcpy(pending_.data(), p, n);
+      fill_ = n;
+    }
+  }
+  /// Preconditions: the bytes fed so far are a multiple of 8.
+  [[nodiscard]] std::uint64_t value() const noexcept {
+    MOEPOLICY_ASSERT(fill_ == 0);
+    std::uint64_t h = fnv_offset_basis;
+    for (const std::uint64_t l : lane_) h = mix(h, l);
+    return h;
+  }
+
+  [[nodiscard]] static constexpr std::uint64_t mix(std::uint64_t h, std::uint64_t w) noexcept {
+    return (h ^ w) * fnv_prime;
+  }
+
+ private:
+  void mix_word(std::uint64_t w) noexcept {
+    auto& h = lane_[words_ & 3u];
+    h = mix(h, w);
+    ++words_;
+  }
+
+  std::array<std::uint64_t, 4> lane_ = {fnv_offset_basis, fnv_offset_basis, fnv_offset_basis, fnv_offset_basis};
+  std::uint64_t words_ = 0;
+  std::array<std::byte, 8> pending_{};
+  std::size_t fill_ = 0;
+};
+
+/// The checksum of a payload.
+///
+/// Preconditions: `payload.size()` is a multiple of 8.
+[[nodiscard]] inline std::uint64_t checksum(std::span<const std::byte> payload) noexcept {
+  checksum_state s;
+  s.update(payload);
+  return s.value();
+}
+
+[[nodiscard]] inline std::string hex(std::uint64_t v, int digits) {
+  std::array<char, 24> buf{};
+  std::snprintf(buf.data(), buf.size(), "0x%0*llx", digits, static_cast<unsigned long long>(v));
+  return buf.data();
+}
+
+/// A tag as found in a file: printable ASCII as is, other bytes as \xNN.
+[[nodiscard]] inline std::string show_tag(const std::byte* p) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto c = std::to_integer<unsigned>(p[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      std::array<char, 8> buf{};
+      std::snprintf(buf.data(), buf.size(), "\\x%02x", c);
+      out += buf.data();
+    }
+  }
+  return out + '"';
+}
+
+// ---------------------------------------------------------------------------------------
+// Writer
+
+inline constexpr std::string_view write_fn = "write_canonical";
+
+[[nodiscard]] inline std::uint64_t meta_bytes(const routing_trace& t) {
+  std::uint64_t n = 8 + t.info().model.size() + t.info().source.size();
+  for (const auto& r : t.requests()) n += 4 + r.name.size();
+  return n;
+}
+
+/// The data bytes of every section of `t`.
+[[nodiscard]] inline std::array<std::uint64_t, num_sections> section_bytes(const routing_trace& t) {
+  const trace_columns& c = t.columns();
+  return {meta_bytes(t), c.request.size() * 4, c.step.size() * 4,    c.position.size() * 4, c.layer.size() * 2,
+          c.kind.size(), c.experts.size() * 2, c.weights.size() * 4, c.scores.size() * 4};
+}
+
+/// Throws `invalid_argument` when `t` cannot be stored (a default-constructed trace, a
+/// string longer than a u32 length can say).
+inline void check_writable(const routing_trace& t) {
+  check_info(t.info(), write_fn);
+  constexpr std::size_t max_len = std::numeric_limits<std::uint32_t>::max();
+  const auto check = [](std::string_view what, const std::string& s) {
+    if (s.size() > max_len)
+      throw_invalid(write_fn, std::string(what) + " must be at most 4294967295 bytes long", s.size());
+  };
+  check("the model name", t.info().model);
+  check("the source", t.info().source);
+  for (const auto& r : t.requests()) check("a request name", r.name);
+}
+
+template <class Sink>
+void emit_section_header(Sink& sink, section s, std::uint64_t n) {
+  std::array<std::byte, section_header_size> h{};
+  std::memcpy(h.data(), tags[s].data(), 4);
+  store<std::uint32_t>(h.data() + 4, element_size[s]);
+  store<std::uint64_t>(h.data() + 8, n);
+  sink.put(h);
+}
+
+template <class Sink>
+void emit_padding(Sink& sink, std::uint64_t n) {
+  static constexpr std::array<std::byte, 8> zeros{};
+  sink.put(std::span<const std::byte>(zeros).first(static_cast<std::size_t>(pad8(n) - n)));
+}
+
+template <class Sink>
+void emit_string(Sink& sink, const std::string& s) {
+  std::array<std::byte, 4> len{};
+  store<std::uint32_t>(len.data(), static_cast<std::uint32_t>(s.size()));
+  sink.put(len);
+  sink.put(std::as_bytes(std::span<const char>(s)));
+}
+
+template <class Sink, class T>
+void emit_column(Sink& sink, section s, const std::vector<T>& v) {
+  const std::uint64_t n = v.size() * sizeof(T);
+  emit_section_header(sink, s, n);
+  if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1) {
+    sink.put(std::as_bytes(std::span<const T>(v)));
+  } else {
+    using U = stored_t<T>;
+    std::array<std::byte, 4096> buf{};
+    constexpr std::size_t per_chunk = buf.size() / sizeof(T);
+    for (std::size_t i = 0; i < v.size(); i += per_chunk) {
+      const std::size_t m = std::min(per_chunk, v.size() - i);
+      for (std::size_t j = 0; j < m; ++j) store<U>(buf.data() + j * sizeof(T), std::bit_cast<U>(v[i + j]));
+      sink.put(std::span<const std::byte>(buf).first(m * sizeof(T)));
+    }
+  }
+  emit_padding(sink, n);
+}
+
+/// Feeds the payload of `t` to `sink.put(std::span<const std::byte>)`.
+template <class Sink>
+void emit_payload(const routing_trace& t, Sink& sink) {
+  const trace_columns& c = t.columns();
+  const std::uint64_t m = meta_bytes(t);
+  emit_section_header(sink, meta, m);
+  emit_string(sink, t.info().model);
+  emit_string(sink, t.info().source);
+  for (const auto& r : t.requests()) emit_string(sink, r.name);
+  emit_padding(sink, m);
+  emit_column(sink, request, c.request);
+  emit_column(sink, step, c.step);
+  emit_column(sink, position, c.position);
+  emit_column(sink, layer, c.layer);
+  emit_column(sink, kind, c.kind);
+  emit_column(sink, experts, c.experts);
+  emit_column(sink, weights, c.weights);
+  emit_column(sink, scores, c.scores);
+}
+
+struct checksum_sink {
+  checksum_state state;
+  void put(std::span<const std::byte> b) noexcept { state.update(b); }
+};
+
+struct stream_sink {
+  std::ostream& os;
+  void put(std::span<const std::byte> b) {
+    if (!b.empty()) os.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  }
+};
+
+/// Writes header and payload of an already checked trace.
+inline void write_unchecked(const routing_trace& t, std::ostream& os) {
+  std::uint64_t payload = 0;
+  for (const std::uint64_t n : section_bytes(t)) payload += section_header_size + pad8(n);
+  checksum_sink sum;
+  emit_payload(t, sum);
+
+  const trace_info& info = t.info();
+  std::array<std::byte, header_size> h{};
+  std::memcpy(h.data(), magic.data(), magic.size());
+  store<std::uint32_t>(h.data() + field::version, canonical_format_version);
+  store<std::uint32_t>(h.data() + field::byte_order, byte_order_mark);
+  store<std::uint64_t>(h.data() + field::num_rows, t.num_rows());
+  store<std::uint32_t>(h.data() + field::num_requests, static_cast<std::uint32_t>(t.requests().size()));
+  store<std::uint32_t>(h.data() + field::num_layers, info.num_layers);
+  store<std::uint32_t>(h.data() + field::num_experts, info.num_experts);
+  store<std::uint32_t>(h.data() + field::top_k, info.top_k);
+  store<std::uint32_t>(h.data() + field::flags, info.has_scores ? flag_has_scores : 0u);
+  store<std::uint64_t>(h.data() + field::payload_bytes, payload);
+  store<std::uint64_t>(h.data() + field::checksum, sum.state.value());
+
+  stream_sink out{os};
+  out.put(h);
+  emit_payload(t, out);
+}
+
+// ---------------------------------------------------------------------------------------
+// Reader
+
+/// Reads one canonical trace from memory; see `read_canonical`.
+class reader {
+ public:
+  reader(std::span<const std::byte> data, std::string_view name) noexcept : d_(data), name_(name) {}
+
+  routing_trace read() {
+    check_header();
+    check_counts();
+    walk_sections();
+    check_checksum();
+    std::vector<std::string> names = read_meta();
+    trace_columns columns = decode();
+    try {
+      return routing_trace::from_sorted(info_, std::move(names), std::move(columns));
+    } catch (const invalid_argument& e) {
+      constexpr std::string_view prefix = "moepolicy::routing_trace::from_sorted: ";
+      std::string_view problem = e.what();
+      if (problem.starts_with(prefix)) problem.remove_prefix(prefix.size());
+      fail(locate_bad_row(), std::string(problem));
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(std::uint64_t at, const std::string& problem) const { fail_at_byte(name_, at, problem); }
+
+  template <class U>
+  [[nodiscard]] U get(std::uint64_t at) const noexcept {
+    return load<U>(d_.data() + at);
+  }
+
+  void check_header() {
+    const std::size_t size = d_.size();
+    const std::size_t m = std::min(size, magic.size());
+    if (m > 0 && std::memcmp(d_.data(), magic.data(), m) != 0) {
+      fail(0, "not a moepolicy canonical trace (the magic bytes \"MOEPTRC\\0\" are missing)");
+    }
+    if (size < header_size) {
+      fail(size, "truncated header: the data ends after " + std::to_string(size) + " of the header's " +
+                     std::to_string(header_size) + " bytes");
+    }
+    if (const auto v = get<std::uint32_t>(field::version); v != canonical_format_version) {
+      fail(field::version, "unsupported format version " + std::to_string(v) + " (this reader knows " +
+                               std::to_string(canonical_format_version) + ")");
+    }
+    if (const auto bom = get<std::uint32_t>(field::byte_order); bom != byte_order_mark) {
+      fail(field::byte_order,
+           "byte-order mark reads " + hex(bom, 8) + ", expected " + hex(byte_order_mark, 8) + " (little-endian)");
+    }
+    rows_ = get<std::uint64_t>(field::num_rows);
+    requests_ = get<std::uint32_t>(field::num_requests);
+    info_.num_layers = get<std::uint32_t>(field::num_layers);
+    info_.num_experts = get<std::uint32_t>(field::num_experts);
+    info_.top_k = get<std::uint32_t>(field::top_k);
+    const auto flags = get<std::uint32_t>(field::flags);
+    payload_ = get<std::uint64_t>(field::payload_bytes);
+    if ((flags & ~flag_has_scores) != 0) {
+      fail(field::flags, "unknown header flags " + hex(flags & ~flag_has_scores, 8) + " (this reader knows " +
+                             hex(flag_has_scores, 8) + " = has_scores)");
+    }
+    info_.has_scores = (flags & flag_has_scores) != 0;
+    if (const auto r = get<std::uint32_t>(field::reserved); r != 0) {
+      fail(field::reserved, "reserved header field is " + std::to_string(r) + ", must be 0");
+    }
+    if (info_.num_layers == 0 || info_.num_layers > 65536) {
+      fail(field::num_layers, "num_layers must be in [1, 65536], got " + std::to_string(info_.num_layers));
+    }
+    if (info_.num_experts == 0 || info_.num_experts > 65536) {
+      fail(field::num_experts, "num_experts must be in [1, 65536], got " + std::to_string(info_.num_experts));
+    }
+    if (info_.top_k == 0 || info_.top_k > info_.num_experts) {
+      fail(field::top_k, "top_k must be in [1, num_experts = " + std::to_string(info_.num_experts) + "], got " +
+                             std::to_string(info_.top_k));
+    }
+    if (payload_ % 8 != 0)
+      fail(field::payload_bytes, "payload size " + std::to_string(payload_) + " is not a multiple of 8");
+  }
+
+  /// Sets the expected column sizes from the counts, checked against overflow and against
+  /// the payload size the header declares, and rejects bytes past the declared payload.
+  void check_counts() {
+    constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+    const std::uint64_t k = info_.top_k, e = info_.num_experts;
+    const std::uint64_t per_row = 4 + 4 + 4 + 2 + 1 + 2 * k + 4 * k + (info_.has_scores ? 4 * e : 0);
+    // Slack for headers, padding and META's 8 + 4·Q bytes (Q < 2^32), so `need` below
+    // cannot overflow either.
+    if (rows_ > (max - (std::uint64_t{1} << 36)) / per_row) {
+      fail(field::num_rows, "num_rows " + std::to_string(rows_) + " at " + std::to_string(per_row) +
+                                " bytes per row overflows a 64-bit size");
+    }
+    expected_ = {8 + 4 * std::uint64_t{requests_},
+                 4 * rows_,
+                 4 * rows_,
+                 4 * rows_,
+                 2 * rows_,
+                 rows_,
+                 2 * k * rows_,
+                 4 * k * rows_,
+                 info_.has_scores ? 4 * e * rows_ : 0};
+    std::uint64_t need = 0;
+    for (const std::uint64_t n : expected_) need += section_header_size + pad8(n);
+    if (need > payload_) {
+      fail(field::num_rows, "num_rows " + std::to_string(rows_) + " and num_requests " + std::to_string(requests_) +
+                                " need at least " + std::to_string(need) + " payload bytes, the header declares " +
+                                std::to_string(payload_));
+    }
+    if (rows_ > std::numeric_limits<std::uint32_t>::max()) {
+      fail(field::num_rows, "num_rows " + std::to_string(rows_) + " exceeds 4294967295, the most rows a trace holds");
+    }
+    const std::uint64_t avail = d_.size() - header_size;
+    if (avail > payload_) {
+      fail(header_size + payload_, "trailing garbage: " + std::to_string(avail - payload_) +
+                                       " bytes after the end of the payload the header declares");
+    }
+  }
+
+  /// Checks every section's tag, element size, length and padding, bounded by the bytes
+  /// present, and records where each section's data starts.
+  void walk_sections() {
+    const std::uint64_t size = d_.size();
+    const std::uint64_t avail = size - header_size;
+    const bool truncated = payload_ > avail;
+    const std::uint64_t end = header_size + std::min(payload_, avail);
+    std::uint64_t off = header_size;
+    for (std::size_t i = 0; i < num_sections; ++i) {
+      const auto s = static_cast<section>(i);
+      const std::string tag(tags[s]);
+      const std::string what = s == meta ? "section" : "column";
+      if (end - off < section_header_size) {
+        if (truncated) fail(size, "truncated " + what + " " + tag + ": the data ends inside its section header");
+        fail(off,
+             "section " + tag + " is missing: the payload the header declares ends at byte " + std::to_string(off));
+      }
+      if (std::memcmp(d_.data() + off, tags[s].data(), 4) != 0) {
+        fail(off, "expected section " + tag + ", found " + show_tag(d_.data() + off));
+      }
+      if (const auto el = get<std::uint32_t>(off + 4); el != element_size[s]) {
+        fail(off + 4, "section " + tag + ": element size is " + std::to_string(el) + ", expected " +
+                          std::to_string(element_size[s]));
+      }
+      const auto n = get<std::uint64_t>(off + 8);
+      if (s == meta ? n < expected_[s] : n != expected_[s]) {
+        fail(off + 8, "section length mismatch: " + tag + " holds " + std::to_string(n) +
+                          " bytes, the header's counts " + (s == meta ? "need at least " : "give ") +
+                          std::to_string(expected_[s]));
+      }
+      const std::uint64_t data = off + section_header_size;
+      const std::uint64_t room = end - data;
+      if (n > room || pad8(n) > room) {
+        if (truncated) {
+          fail(size, "truncated " + what + " " + tag + ": it needs " + std::to_string(n > room ? n : pad8(n)) +
+                         " bytes from byte " + std::to_string(data) + ", the data ends after " + std::to_string(room));
+        }
+        fail(off + 8, "section " + tag + " of " + std::to_string(n) +
+                          " bytes runs past the end of the payload the header declares");
+      }
+      for (std::uint64_t j = n; j < pad8(n); ++j) {
+        if (d_[static_cast<std::size_t>(data + j)] != std::byte{0}) {
+          fail(data + j, "section " + tag + ": padding byte is not zero");
+        }
+      }
+      data_at_[s] = data;
+      off = data + pad8(n);
+    }
+    if (truncated) {
+      fail(size, "truncated data: the header declares " + std::to_string(payload_) + " payload bytes, " +
+                     std::to_string(avail) + " follow it");
+    }
+    if (off != end) fail(off, "trailing garbage: " + std::to_string(end - off) + " bytes after the last section");
+  }
+
+  void check_checksum() const {
+    const auto stored = get<std::uint64_t>(field::checksum);
+    const auto actual = checksum(d_.subspan(header_size, static_cast<std::size_t>(payload_)));
+    if (stored != actual) {
+      fail(field::checksum,
+           "checksum mismatch: the header records " + hex(stored, 16) + ", the payload hashes to " + hex(actual, 16));
+    }
+  }
+
+  std::vector<std::string> read_meta() {
+    std::uint64_t off = data_at_[meta];
+    const std::uint64_t end = off + get<std::uint64_t>(off - 8);
+    const auto next = [&](const std::string& what) {
+      if (end - off < 4) fail(off, "section META ends before the length of " + what);
+      const auto len = get<std::uint32_t>(off);
+      off += 4;
+      if (len > end - off) {
+        fail(off - 4,
+             "section META: " + what + " of " + std::to_string(len) + " bytes runs past the end of the section");
+      }
+      std::string s(reinterpret_cast<const char*>(d_.data() + off), len);
+      off += len;
+      return s;
+    };
+    info_.model = next("the model name");
+    info_.source = next("the source");
+    std::vector<std::string> names;
+    names.reserve(requests_);  // bounded: META holds at least 4 bytes per request
+    for (std::uint32_t q = 0; q < requests_; ++q) names.push_back(next("request name " + std::to_string(q)));
+    if (off != end) fail(off, "section META: " + std::to_string(end - off) + " bytes after the last request name");
+    return names;
+  }
+
+  template <class T>
+  void load_column(std::vector<T>& v, section s, std::uint64_t count) const {
+    v.resize(static_cast<std::size_t>(count));
+    const std::byte* p = d_.data() + data_at_[s];
+    if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1) {
+      if (!v.empty()) std::memcpy(v.data(), p, v.size() * sizeof(T));
+    } else {
+      using U = stored_t<T>;
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::bit_cast<T>(load<U>(p + i * sizeof(T)));
+    }
+  }
+
+  trace_columns decode() const {
+    trace_columns c;
+    const std::uint64_t k = info_.top_k;
+    load_column(c.request, request, rows_);
+    load_column(c.step, step, rows_);
+    load_column(c.position, position, rows_);
+    load_column(c.layer, layer, rows_);
+    load_column(c.kind, kind, rows_);
+    load_column(c.experts, experts, rows_ * k);
+    load_column(c.weights, weights, rows_ * k);
+    if (info_.has_scores) load_column(c.scores, scores, rows_ * info_.num_experts);
+    return c;
+  }
+
+  [[nodiscard]] std::uint64_t at(section s, std::uint64_t index) const noexcept {
+    return data_at_[s] + index * element_size[s];
+  }
+
+  /// The byte offset of the column entry `routing_trace::from_sorted` objected to, found
+  /// by repeating its checks in its order; runs only when reading has already failed.
+  [[nodiscard]] std::uint64_t locate_bad_row() const {
+    const std::uint64_t k = info_.top_k, e = info_.num_experts;
+    std::vector<expert_id> ids(k);
+    std::vector<float> w(k), sc(info_.has_scores ? e : 0);
+    for (std::uint64_t r = 0; r < rows_; ++r) {
+      const trace_row row = row_at(r, ids, w, sc);
+      if (!check_row(info_, requests_, row)) continue;
+      if (row.request >= requests_) return at(request, r);
+      if (static_cast<unsigned>(row.kind) > 1u) return at(kind, r);
+      if (row.layer >= info_.num_layers) return at(layer, r);
+      for (std::uint64_t i = 0; i < k; ++i) {
+        if (ids[i] >= e || std::find(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(i), ids[i]) !=
+                               ids.begin() + static_cast<std::ptrdiff_t>(i)) {
+          return at(experts, r * k + i);
+        }
+        if (!std::isfinite(w[i]) || w[i] < 0.0f) return at(weights, r * k + i);
+      }
+      for (std::uint64_t j = 0; j < sc.size(); ++j) {
+        if (!std::isfinite(sc[j])) return at(scores, r * e + j);
+      }
+      return at(request, r);
+    }
+    const auto key = [&](std::uint64_t r) {
+      return std::tuple(get<std::uint32_t>(at(request, r)), get<std::uint32_t>(at(step, r)),
+                        get<std::uint16_t>(at(layer, r)), get<std::uint32_t>(at(position, r)));
+    };
+    for (std::uint64_t r = 1; r < rows_; ++r) {
+      if (!(key(r - 1) < key(r))) return at(request, r);
+      const bool same_step =
+          std::get<0>(key(r - 1)) == std::get<0>(key(r)) && std::get<1>(key(r - 1)) == std::get<1>(key(r));
+      if (same_step && get<std::uint8_t>(at(kind, r)) != get<std::uint8_t>(at(kind, r - 1))) return at(kind, r);
+    }
+    return data_at_[request];
+  }
+
+  [[nodiscard]] trace_row row_at(std::uint64_t r, std::vector<expert_id>& ids, std::vector<float>& w,
+                                 std::vector<float>& sc) const {
+    const std::uint64_t k = ids.size();
+    for (std::uint64_t i = 0; i < k; ++i) {
+      ids[i] = get<std::uint16_t>(at(experts, r * k + i));
+      w[i] = std::bit_cast<float>(get<std::uint32_t>(at(weights, r * k + i)));
+    }
+    for (std::uint64_t j = 0; j < sc.size(); ++j) {
+      sc[j] = std::bit_cast<float>(get<std::uint32_t>(at(scores, r * sc.size() + j)));
+    }
+    return trace_row{get<std::uint32_t>(at(request, r)),
+                     static_cast<phase>(get<std::uint8_t>(at(kind, r))),
+                     get<std::uint32_t>(at(step, r)),
+                     get<std::uint32_t>(at(position, r)),
+                     get<std::uint16_t>(at(layer, r)),
+                     ids,
+                     w,
+                     sc};
+  }
+
+  std::span<const std::byte> d_;
+  std::string_view name_;
+  trace_info info_;
+  std::uint64_t rows_ = 0;
+  std::uint32_t requests_ = 0;
+  std::uint64_t payload_ = 0;
+  std::array<std::uint64_t, num_sections> expected_{};
+  std::array<std::uint64_t, num_sections> data_at_{};
+};
+
+}  // namespace detail::canonical
+
+/// Writes `trace` in the canonical format (see the top of this header) to `os`.
+///
+/// Throws: `invalid_argument` for a trace that cannot be stored (default-constructed,
+/// or a string over 4 GiB), before writing anything; `std::ios_base::failure` when the
+/// stream fails.
+/// Complexity: two passes over the columns (checksum, then write); no copy of them.
+inline void write_canonical(const routing_trace& trace, std::ostream& os) {
+  detail::canonical::check_writable(trace);
+  detail::canonical::write_unchecked(trace, os);
+  if (!os) throw std::ios_base::failure("moepolicy::write_canonical: the stream failed while writing");
+}
+
+/// Writes `trace` in the canonical format to the file `path`, replacing it.
+///
+/// Throws: `invalid_argument` as the stream overload, before the file is touched;
+/// `std::filesystem::filesystem_error` naming `path` when it cannot be opened or written.
+inline void write_canonical(const routing_trace& trace, const std::filesystem::path& path) {
+  detail::canonical::check_writable(trace);
+  errno = 0;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const auto system_error = [] { return std::error_code(errno != 0 ? errno : EIO, std::generic_category()); };
+  if (!out)
+    throw std::filesystem::filesystem_error("moepolicy::write_canonical: cannot open for writing", path,
+                                            system_error());
+  detail::canonical::write_unchecked(trace, out);
+  out.close();
+  if (!out) throw std::filesystem::filesystem_error("moepolicy::write_canonical: write failed", path, system_error());
+}
+
+/// Reads a canonical trace held in memory; `name` labels it in errors. Any alignment.
+///
+/// Returns: the trace, equal column by column to the one written.
+/// Throws: `parse_error` naming `name` and the byte offset of the problem: bad magic,
+/// unsupported version, truncation, section sizes that disagree with the counts,
+/// counts too large for the data, trailing bytes, checksum mismatch, or a row that
+/// `routing_trace::from_sorted` rejects (the offset of the row's offending entry).
+/// Complexity: one pass for the checksum, one copy per column, `from_sorted`'s checks.
+[[nodiscard]] inline routing_trace read_canonical(std::span<const std::byte> data, std::string_view name) {
+  return detail::canonical::reader(data, name).read();
+}
+
+/// Reads a canonical trace from the rest of `in`; `name` labels it in errors.
+///
+/// Throws: `parse_error` as the span overload, or on a read error.
+[[nodiscard]] inline routing_trace read_canonical(std::istream& in, std::string_view name) {
+  const std::vector<std::byte> data = detail::read_all_bytes(in, name);
+  return read_canonical(std::span<const std::byte>(data), name);
+}
+
+/// Reads the canonical trace file `path`.
+///
+/// Throws: `parse_error` naming `path` as the span overload, or when the file cannot be
+/// opened or read.
+[[nodiscard]] inline routing_trace read_canonical(const std::filesystem::path& path) {
+  const std::vector<std::byte> data = detail::read_all_bytes(path);
+  return read_canonical(std::span<const std::byte>(data), path.string());
+}
+
+/// Whether `first_bytes` (at least the first 8 bytes of a file) start with the canonical
+/// magic; for format detection.
+[[nodiscard]] inline bool is_canonical(std::span<const std::byte> first_bytes) noexcept {
+  const auto& m = detail::canonical::magic;
+  return first_bytes.size() >= m.size() && std::memcmp(first_bytes.data(), m.data(), m.size()) == 0;
+}
+
+}  // namespace moepolicy

@@ -1,0 +1,683 @@
+#include "moepolicy/trace/canonical.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "moepolicy/trace/routing_trace.hpp"
+#include "test_support.hpp"
+
+using moepolicy::expert_id;
+using moepolicy::parse_error;
+using moepolicy::phase;
+using moepolicy::read_canonical;
+using moepolicy::routing_trace;
+using moepolicy::routing_trace_builder;
+using moepolicy::trace_info;
+using moepolicy::trace_row;
+using moepolicy::write_canonical;
+
+namespace {
+
+using bytes = std::vector<std::byte>;
+
+struct row_spec {
+  std::uint32_t request;
+  phase kind;
+  std::uint32_t step;
+  std::uint32_t position;
+  moepolicy::layer_id layer;
+  std::vector<expert_id> experts;
+  std::vector<float> weights;
+  std::vector<float> scores = {};
+};
+
+routing_trace build(const trace_info& info, const std::vector<std::string>& names, const std::vector<row_spec>& rows) {
+  routing_trace_builder b(info);
+  for (const auto& n : names) b.add_request(n);
+  for (const auto& r : rows)
+    b.add(trace_row{r.request, r.kind, r.step, r.position, r.layer, r.experts, r.weights, r.scores});
+  return std::move(b).finish();
+}
+
+/// Two requests, prefill and decode, no scores: 4 layers, 8 experts, top-2, 5 rows.
+/// Its file layout is pinned by "the layout of a small trace".
+routing_trace trace_a() {
+  return build({.model = "toy-moe", .source = "unit test", .num_layers = 4, .num_experts = 8, .top_k = 2},
+               {"alpha", "beta"},
+               {
+                   {1, phase::decode, 0, 9, 3, {7, 0}, {0.125f, 0.875f}},
+                   {0, phase::prefill, 0, 1, 0, {2, 3}, {0.5f, 0.5f}},
+                   {0, phase::prefill, 0, 0, 0, {0, 1}, {0.75f, 0.25f}},
+                   {0, phase::decode, 1, 2, 0, {6, 7}, {1.0f, 0.0f}},
+                   {0, phase::prefill, 0, 0, 1, {4, 5}, {0.6f, 0.4f}},
+               });
+}
+
+/// One request with router scores: 2 layers, 4 experts, top-2, 3 rows.
+routing_trace trace_b() {
+  return build({.model = "scored", .source = "", .num_layers = 2, .num_experts = 4, .top_k = 2, .has_scores = true},
+               {"only"},
+               {
+                   {0, phase::prefill, 0, 0, 0, {3, 1}, {0.7f, 0.3f}, {-1.5f, 0.25f, 0.0f, 2.0f}},
+                   {0, phase::prefill, 0, 0, 1, {0, 2}, {0.9f, 0.1f}, {3.0f, -0.125f, 1.0f, -7.0f}},
+                   {0, phase::decode, 1, 1, 1, {2, 0}, {0.55f, 0.45f}, {0.5f, 0.0f, 1e-7f, 1e7f}},
+               });
+}
+
+/// A larger trace of realistic shape: 24 layers, 32 experts, top-8, 3 requests.
+routing_trace trace_random() {
+  std::mt19937 rng(7);
+  routing_trace_builder b({.model = "random", .source = "mt19937(7)", .num_layers = 24, .num_experts = 32, .top_k = 8});
+  std::vector<expert_id> ids(32);
+  std::vector<float> w(8);
+  for (std::uint32_t q = 0; q < 3; ++q) {
+    b.add_request("req" + std::to_string(q));
+    const std::uint32_t prompt = 5 + q, decode = 4;
+    for (std::uint32_t step = 0; step <= decode; ++step) {
+      const std::uint32_t first = step == 0 ? 0 : prompt + step - 1;
+      const std::uint32_t last = step == 0 ? prompt : first + 1;
+      for (std::uint32_t pos = first; pos < last; ++pos) {
+        for (moepolicy::layer_id l = 0; l < 24; ++l) {
+          std::iota(ids.begin(), ids.end(), expert_id{0});
+          std::shuffle(ids.begin(), ids.end(), rng);
+          for (auto& x : w) x = std::uniform_real_distribution<float>(0.0f, 1.0f)(rng);
+          b.add(trace_row{q,
+                          step == 0 ? phase::prefill : phase::decode,
+                          step,
+                          pos,
+                          l,
+                          std::span<const expert_id>(ids).first(8),
+                          w,
+                          {}});
+        }
+      }
+    }
+  }
+  return std::move(b).finish();
+}
+
+bytes to_bytes(const routing_trace& t) {
+  std::ostringstream os(std::ios::binary);
+  write_canonical(t, os);
+  const std::string s = os.str();
+  bytes out(s.size());
+  std::memcpy(out.data(), s.data(), s.size());
+  return out;
+}
+
+bytes read_file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  const std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  bytes out(s.size());
+  std::memcpy(out.data(), s.data(), s.size());
+  return out;
+}
+
+template <class U>
+void put(bytes& b, std::size_t at, U v) {
+  moepolicy::detail::canonical::store<U>(b.data() + at, v);
+}
+template <class U>
+U get(const bytes& b, std::size_t at) {
+  return moepolicy::detail::canonical::load<U>(b.data() + at);
+}
+void put_float(bytes& b, std::size_t at, float v) { put<std::uint32_t>(b, at, std::bit_cast<std::uint32_t>(v)); }
+
+/// Recomputes the checksum after an edit of the payload, so that the reader gets past it.
+void reseal(bytes& b) {
+  put<std::uint64_t>(b, 56, moepolicy::detail::canonical::checksum(std::span<const std::byte>(b).subspan(64)));
+}
+
+/// The message of the parse_error reading `b` throws, or "(no error)".
+std::string error_of(const bytes& b, std::string_view name = "t.mtrace") {
+  try {
+    (void)read_canonical(std::span<const std::byte>(b), name);
+  } catch (const parse_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+void check_equal(const routing_trace& a, const routing_trace& b) {
+  CHECK(a.info().model == b.info().model);
+  CHECK(a.info().source == b.info().source);
+  CHECK(a.info().num_layers == b.info().num_layers);
+  CHECK(a.info().num_experts == b.info().num_experts);
+  CHECK(a.info().top_k == b.info().top_k);
+  CHECK(a.info().has_scores == b.info().has_scores);
+  REQUIRE(a.requests().size() == b.requests().size());
+  for (std::size_t i = 0; i < a.requests().size(); ++i) {
+    CHECK(a.requests()[i].name == b.requests()[i].name);
+    CHECK(a.requests()[i].first_row == b.requests()[i].first_row);
+    CHECK(a.requests()[i].num_rows == b.requests()[i].num_rows);
+    CHECK(a.requests()[i].first_step == b.requests()[i].first_step);
+    CHECK(a.requests()[i].num_steps == b.requests()[i].num_steps);
+  }
+  const auto& x = a.columns();
+  const auto& y = b.columns();
+  CHECK(x.request == y.request);
+  CHECK(x.step == y.step);
+  CHECK(x.position == y.position);
+  CHECK(x.layer == y.layer);
+  CHECK(x.kind == y.kind);
+  CHECK(x.experts == y.experts);
+  CHECK(x.weights == y.weights);
+  CHECK(x.scores == y.scores);
+  CHECK(a.steps().size() == b.steps().size());
+  CHECK(a.batches().size() == b.batches().size());
+}
+
+/// A fresh, empty directory under the system temp dir.
+std::filesystem::path temp_dir() {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("moepolicy_canonical_test_" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("the layout of a small trace") {
+  const bytes b = to_bytes(trace_a());
+  REQUIRE(b.size() == 416);
+  CHECK(std::memcmp(b.data(), "MOEPTRC\0", 8) == 0);
+  CHECK(get<std::uint32_t>(b, 8) == 1);
+  CHECK(std::to_integer<int>(b[12]) == 0x04);  // byte-order mark 0x01020304, little-endian
+  CHECK(std::to_integer<int>(b[15]) == 0x01);
+  CHECK(get<std::uint64_t>(b, 16) == 5);    // rows
+  CHECK(get<std::uint32_t>(b, 24) == 2);    // requests
+  CHECK(get<std::uint32_t>(b, 28) == 4);    // layers
+  CHECK(get<std::uint32_t>(b, 32) == 8);    // experts
+  CHECK(get<std::uint32_t>(b, 36) == 2);    // top_k
+  CHECK(get<std::uint32_t>(b, 40) == 0);    // flags
+  CHECK(get<std::uint32_t>(b, 44) == 0);    // reserved
+  CHECK(get<std::uint64_t>(b, 48) == 352);  // payload bytes
+  CHECK(get<std::uint64_t>(b, 56) == moepolicy::detail::canonical::checksum(std::span<const std::byte>(b).subspan(64)));
+
+  // Section headers: tag, element size, data bytes; data at +16, padded to 8.
+  struct expect {
+    std::size_t at;
+    const char* tag;
+    std::uint32_t element;
+    std::uint64_t n;
+  };
+  const expect sections[] = {{64, "META", 1, 41},  {128, "REQU", 4, 20}, {168, "STEP", 4, 20},
+                             {208, "POSN", 4, 20}, {248, "LAYR", 2, 10}, {280, "KIND", 1, 5},
+                             {304, "EXPT", 2, 20}, {344, "WGHT", 4, 40}, {400, "SCOR", 4, 0}};
+  for (const auto& s : sections) {
+    CAPTURE(s.tag);
+    CHECK(std::memcmp(b.data() + s.at, s.tag, 4) == 0);
+    CHECK(get<std::uint32_t>(b, s.at + 4) == s.element);
+    CHECK(get<std::uint64_t>(b, s.at + 8) == s.n);
+  }
+  // META: model, source, request names, each u32-length-prefixed.
+  CHECK(get<std::uint32_t>(b, 80) == 7);
+  CHECK(std::memcmp(b.data() + 84, "toy-moe", 7) == 0);
+  CHECK(get<std::uint32_t>(b, 91) == 9);
+  CHECK(std::memcmp(b.data() + 95, "unit test", 9) == 0);
+  CHECK(get<std::uint32_t>(b, 104) == 5);
+  CHECK(std::memcmp(b.data() + 108, "alpha", 5) == 0);
+  CHECK(get<std::uint32_t>(b, 113) == 4);
+  CHECK(std::memcmp(b.data() + 117, "beta", 4) == 0);
+  // Columns in sorted row order.
+  CHECK(get<std::uint32_t>(b, 144 + 4 * 4) == 1);  // request of row 4 (beta)
+  CHECK(get<std::uint32_t>(b, 184 + 4 * 3) == 1);  // step of row 3
+  CHECK(get<std::uint32_t>(b, 224 + 4 * 4) == 9);  // position of row 4
+  CHECK(get<std::uint16_t>(b, 264 + 2 * 2) == 1);  // layer of row 2
+  CHECK(std::to_integer<int>(b[296 + 3]) == 1);    // row 3 decodes
+  CHECK(get<std::uint16_t>(b, 320 + 2 * 5) == 5);  // second id of row 2
+  CHECK(get<std::uint32_t>(b, 360) == std::bit_cast<std::uint32_t>(0.75f));
+}
+
+TEST_CASE("round trip through a stream, a byte span and a file") {
+  for (const routing_trace& t : {trace_a(), trace_b(), trace_random()}) {
+    CAPTURE(t.info().model);
+    const bytes b = to_bytes(t);
+
+    check_equal(read_canonical(std::span<const std::byte>(b), "mem"), t);
+
+    std::istringstream in(std::string(reinterpret_cast<const char*>(b.data()), b.size()), std::ios::binary);
+    check_equal(read_canonical(in, "stream"), t);
+
+    const auto dir = temp_dir();
+    const auto path = dir / "t.mtrace";
+    write_canonical(t, path);
+    CHECK(read_file_bytes(path) == b);
+    check_equal(read_canonical(path), t);
+    std::filesystem::remove_all(dir);
+
+    // Deterministic: writing what was read gives the same bytes.
+    CHECK(to_bytes(read_canonical(std::span<const std::byte>(b), "mem")) == b);
+  }
+}
+
+TEST_CASE("a buffer of any alignment reads") {
+  const bytes b = to_bytes(trace_b());
+  bytes shifted(b.size() + 3);
+  std::memcpy(shifted.data() + 3, b.data(), b.size());
+  check_equal(read_canonical(std::span<const std::byte>(shifted).subspan(3), "shifted"), trace_b());
+}
+
+TEST_CASE("a trace without rows, and requests without rows, round-trip") {
+  const routing_trace none = build({.model = "m", .source = "", .num_layers = 1, .num_experts = 1, .top_k = 1}, {}, {});
+  const routing_trace t = read_canonical(std::span<const std::byte>(to_bytes(none)), "none");
+  CHECK(t.num_rows() == 0);
+  CHECK(t.requests().empty());
+  CHECK(t.info().model == "m");
+
+  const routing_trace idle = build({.model = "", .source = "", .num_layers = 2, .num_experts = 4, .top_k = 1},
+                                   {"", "x,y", "z"}, {{1, phase::decode, 3, 0, 1, {2}, {1.0f}}});
+  check_equal(read_canonical(std::span<const std::byte>(to_bytes(idle)), "idle"), idle);
+}
+
+TEST_CASE("the committed version-1 files still read and are what the writer writes") {
+  const auto dir = moepolicy::test::test_data() / "trace";
+  check_equal(read_canonical(dir / "small.mtrace"), trace_a());
+  check_equal(read_canonical(dir / "scores.mtrace"), trace_b());
+  CHECK(read_file_bytes(dir / "small.mtrace") == to_bytes(trace_a()));
+  CHECK(read_file_bytes(dir / "scores.mtrace") == to_bytes(trace_b()));
+}
+
+TEST_CASE("is_canonical looks at the magic") {
+  const bytes b = to_bytes(trace_a());
+  CHECK(moepolicy::is_canonical(b));
+  CHECK(moepolicy::is_canonical(std::span<const std::byte>(b).first(8)));
+  CHECK_FALSE(moepolicy::is_canonical(std::span<const std::byte>(b).first(7)));
+  CHECK_FALSE(moepolicy::is_canonical(std::as_bytes(std::span<const char>("{\"record_type\": 1}", 18))));
+  CHECK_FALSE(moepolicy::is_canonical({}));
+}
+
+TEST_CASE("header errors") {
+  const bytes good = to_bytes(trace_a());
+  const std::string f = "t.mtrace: byte ";
+
+  bytes b = good;
+  b[0] = std::byte{'X'};
+  CHECK(error_of(b) == f + "0: not a moepolicy canonical trace (the magic bytes \"MOEPTRC\\0\" are missing)");
+  const std::string jsonl = "{\"record_type\": \"metadata\"}\n";
+  CHECK(error_of(bytes(reinterpret_cast<const std::byte*>(jsonl.data()),
+                       reinterpret_cast<const std::byte*>(jsonl.data()) + jsonl.size())) ==
+        f + "0: not a moepolicy canonical trace (the magic bytes \"MOEPTRC\\0\" are missing)");
+  CHECK(error_of(bytes{std::byte{'M'}, std::byte{'X'}}) ==
+        f + "0: not a moepolicy canonical trace (the magic bytes \"MOEPTRC\\0\" are missing)");
+
+  CHECK(error_of(bytes(good.begin(), good.begin() + 20)) ==
+        f + "20: truncated header: the data ends after 20 of the header's 64 bytes");
+  CHECK(error_of(bytes(good.begin(), good.begin() + 5)) ==
+        f + "5: truncated header: the data ends after 5 of the header's 64 bytes");
+  CHECK(error_of(bytes{}) == f + "0: truncated header: the data ends after 0 of the header's 64 bytes");
+
+  b = good;
+  put<std::uint32_t>(b, 8, 7);
+  CHECK(error_of(b) == f + "8: unsupported format version 7 (this reader knows 1)");
+  put<std::uint32_t>(b, 8, 0);
+  CHECK(error_of(b) == f + "8: unsupported format version 0 (this reader knows 1)");
+
+  b = good;
+  b[12] = std::byte{1};
+  b[13] = std::byte{2};
+  b[14] = std::byte{3};
+  b[15] = std::byte{4};
+  CHECK(error_of(b) == f + "12: byte-order mark reads 0x04030201, expected 0x01020304 (little-endian)");
+
+  b = good;
+  put<std::uint32_t>(b, 40, 7);
+  CHECK(error_of(b) == f + "40: unknown header flags 0x00000006 (this reader knows 0x00000001 = has_scores)");
+
+  b = good;
+  put<std::uint32_t>(b, 44, 3);
+  CHECK(error_of(b) == f + "44: reserved header field is 3, must be 0");
+
+  b = good;
+  put<std::uint32_t>(b, 28, 0);
+  CHECK(error_of(b) == f + "28: num_layers must be in [1, 65536], got 0");
+  b = good;
+  put<std::uint32_t>(b, 32, 70000);
+  CHECK(error_of(b) == f + "32: num_experts must be in [1, 65536], got 70000");
+  b = good;
+  put<std::uint32_t>(b, 36, 9);
+  CHECK(error_of(b) == f + "36: top_k must be in [1, num_experts = 8], got 9");
+  put<std::uint32_t>(b, 36, 0);
+  CHECK(error_of(b) == f + "36: top_k must be in [1, num_experts = 8], got 0");
+
+  b = good;
+  put<std::uint64_t>(b, 48, 351);
+  CHECK(error_of(b) == f + "48: payload size 351 is not a multiple of 8");
+}
+
+TEST_CASE("counts that overflow or exceed the data") {
+  const bytes good = to_bytes(trace_a());
+  const std::string f = "t.mtrace: byte ";
+
+  bytes b = good;
+  put<std::uint64_t>(b, 16, std::uint64_t{1} << 62);
+  CHECK(error_of(b) == f + "16: num_rows 4611686018427387904 at 27 bytes per row overflows a 64-bit size");
+  put<std::uint64_t>(b, 16, std::numeric_limits<std::uint64_t>::max());
+  CHECK(error_of(b) == f + "16: num_rows 18446744073709551615 at 27 bytes per row overflows a 64-bit size");
+  // With scores, the per-row size includes num_experts floats.
+  put<std::uint32_t>(b, 40, 1);
+  put<std::uint32_t>(b, 32, 65536);
+  put<std::uint64_t>(b, 16, std::uint64_t{1} << 46);
+  CHECK(error_of(b) == f + "16: num_rows 70368744177664 at 262171 bytes per row overflows a 64-bit size");
+
+  b = good;
+  put<std::uint64_t>(b, 16, 1000);
+  CHECK(error_of(b) ==
+        f + "16: num_rows 1000 and num_requests 2 need at least 27160 payload bytes, the header declares 352");
+  b = good;
+  put<std::uint32_t>(b, 24, 1000000000);
+  CHECK(error_of(b) == f + "16: num_rows 5 and num_requests 1000000000 need at least 4000000312 payload bytes, the "
+                           "header declares 352");
+  // Huge counts with a payload size to match: refused before anything is allocated.
+  b = good;
+  put<std::uint64_t>(b, 16, std::uint64_t{1} << 40);
+  put<std::uint64_t>(b, 48, std::uint64_t{1} << 60);
+  CHECK(error_of(b) == f + "16: num_rows 1099511627776 exceeds 4294967295, the most rows a trace holds");
+  put<std::uint64_t>(b, 16, 1000);
+  CHECK(error_of(b) == f + "136: section length mismatch: REQU holds 20 bytes, the header's counts give 4000");
+}
+
+TEST_CASE("trailing garbage") {
+  const bytes good = to_bytes(trace_a());
+  const std::string f = "t.mtrace: byte ";
+  bytes b = good;
+  b.insert(b.end(), 3, std::byte{0});
+  CHECK(error_of(b) == f + "416: trailing garbage: 3 bytes after the end of the payload the header declares");
+
+  // Inside the declared payload, after the last section.
+  b = good;
+  b.insert(b.end(), 8, std::byte{0});
+  put<std::uint64_t>(b, 48, 360);
+  reseal(b);
+  CHECK(error_of(b) == f + "416: trailing garbage: 8 bytes after the last section");
+}
+
+TEST_CASE("truncated columns and sections") {
+  const bytes good = to_bytes(trace_a());
+  const std::string f = "t.mtrace: byte ";
+  const auto cut = [&](std::size_t n) {
+    return error_of(bytes(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(n)));
+  };
+  CHECK(cut(370) == f + "370: truncated column WGHT: it needs 40 bytes from byte 360, the data ends after 10");
+  CHECK(cut(342) == f + "342: truncated column EXPT: it needs 24 bytes from byte 320, the data ends after 22");
+  CHECK(cut(350) == f + "350: truncated column WGHT: the data ends inside its section header");
+  CHECK(cut(100) == f + "100: truncated section META: it needs 41 bytes from byte 80, the data ends after 20");
+  CHECK(cut(64) == f + "64: truncated section META: the data ends inside its section header");
+  CHECK(cut(408) == f + "408: truncated column SCOR: the data ends inside its section header");
+  // A payload size that agrees with the file but is too small for the sections in it.
+  bytes b = bytes(good.begin(), good.begin() + 400);
+  put<std::uint64_t>(b, 48, 336);
+  CHECK(error_of(b) == f + "400: section SCOR is missing: the payload the header declares ends at byte 400");
+  b.resize(384);
+  put<std::uint64_t>(b, 48, 320);
+  CHECK(error_of(b) == f + "352: section WGHT of 40 bytes runs past the end of the payload the header declares");
+  // All sections present, but fewer bytes than the header declares.
+  b = good;
+  put<std::uint64_t>(b, 48, 400);
+  CHECK(error_of(b) == f + "416: truncated data: the header declares 400 payload bytes, 352 follow it");
+}
+
+TEST_CASE("section errors") {
+  const bytes good = to_bytes(trace_a());
+  const std::string f = "t.mtrace: byte ";
+
+  bytes b = good;
+  put<std::uint64_t>(b, 312, 22);
+  CHECK(error_of(b) == f + "312: section length mismatch: EXPT holds 22 bytes, the header's counts give 20");
+  put<std::uint64_t>(b, 312, 18);
+  CHECK(error_of(b) == f + "312: section length mismatch: EXPT holds 18 bytes, the header's counts give 20");
+  b = good;
+  put<std::uint64_t>(b, 408, 4);
+  CHECK(error_of(b) == f + "408: section length mismatch: SCOR holds 4 bytes, the header's counts give 0");
+  b = good;
+  put<std::uint64_t>(b, 72, 10);
+  CHECK(error_of(b) == f + "72: section length mismatch: META holds 10 bytes, the header's counts need at least 16");
+  // A META longer than the payload.
+  put<std::uint64_t>(b, 72, 1000);
+  CHECK(error_of(b) == f + "72: section META of 1000 bytes runs past the end of the payload the header declares");
+  put<std::uint64_t>(b, 72, std::numeric_limits<std::uint64_t>::max());
+  CHECK(error_of(b) ==
+        f + "72: section META of 18446744073709551615 bytes runs past the end of the payload the header declares");
+
+  b = good;
+  b[251] = std::byte{'X'};
+  CHECK(error_of(b) == f + "248: expected section LAYR, found \"LAYX\"");
+  b[248] = std::byte{0};
+  CHECK(error_of(b) == f + "248: expected section LAYR, found \"\\x00AYX\"");
+
+  b = good;
+  put<std::uint32_t>(b, 252, 4);
+  CHECK(error_of(b) == f + "252: section LAYR: element size is 4, expected 2");
+
+  b = good;
+  b[164] = std::byte{1};  // padding after REQU's 20 bytes
+  CHECK(error_of(b) == f + "164: section REQU: padding byte is not zero");
+}
+
+TEST_CASE("checksum mismatch") {
+  const bytes good = to_bytes(trace_a());
+  bytes b = good;
+  b[361] ^= std::byte{0x10};  // one bit of the first weight
+  const auto hex = [](std::uint64_t v) { return moepolicy::detail::canonical::hex(v, 16); };
+  const std::uint64_t stored = get<std::uint64_t>(b, 56);
+  const std::uint64_t actual = moepolicy::detail::canonical::checksum(std::span<const std::byte>(b).subspan(64));
+  CHECK(stored != actual);
+  CHECK(error_of(b) == "t.mtrace: byte 56: checksum mismatch: the header records " + hex(stored) +
+                           ", the payload hashes to " + hex(actual));
+  // A flipped bit in the stored checksum itself.
+  b = good;
+  b[60] ^= std::byte{0x01};
+  CHECK(error_of(b).starts_with("t.mtrace: byte 56: checksum mismatch: the header records "));
+  // Every single-bit flip anywhere in the payload is caught (by the checksum or a
+  // structural check).
+  for (std::size_t i = 64; i < good.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      b = good;
+      b[i] ^= std::byte{static_cast<unsigned char>(1u << bit)};
+      REQUIRE(error_of(b) != "(no error)");
+    }
+  }
+}
+
+TEST_CASE("checksum is FNV-1a over 64-bit little-endian words in four lanes") {
+  // Reference: the file comment's definition, word by word.
+  const auto reference = [](const bytes& payload) {
+    const auto mix = [](std::uint64_t h, std::uint64_t w) { return (h ^ w) * 0x100000001b3ull; };
+    std::uint64_t lane[4] = {0xcbf29ce484222325ull, 0xcbf29ce484222325ull, 0xcbf29ce484222325ull,
+                             0xcbf29ce484222325ull};
+    for (std::size_t i = 0; i * 8 < payload.size(); ++i)
+      lane[i % 4] = mix(lane[i % 4], get<std::uint64_t>(payload, i * 8));
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (const std::uint64_t l : lane) h = mix(h, l);
+    return h;
+  };
+  bytes payload(16, std::byte{0});
+  payload[0] = std::byte{1};
+  payload[15] = std::byte{0x80};
+  constexpr std::uint64_t basis = 0xcbf29ce484222325ull, prime = 0x100000001b3ull;
+  const std::uint64_t lanes[4] = {(basis ^ 1u) * prime, (basis ^ 0x8000000000000000ull) * prime, basis, basis};
+  std::uint64_t h = basis;
+  for (const std::uint64_t l : lanes) h = (h ^ l) * prime;
+  CHECK(moepolicy::detail::canonical::checksum(payload) == h);
+  CHECK(reference(payload) == h);
+
+  // Any length, fed whole or in odd pieces.
+  std::mt19937 rng(3);
+  for (std::size_t words : {0u, 1u, 3u, 4u, 5u, 8u, 13u, 64u, 101u}) {
+    bytes p(words * 8);
+    for (auto& x : p) x = static_cast<std::byte>(rng());
+    CAPTURE(words);
+    CHECK(moepolicy::detail::canonical::checksum(p) == reference(p));
+    moepolicy::detail::canonical::checksum_state s;
+    std::size_t at = 0;
+    for (std::size_t piece = 1; at < p.size(); piece = piece * 3 % 41 + 1) {
+      const std::size_t n = std::min(piece, p.size() - at);
+      s.update(std::span<const std::byte>(p).subspan(at, n));
+      at += n;
+    }
+    CHECK(s.value() == reference(p));
+  }
+}
+
+TEST_CASE("META errors") {
+  const bytes good = to_bytes(trace_a());
+  const std::string f = "t.mtrace: byte ";
+  bytes b = good;
+  put<std::uint32_t>(b, 80, 100);
+  reseal(b);
+  CHECK(error_of(b) == f + "80: section META: the model name of 100 bytes runs past the end of the section");
+  b = good;
+  put<std::uint32_t>(b, 113, 5);
+  reseal(b);
+  CHECK(error_of(b) == f + "113: section META: request name 1 of 5 bytes runs past the end of the section");
+  // One request fewer in the header: the second name is left over.
+  b = good;
+  put<std::uint32_t>(b, 24, 1);
+  CHECK(error_of(b) == f + "113: section META: 8 bytes after the last request name");
+}
+
+TEST_CASE("rows that routing_trace rejects name the row and its entry") {
+  const bytes good = to_bytes(trace_a());
+  const std::string f = "t.mtrace: byte ";
+  bytes b = good;
+  b[296 + 2] = std::byte{7};
+  reseal(b);
+  CHECK(error_of(b) == f + "298: row 2: phase code 7 is neither prefill (0) nor decode (1)");
+
+  b = good;
+  b[296 + 1] = std::byte{1};
+  reseal(b);
+  CHECK(error_of(b) == f + "297: row 1: step 0 of request 0 mixes prefill and decode rows");
+
+  b = good;
+  put<std::uint16_t>(b, 320 + 2 * 7, 8);  // row 3, second id
+  reseal(b);
+  CHECK(error_of(b) == f + "334: row 3: expert id 8 >= num_experts 8");
+
+  b = good;
+  put<std::uint16_t>(b, 320 + 2 * 3, 2);  // row 1: {2, 2}
+  reseal(b);
+  CHECK(error_of(b) == f + "326: row 1: expert id 2 selected twice");
+
+  b = good;
+  put_float(b, 360 + 4 * 9, std::numeric_limits<float>::quiet_NaN());  // row 4, second weight
+  reseal(b);
+  CHECK(error_of(b) == f + "396: row 4: gate weight nan of expert 0 is not a finite non-negative number");
+  put_float(b, 360 + 4 * 9, -0.5f);
+  reseal(b);
+  CHECK(error_of(b) == f + "396: row 4: gate weight -0.5 of expert 0 is not a finite non-negative number");
+
+  b = good;
+  put<std::uint32_t>(b, 144 + 4 * 4, 2);  // row 4: request 2 of 2
+  reseal(b);
+  CHECK(error_of(b) == f + "160: row 4: request 2 does not exist (2 requests)");
+
+  b = good;
+  put<std::uint16_t>(b, 264 + 2 * 4, 4);  // row 4: layer 4 of 4
+  reseal(b);
+  CHECK(error_of(b) == f + "272: row 4: layer 4 >= num_layers 4");
+
+  b = good;
+  put<std::uint32_t>(b, 224 + 4 * 1, 0);  // row 1 repeats row 0's key
+  reseal(b);
+  CHECK(error_of(b) == f + "148: row 1 repeats the (request, step, layer, position) of the row before");
+
+  b = good;
+  put<std::uint32_t>(b, 184 + 4 * 3, 0);  // row 3 moves to step 0: out of order
+  reseal(b);
+  CHECK(error_of(b) == f + "156: row 3 is out of (request, step, layer, position) order");
+
+  // A row check anywhere comes before an order problem earlier on, as in from_sorted.
+  put<std::uint16_t>(b, 320 + 2 * 9, 9);  // row 4, second id
+  reseal(b);
+  CHECK(error_of(b) == f + "338: row 4: expert id 9 >= num_experts 8");
+}
+
+TEST_CASE("a non-finite router score names its entry") {
+  bytes b = to_bytes(trace_b());
+  // Find SCOR by walking the sections.
+  std::size_t at = 64;
+  while (std::memcmp(b.data() + at, "SCOR", 4) != 0)
+    at += 16 + ((get<std::uint64_t>(b, at + 8) + 7) & ~std::uint64_t{7});
+  const std::size_t data = at + 16;
+  put_float(b, data + 4 * (4 * 2 + 3), std::numeric_limits<float>::infinity());  // row 2, expert 3
+  reseal(b);
+  CHECK(error_of(b, "s") == "s: byte " + std::to_string(data + 44) + ": row 2: router score inf is not finite");
+}
+
+TEST_CASE("file errors") {
+  const auto dir = temp_dir();
+  const auto missing = dir / "missing.mtrace";
+  CHECK_THROWS_WITH_AS((void)read_canonical(missing),
+                       (missing.string() + ": cannot open: No such file or directory").c_str(), parse_error);
+  CHECK_THROWS_WITH_AS((void)read_canonical(dir), (dir.string() + ": is a directory, not a file").c_str(), parse_error);
+
+  // Errors in a file name the file.
+  bytes b = to_bytes(trace_a());
+  put<std::uint32_t>(b, 8, 2);
+  const auto path = dir / "v2.mtrace";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  }
+  CHECK_THROWS_WITH_AS((void)read_canonical(path),
+                       (path.string() + ": byte 8: unsupported format version 2 (this reader knows 1)").c_str(),
+                       parse_error);
+  try {
+    (void)read_canonical(path);
+  } catch (const parse_error& e) {
+    CHECK(e.file() == path.string());
+    CHECK(e.where().unit == moepolicy::file_location::kind::byte_offset);
+    CHECK(e.where().value == 8);
+    CHECK(e.problem() == "unsupported format version 2 (this reader knows 1)");
+  }
+
+  // Writing where no file can be made.
+  const auto nowhere = dir / "no" / "such" / "dir" / "t.mtrace";
+  try {
+    write_canonical(trace_a(), nowhere);
+    FAIL("write_canonical did not throw");
+  } catch (const std::filesystem::filesystem_error& e) {
+    CHECK(e.path1() == nowhere);
+    CHECK(std::string(e.what()).find("moepolicy::write_canonical: cannot open for writing") != std::string::npos);
+    CHECK(std::string(e.what()).find(nowhere.string()) != std::string::npos);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("writer errors") {
+  std::ostringstream os;
+  CHECK_THROWS_WITH_AS(write_canonical(routing_trace{}, os),
+                       "moepolicy::write_canonical: num_layers must be in [1, 65536], got 0",
+                       moepolicy::invalid_argument);
+  CHECK(os.str().empty());
+  std::ostringstream failed;
+  failed.setstate(std::ios::badbit);
+  CHECK_THROWS_AS(write_canonical(trace_a(), failed), std::ios_base::failure);
+}
+
+TEST_CASE("a stream read names the stream and reads the rest of it") {
+  const bytes b = to_bytes(trace_a());
+  std::string text = "prefix";
+  text.append(reinterpret_cast<const char*>(b.data()), b.size());
+  std::istringstream in(text, std::ios::binary);
+  in.ignore(6);
+  check_equal(read_canonical(in, "pipe"), trace_a());
+  std::istringstream bad(text.substr(6, 100), std::ios::binary);
+  CHECK_THROWS_WITH_AS((void)read_canonical(bad, "pipe"),
+                       "pipe: byte 100: truncated section META: it needs 41 bytes from byte 80, the data ends after 20",
+                       parse_error);
+}
