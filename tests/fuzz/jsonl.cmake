@@ -1,0 +1,28 @@
+# Fuzzers of the JSONL importers: seeded from the recorded traces (when ../shared is
+# present) and from the small hand-made inputs of tests/data/io/, so the corpus is never
+# empty.
+set(_io_data ${PROJECT_SOURCE_DIR}/tests/data/io)
+set(_granite_traces ${MOEPOLICY_SHARED_TRACES}/granite-3.1-1b-a400m)
+set(_mixtral_traces ${MOEPOLICY_SHARED_TRACES}/mixtral-8x7b-decode)
+
+moepolicy_add_fuzzer(fuzz_granite_jsonl
+  SOURCE ${CMAKE_CURRENT_LIST_DIR}/fuzz_granite_jsonl.cpp
+  SEEDS ${_granite_traces}/00-cal-factual-01.jsonl
+        ${_granite_traces}/05-eval-factual-02.jsonl
+        ${_granite_traces}/09-eval-summary-01.jsonl
+        ${_io_data}/granite_a.jsonl
+        ${_io_data}/granite_b.jsonl
+        ${_io_data}/granite_truncated.jsonl
+        ${_io_data}/granite_version2.jsonl)
+
+moepolicy_add_fuzzer(fuzz_vllm_jsonl
+  SOURCE ${CMAKE_CURRENT_LIST_DIR}/fuzz_vllm_jsonl.cpp
+  SEED_LINES 200
+  SEEDS ${_mixtral_traces}/humaneval_2_routing.jsonl
+        ${_mixtral_traces}/routing_raw.jsonl
+        ${_io_data}/vllm_decode_small.jsonl
+        ${_io_data}/vllm_raw_small.jsonl)
+
+unset(_io_data)
+unset(_granite_traces)
+unset(_mixtral_traces)

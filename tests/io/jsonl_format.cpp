@@ -1,0 +1,90 @@
+// Tests of moepolicy/io/jsonl_format.hpp: telling the JSONL trace formats apart by their
+// first line, and the shared line reader's rules.
+#include "moepolicy/io/jsonl_format.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "test_support.hpp"
+
+namespace {
+
+namespace io = moepolicy::io;
+using io::jsonl_format;
+
+}  // namespace
+
+TEST_CASE("jsonl_format: names") {
+  CHECK(io::to_string(jsonl_format::granite) == "granite");
+  CHECK(io::to_string(jsonl_format::vllm_decode) == "vllm_decode");
+  CHECK(io::to_string(jsonl_format::vllm_raw) == "vllm_raw");
+  CHECK(io::to_string(jsonl_format::unknown) == "unknown");
+}
+
+TEST_CASE("jsonl_format: detection from the first line") {
+  CHECK(io::detect_jsonl_format(
+            R"({"record_type": "metadata", "format": "moe-cache-lab.routing-jsonl", "format_version": 1})") ==
+        jsonl_format::granite);
+  // The reader, not the detector, reports an unknown version.
+  CHECK(io::detect_jsonl_format(
+            R"({"record_type": "metadata", "format": "moe-cache-lab.routing-jsonl", "format_version": 7})") ==
+        jsonl_format::granite);
+  CHECK(io::detect_jsonl_format(R"({"record_type": "metadata", "format": "other"})") == jsonl_format::unknown);
+  CHECK(io::detect_jsonl_format(R"({"record_type": "routing_selection", "layer": 0})") == jsonl_format::unknown);
+  CHECK(io::detect_jsonl_format(R"({"format": "moe-cache-lab.routing-jsonl"})") == jsonl_format::unknown);
+  CHECK(io::detect_jsonl_format(R"({"dataset": "humaneval", "layer": 0, "experts": [6, 5], "token_idx": 0})") ==
+        jsonl_format::vllm_decode);
+  CHECK(io::detect_jsonl_format(R"({"dataset": "humaneval", "layer": 0, "token_pos": 0, "experts": [5, 2]})") ==
+        jsonl_format::vllm_raw);
+  CHECK(io::detect_jsonl_format(R"({"token_pos": 0})") == jsonl_format::unknown);
+  CHECK(io::detect_jsonl_format(R"({"experts": [1]})") == jsonl_format::unknown);
+  CHECK(io::detect_jsonl_format("") == jsonl_format::unknown);
+  CHECK(io::detect_jsonl_format("not json") == jsonl_format::unknown);
+  CHECK(io::detect_jsonl_format("[1, 2]") == jsonl_format::unknown);
+  CHECK(io::detect_jsonl_format(R"({"record_type": "metadata")") == jsonl_format::unknown);
+  CHECK(io::detect_jsonl_format("{\"experts\": [], \"token_idx\": 0}\r") == jsonl_format::vllm_decode);
+}
+
+TEST_CASE("jsonl_format: detection from the first line of the test files") {
+  const auto first_line = [](const char* name) {
+    std::ifstream in(moepolicy::test::test_data() / "io" / name);
+    std::string line;
+    std::getline(in, line);
+    return io::detect_jsonl_format(line);
+  };
+  CHECK(first_line("granite_a.jsonl") == jsonl_format::granite);
+  CHECK(first_line("granite_version2.jsonl") == jsonl_format::granite);
+  CHECK(first_line("vllm_decode_small.jsonl") == jsonl_format::vllm_decode);
+  CHECK(first_line("vllm_raw_small.jsonl") == jsonl_format::vllm_raw);
+  CHECK(first_line("empty.jsonl") == jsonl_format::unknown);
+}
+
+TEST_CASE("jsonl_format: the shared line reader") {
+  std::istringstream in("{\"a\": 1}\r\n{}\n\n \n");
+  io::detail::jsonl_lines lines(in, "s");
+  nlohmann::json rec;
+  REQUIRE(lines.next(rec));
+  CHECK(lines.line() == 1);
+  CHECK(rec["a"] == 1);
+  REQUIRE(lines.next(rec));
+  CHECK(lines.line() == 2);
+  CHECK(rec.empty());
+  CHECK_FALSE(lines.next(rec));
+  CHECK_FALSE(lines.next(rec));
+
+  std::istringstream bad;
+  bad.setstate(std::ios::failbit);
+  CHECK_THROWS_WITH_AS(static_cast<void>(io::detail::jsonl_lines(bad, "s")), "s: the input stream is not readable",
+                       moepolicy::parse_error);
+
+  CHECK(io::detail::quote_text("a\"b\n") == "\"a\\\"b\\n\"");
+  // Cut at 64 bytes, never inside a UTF-8 sequence: 63 ASCII bytes and a 2-byte "é".
+  CHECK(io::detail::quote_text(std::string(63, 'x') + "\xc3\xa9" + "tail") == "\"" + std::string(63, 'x') + "...\"");
+  CHECK(io::detail::printable("ok\x01\xff") == "ok\\x01\\xff");
+  CHECK(io::detail::printable(std::string(300, 'a')) == std::string(200, 'a') + "...");
+  CHECK(io::detail::printable("abc", 3) == "abc");
+  CHECK(io::detail::printable("abcd", 3) == "abc...");
+}
