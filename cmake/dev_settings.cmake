@@ -3,7 +3,7 @@
 add_library(moepolicy_dev_settings INTERFACE)
 target_compile_options(moepolicy_dev_settings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
-  -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual -Wnull-dereference)
+  -Wnon-virtual-dtor -Wold-style-cast -Wcast-align -Woverloaded-virtual)
 if(MOEPOLICY_WERROR)
   target_compile_options(moepolicy_dev_settings INTERFACE -Werror)
 endif()

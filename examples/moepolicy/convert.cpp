@@ -1,0 +1,46 @@
+// `moepolicy convert IN... -o OUT`: write a trace in the canonical binary format (.mtrace)
+// or as CSV (.csv).
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "moepolicy/io/read_trace.hpp"
+#include "moepolicy/trace/canonical.hpp"
+#include "moepolicy/trace/csv_export.hpp"
+
+namespace moepolicy::tool {
+
+void add_convert(CLI::App& app) {
+  auto* cmd = app.add_subcommand("convert", "Convert traces to the canonical binary format (.mtrace) or to CSV");
+  struct options {
+    std::vector<std::string> inputs;
+    std::string output;
+  };
+  auto opt = std::make_shared<options>();
+  cmd->add_option("inputs", opt->inputs, "Trace files or a directory; several Granite JSONL files make one trace")
+      ->required()
+      ->check(CLI::ExistingPath);
+  cmd->add_option("-o,--output", opt->output, "Output file: .mtrace (canonical) or .csv")->required();
+  cmd->callback([opt] {
+    const std::vector<std::filesystem::path> paths(opt->inputs.begin(), opt->inputs.end());
+    const routing_trace trace = io::read_trace(paths);
+    const std::filesystem::path out = opt->output;
+    if (out.extension() == ".csv") {
+      std::ofstream os(out);
+      if (!os) throw std::runtime_error("cannot write " + out.string());
+      write_csv(trace, os);
+      if (!os) throw std::runtime_error("error writing " + out.string());
+    } else if (out.extension() == ".mtrace") {
+      write_canonical(trace, out);
+    } else {
+      throw CLI::ValidationError("--output", "must end in .mtrace or .csv, got " + out.string());
+    }
+    std::cout << "wrote " << out.string() << ": " << trace.num_rows() << " rows, " << trace.requests().size()
+              << " requests\n";
+  });
+}
+
+}  // namespace moepolicy::tool

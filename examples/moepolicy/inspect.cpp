@@ -1,0 +1,115 @@
+// `moepolicy inspect TRACE...`: the model shape, requests, tokens per phase and per-layer
+// skew of each trace.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "../common/table.hpp"
+#include "commands.hpp"
+#include "moepolicy/core/model_shape.hpp"
+#include "moepolicy/io/read_trace.hpp"
+#include "moepolicy/trace/summary.hpp"
+
+namespace moepolicy::tool {
+namespace {
+
+using examples::fixed;
+
+/// The preset that matches a trace's model id (by name fragment and shape), if any.
+std::optional<model_shape> preset_for(const trace_info& info) {
+  std::string id;
+  for (char c : info.model) id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto make : models::all) {
+    model_shape s = make();
+    if (s.num_experts != info.num_experts || s.top_k != info.top_k) continue;
+    std::string name;
+    for (char c : s.name) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    // "Granite-3.1-1B-A400M" matches "ibm-granite/granite-3.1-1b-a400m-instruct".
+    if (id.find(name) != std::string::npos) return s;
+    const auto dash = name.find('-');
+    if (dash != std::string::npos && id.find(name.substr(0, dash)) != std::string::npos) return s;
+  }
+  return std::nullopt;
+}
+
+std::string ratio(double r) { return std::isinf(r) ? "inf" : fixed(r, 2) + "x"; }
+
+void inspect_one(const std::vector<std::filesystem::path>& paths, bool per_request) {
+  const routing_trace trace = io::read_trace(paths);
+  const trace_info& info = trace.info();
+  const trace_summary s = summarize(trace);
+
+  std::cout << "trace: " << paths.front().string();
+  if (paths.size() > 1) std::cout << " (+" << paths.size() - 1 << " more files)";
+  std::cout << '\n';
+  std::cout << "  format: " << io::to_string(io::detect_trace_format(paths.front())) << '\n';
+  std::cout << "  model: " << (info.model.empty() ? "(not recorded)" : info.model) << '\n';
+  std::cout << "  shape: " << info.num_layers << " MoE layers, " << info.num_experts << " experts, top-"
+            << info.top_k << ", router scores " << (info.has_scores ? "recorded" : "not recorded") << '\n';
+  if (auto preset = preset_for(info)) {
+    std::cout << "  preset " << preset->name << ": " << preset->num_layers << " layers, hidden "
+              << preset->hidden_size << ", expert intermediate " << preset->expert_intermediate_size
+              << ", FP16 expert " << fixed(static_cast<double>(expert_bytes(*preset, fp16)) / (1 << 20), 2)
+              << " MiB\n";
+  }
+  std::cout << "  requests " << s.requests.size() << ", steps " << trace.steps().size() << ", rows " << s.rows
+            << '\n';
+  std::cout << "  tokens: prefill " << s.prefill_tokens << ", decode " << s.decode_tokens;
+  if (s.min_layer_tokens != s.max_layer_tokens) {
+    std::cout << " (per layer " << s.min_layer_tokens << " to " << s.max_layer_tokens << ")";
+  }
+  std::cout << '\n';
+  if (per_request || s.requests.size() <= 16) {
+    examples::text_table t({"request", "rows", "prefill", "decode", "steps"});
+    for (const auto& r : s.requests) {
+      t.add({r.name, std::to_string(r.rows), std::to_string(r.prefill_tokens), std::to_string(r.decode_tokens),
+             std::to_string(r.steps)});
+    }
+    t.print(std::cout, "    ");
+  }
+  std::cout << "  per-layer skew (shares of expert selections; entropy in bits, uniform = "
+            << fixed(std::log2(static_cast<double>(info.num_experts)), 2) << "):\n";
+  examples::text_table t({"layer", "tokens", "used", "max share", "min share", "max/min", "entropy"});
+  for (const auto& L : s.layers) {
+    t.add({std::to_string(L.layer), std::to_string(L.prefill_tokens + L.decode_tokens),
+           std::to_string(L.experts_used) + "/" + std::to_string(info.num_experts), fixed(L.max_share, 4),
+           fixed(L.min_share, 4), ratio(L.max_min_ratio), fixed(L.entropy_bits, 3)});
+  }
+  t.print(std::cout, "    ");
+}
+
+}  // namespace
+
+void add_inspect(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Print the shape, requests, tokens per phase and per-layer skew of traces");
+  struct options {
+    std::vector<std::string> traces;
+    bool combine = false;
+    bool per_request = false;
+  };
+  auto opt = std::make_shared<options>();
+  cmd->add_option("traces", opt->traces,
+                  "Trace files or directories (.mtrace, .jsonl, .csv); each is inspected on its own")
+      ->required()
+      ->check(CLI::ExistingPath);
+  cmd->add_flag("--combine", opt->combine, "Read all the given Granite JSONL files as one multi-request trace");
+  cmd->add_flag("--per-request", opt->per_request, "Always list every request");
+  cmd->callback([opt] {
+    if (opt->combine) {
+      std::vector<std::filesystem::path> paths(opt->traces.begin(), opt->traces.end());
+      inspect_one(paths, opt->per_request);
+      return;
+    }
+    bool first = true;
+    for (const auto& p : opt->traces) {
+      if (!first) std::cout << '\n';
+      first = false;
+      inspect_one({std::filesystem::path(p)}, opt->per_request);
+    }
+  });
+}
+
+}  // namespace moepolicy::tool

@@ -1,0 +1,32 @@
+// moepolicy — the command-line face of the library: inspect and convert routing traces
+// (later: replay, place, bitwidth, schedule, balance, report).
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/version.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"moepolicy: expert placement, precision and scheduling policies for MoE serving"};
+  app.set_version_flag("--version", std::to_string(MOEPOLICY_VERSION_MAJOR) + "." +
+                                        std::to_string(MOEPOLICY_VERSION_MINOR) + "." +
+                                        std::to_string(MOEPOLICY_VERSION_PATCH));
+  app.require_subcommand(1);
+  moepolicy::tool::add_inspect(app);
+  moepolicy::tool::add_convert(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const moepolicy::parse_error& e) {
+    std::cerr << "moepolicy: " << e.what() << '\n';
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "moepolicy: " << e.what() << '\n';
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,146 @@
+// moepolicy/io/read_trace.hpp — read any trace the importers understand, by content.
+//
+// `read_trace` looks at what it is given and calls the matching importer:
+//   - a file starting with the canonical magic (trace/canonical.hpp), any extension;
+//   - a `.jsonl` file: the first line tells Granite moe-cache-lab records from vLLM
+//     decode-only and vLLM prefill+decode records (io/jsonl_format.hpp);
+//   - a FLAME-MoE `prefill_layer<L>.csv` file, or a directory of them;
+//   - a directory of Granite `.jsonl` files: one request per file, in name order;
+//   - several paths at once: Granite `.jsonl` files, one request per file, in the
+//     order given.
+// Anything else is a `parse_error` naming the path and what was expected.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/io/detail/input.hpp"
+#include "moepolicy/io/flame_csv.hpp"
+#include "moepolicy/io/granite_jsonl.hpp"
+#include "moepolicy/io/jsonl_format.hpp"
+#include "moepolicy/io/vllm_jsonl.hpp"
+#include "moepolicy/trace/canonical.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+
+namespace moepolicy::io {
+
+/// The formats `read_trace` recognises.
+enum class trace_format : std::uint8_t {
+  canonical,
+  granite_jsonl,
+  vllm_decode_jsonl,
+  vllm_raw_jsonl,
+  flame_csv,
+  granite_directory,
+  flame_directory,
+};
+
+/// A short name of a format, as `moepolicy inspect` prints it.
+[[nodiscard]] constexpr std::string_view to_string(trace_format f) noexcept {
+  switch (f) {
+    case trace_format::canonical: return "moepolicy canonical (.mtrace)";
+    case trace_format::granite_jsonl: return "moe-cache-lab routing JSONL (Granite)";
+    case trace_format::vllm_decode_jsonl: return "vLLM routing JSONL, decode only";
+    case trace_format::vllm_raw_jsonl: return "vLLM routing JSONL, prefill + decode";
+    case trace_format::flame_csv: return "FLAME-MoE router-probability CSV";
+    case trace_format::granite_directory: return "directory of moe-cache-lab routing JSONL files";
+    case trace_format::flame_directory: return "directory of FLAME-MoE CSV files";
+  }
+  return "unknown";
+}
+
+namespace detail {
+
+inline std::vector<std::filesystem::path> files_with(const std::filesystem::path& dir, std::string_view ext,
+                                                     std::string_view prefix = {}) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    const auto name = entry.path().filename().string();
+    if (entry.path().extension() == ext && name.starts_with(prefix)) out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace detail
+
+/// Which importer `read_trace` would use for `path`.
+///
+/// Throws: `parse_error` naming the path when it cannot be read or is of no known format.
+[[nodiscard]] inline trace_format detect_trace_format(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    if (!detail::files_with(path, ".csv", "prefill_layer").empty()) return trace_format::flame_directory;
+    if (!detail::files_with(path, ".jsonl").empty()) return trace_format::granite_directory;
+    detail::fail_file(path.string(), "directory holds neither prefill_layer*.csv nor *.jsonl trace files");
+  }
+  std::ifstream in = detail::open_input(path);
+  std::array<char, 8> head{};
+  in.read(head.data(), head.size());
+  const auto got = static_cast<std::size_t>(in.gcount());
+  if (is_canonical(std::as_bytes(std::span<const char>(head.data(), got)))) return trace_format::canonical;
+  const auto ext = path.extension();
+  if (ext == ".csv") return trace_format::flame_csv;
+  if (ext == ".jsonl") {
+    in.clear();
+    in.seekg(0);
+    std::string first;
+    std::getline(in, first);
+    switch (detect_jsonl_format(first)) {
+      case jsonl_format::granite: return trace_format::granite_jsonl;
+      case jsonl_format::vllm_decode: return trace_format::vllm_decode_jsonl;
+      case jsonl_format::vllm_raw: return trace_format::vllm_raw_jsonl;
+      case jsonl_format::unknown: break;
+    }
+    detail::fail_at_line(path.string(), 1,
+                         "not a known routing JSONL format (expected a moe-cache-lab metadata record or a vLLM "
+                         "routing record with token_idx or token_pos)");
+  }
+  detail::fail_file(path.string(), "unknown trace format (expected .mtrace, .jsonl, .csv or a directory of them)");
+}
+
+/// Reads the trace at `path` with the importer its content calls for.
+///
+/// Throws: `parse_error` from the importer, naming the file and line or byte offset.
+[[nodiscard]] inline routing_trace read_trace(const std::filesystem::path& path) {
+  switch (detect_trace_format(path)) {
+    case trace_format::canonical: return read_canonical(path);
+    case trace_format::granite_jsonl: return read_granite_jsonl(path);
+    case trace_format::vllm_decode_jsonl: return read_vllm_decode_jsonl(path);
+    case trace_format::vllm_raw_jsonl: return read_vllm_raw_jsonl(path);
+    case trace_format::flame_csv:
+    case trace_format::flame_directory: return read_flame_csv(path);
+    case trace_format::granite_directory: {
+      const auto files = detail::files_with(path, ".jsonl");
+      return read_granite_jsonl(std::span<const std::filesystem::path>(files));
+    }
+  }
+  detail::fail_file(path.string(), "unknown trace format");
+}
+
+/// Reads several Granite JSONL files as one trace, one request per file, in the order
+/// given; a single path of any format is read as `read_trace(path)`.
+///
+/// Throws: `parse_error` when more than one path is given and one is not Granite JSONL.
+[[nodiscard]] inline routing_trace read_trace(std::span<const std::filesystem::path> paths) {
+  if (paths.size() == 1) return read_trace(paths.front());
+  if (paths.empty()) detail::fail_file("(no input)", "no trace path given");
+  for (const auto& p : paths) {
+    if (detect_trace_format(p) != trace_format::granite_jsonl) {
+      detail::fail_file(p.string(), "only moe-cache-lab Granite JSONL files can be combined into one trace");
+    }
+  }
+  return read_granite_jsonl(paths);
+}
+
+}  // namespace moepolicy::io

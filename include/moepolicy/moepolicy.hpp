@@ -1,0 +1,24 @@
+// moepolicy/moepolicy.hpp — every public header of the core library, for examples and
+// quick experiments. Library code and tests include exactly what they use instead.
+// The trace importers (moepolicy/io/) need the moepolicy::io target and are not included.
+#pragma once
+
+#include "moepolicy/version.hpp"
+
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/core/model_shape.hpp"
+#include "moepolicy/core/units.hpp"
+
+#include "moepolicy/cost/any_device.hpp"
+#include "moepolicy/cost/concepts.hpp"
+#include "moepolicy/cost/device_spec.hpp"
+#include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/profiled.hpp"
+#include "moepolicy/cost/roofline.hpp"
+
+#include "moepolicy/trace/canonical.hpp"
+#include "moepolicy/trace/csv_export.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+#include "moepolicy/trace/summary.hpp"
+#include "moepolicy/trace/tables.hpp"

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The two jobs of the README, on a fresh Debian 12 machine:
+#   ./run.sh main   build the moepolicy tool and run the main job on the bundled traces
+#   ./run.sh test   build and run every test: g++ with ASan+UBSan and -Werror, clang 14
+#                   with -Werror, header self-containment, packaging, benchmarks (smoke),
+#                   and a libFuzzer run per trace reader
+# Each installs the Debian packages it needs when they are missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+jobs=${MOEPOLICY_JOBS:-2}
+fuzz_seconds=${MOEPOLICY_FUZZ_SECONDS:-60}
+
+packages_main=(cmake ninja-build g++ libeigen3-dev librange-v3-dev libcli11-dev nlohmann-json3-dev)
+packages_test=("${packages_main[@]}" clang-14 libclang-rt-14-dev doctest-dev libbenchmark-dev)
+
+ensure_packages() {
+  local missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "== installing: ${missing[*]}"
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
+
+configure() {  # configure <build-dir> <cmake args...>
+  local dir=$1; shift
+  cmake -S . -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
+}
+
+run_main() {
+  ensure_packages "${packages_main[@]}"
+  mkdir -p build
+  configure build/release -DCMAKE_BUILD_TYPE=Release -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_BENCH=OFF
+  cmake --build build/release -j"$jobs" --target moepolicy_tool
+  local tool=build/release/examples/moepolicy
+  local traces=(examples/traces/granite-3.1-1b-a400m/granite-3.1-1b-a400m.mtrace)
+  "$tool" inspect "${traces[@]}"
+  if [ -d ../shared/traces ]; then
+    "$tool" inspect ../shared/traces/mixtral-8x7b-decode/humaneval_2_routing.jsonl \
+                    ../shared/traces/mixtral-8x7b-decode/routing_raw.jsonl \
+                    ../shared/traces/flame-moe-290m
+  else
+    echo "note: ../shared/traces not found; inspected the bundled traces only"
+  fi
+}
+
+run_test() {
+  ensure_packages "${packages_test[@]}"
+  mkdir -p build
+  local start=$SECONDS
+
+  echo "== g++ 12, ASan + UBSan, -Werror: unit tests, examples, header check, packaging"
+  configure build/ci-gcc-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=g++ \
+    -DMOEPOLICY_WERROR=ON -DMOEPOLICY_SANITIZERS=address,undefined -DMOEPOLICY_BUILD_BENCH=OFF
+  cmake --build build/ci-gcc-asan -j"$jobs"
+  (cd build/ci-gcc-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j"$jobs" --output-on-failure)
+
+  echo "== clang 14, -Werror, optimised: unit tests, examples, benchmarks (smoke run)"
+  configure build/ci-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DMOEPOLICY_WERROR=ON
+  cmake --build build/ci-clang -j"$jobs"
+  (cd build/ci-clang && ctest -j"$jobs" --output-on-failure -E '^package_')
+  for b in build/ci-clang/bench/*_bench; do
+    [ -x "$b" ] || continue
+    echo "-- smoke: $b"
+    "$b" --benchmark_min_time=0.001 >/dev/null
+  done
+
+  echo "== libFuzzer: each trace reader for ${fuzz_seconds}s"
+  configure build/ci-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DMOEPOLICY_BUILD_FUZZERS=ON -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_EXAMPLES=OFF \
+    -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_FUZZ_SECONDS="$fuzz_seconds"
+  cmake --build build/ci-fuzz -j"$jobs"
+  (cd build/ci-fuzz && ctest -j"$jobs" --output-on-failure -L fuzz)
+
+  echo "== all checks passed in $((SECONDS - start)) s"
+}
+
+case "${1:-}" in
+  main) run_main ;;
+  test) run_test ;;
+  *) echo "usage: $0 main|test" >&2; exit 2 ;;
+esac

@@ -1,0 +1,47 @@
+#include "moepolicy/io/read_trace.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <vector>
+
+#include "test_support.hpp"
+
+using namespace moepolicy;
+namespace fs = std::filesystem;
+
+TEST_CASE("detects every format by content") {
+  const fs::path data = test::test_data();
+  const fs::path bundled = test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
+  CHECK(io::detect_trace_format(bundled) == io::trace_format::canonical);
+  CHECK(io::detect_trace_format(data / "trace" / "small.mtrace") == io::trace_format::canonical);
+  CHECK(io::detect_trace_format(data / "io" / "granite_a.jsonl") == io::trace_format::granite_jsonl);
+  CHECK(io::detect_trace_format(data / "io" / "vllm_decode_small.jsonl") == io::trace_format::vllm_decode_jsonl);
+  CHECK(io::detect_trace_format(data / "io" / "vllm_raw_small.jsonl") == io::trace_format::vllm_raw_jsonl);
+  CHECK(io::detect_trace_format(data / "io" / "flame_small") == io::trace_format::flame_directory);
+  CHECK(io::detect_trace_format(data / "io" / "flame_small" / "prefill_layer1.csv") == io::trace_format::flame_csv);
+}
+
+TEST_CASE("reads each format and combines Granite files into one trace") {
+  const fs::path data = test::test_data();
+  CHECK(io::read_trace(data / "io" / "vllm_decode_small.jsonl").num_rows() > 0);
+  CHECK(io::read_trace(data / "io" / "flame_small").info().has_scores);
+  const std::vector<fs::path> two{data / "io" / "granite_a.jsonl", data / "io" / "granite_b.jsonl"};
+  const routing_trace t = io::read_trace(std::span<const fs::path>(two));
+  CHECK(t.requests().size() == 2);
+  CHECK(t.requests()[0].name == "granite_a");
+}
+
+TEST_CASE("unknown formats and mixtures are rejected with the path") {
+  const fs::path data = test::test_data();
+  const fs::path readme = data / "trace" / "README.md";
+  CHECK_PARSE_ERROR(static_cast<void>(io::detect_trace_format(readme)),
+                    readme.string() + ": unknown trace format (expected .mtrace, .jsonl, .csv or a directory of them)");
+  const fs::path empty = data / "io" / "empty.jsonl";
+  CHECK_THROWS_AS(static_cast<void>(io::read_trace(empty)), parse_error);
+  const std::vector<fs::path> mixed{data / "io" / "granite_a.jsonl", data / "io" / "vllm_decode_small.jsonl"};
+  CHECK_PARSE_ERROR(static_cast<void>(io::read_trace(std::span<const fs::path>(mixed))),
+                    mixed[1].string() + ": only moe-cache-lab Granite JSONL files can be combined into one trace");
+  CHECK_PARSE_ERROR(static_cast<void>(io::read_trace(std::span<const fs::path>{})),
+                    "(no input): no trace path given");
+}
