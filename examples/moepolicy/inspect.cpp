@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/model_match.hpp"
 #include "../common/table.hpp"
 #include "commands.hpp"
 #include "moepolicy/core/model_shape.hpp"
@@ -17,23 +18,6 @@ namespace moepolicy::tool {
 namespace {
 
 using examples::fixed;
-
-/// The preset that matches a trace's model id (by name fragment and shape), if any.
-std::optional<model_shape> preset_for(const trace_info& info) {
-  std::string id;
-  for (char c : info.model) id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (auto make : models::all) {
-    model_shape s = make();
-    if (s.num_experts != info.num_experts || s.top_k != info.top_k) continue;
-    std::string name;
-    for (char c : s.name) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    // "Granite-3.1-1B-A400M" matches "ibm-granite/granite-3.1-1b-a400m-instruct".
-    if (id.find(name) != std::string::npos) return s;
-    const auto dash = name.find('-');
-    if (dash != std::string::npos && id.find(name.substr(0, dash)) != std::string::npos) return s;
-  }
-  return std::nullopt;
-}
 
 std::string ratio(double r) { return std::isinf(r) ? "inf" : fixed(r, 2) + "x"; }
 
@@ -49,7 +33,7 @@ void inspect_one(const std::vector<std::filesystem::path>& paths, bool per_reque
   std::cout << "  model: " << (info.model.empty() ? "(not recorded)" : info.model) << '\n';
   std::cout << "  shape: " << info.num_layers << " MoE layers, " << info.num_experts << " experts, top-"
             << info.top_k << ", router scores " << (info.has_scores ? "recorded" : "not recorded") << '\n';
-  if (auto preset = preset_for(info)) {
+  if (auto preset = examples::preset_for(info)) {
     std::cout << "  preset " << preset->name << ": " << preset->num_layers << " layers, hidden "
               << preset->hidden_size << ", expert intermediate " << preset->expert_intermediate_size
               << ", FP16 expert " << fixed(static_cast<double>(expert_bytes(*preset, fp16)) / (1 << 20), 2)

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -190,11 +191,13 @@ struct migration {
 };
 
 /// The experts whose residence differs between `from` and `to`, in (layer, expert) order,
-/// with the bytes each moves (see the header comment).
+/// with the bytes each moves (see the header comment); `bytes_of(key, bits)` gives an
+/// expert's footprint on the GPU, e.g. a `DeviceCost` model's `footprint_bytes`.
 ///
 /// Throws: `invalid_argument` naming `diff` when the plans have different shapes.
-[[nodiscard]] inline std::vector<migration> diff(const placement_plan& from, const placement_plan& to,
-                                                 const model_shape& shape, const quant_format& format = {}) {
+template <class BytesOf>
+  requires std::is_invocable_r_v<bytes, BytesOf, expert_key, bitwidth>
+[[nodiscard]] std::vector<migration> diff(const placement_plan& from, const placement_plan& to, BytesOf&& bytes_of) {
   if (from.num_layers() != to.num_layers() || from.num_experts() != to.num_experts()) {
     detail::throw_invalid("diff", "plans must have the same shape, layers " + std::to_string(from.num_layers()) + " vs",
                           to.num_layers());
@@ -205,13 +208,18 @@ struct migration {
       const residence& a = from.at(l, e);
       const residence& b = to.at(l, e);
       if (a == b) continue;
-      const bytes moved = (b.where == tier::gpu && !(a.where == tier::gpu && a.bits == b.bits))
-                              ? expert_bytes(shape, b.bits, format)
-                              : 0;
-      out.push_back({expert_key{static_cast<layer_id>(l), static_cast<expert_id>(e)}, a, b, moved});
+      const expert_key key{static_cast<layer_id>(l), static_cast<expert_id>(e)};
+      const bytes moved = b.where == tier::gpu ? static_cast<bytes>(bytes_of(key, b.bits)) : 0;
+      out.push_back({key, a, b, moved});
     }
   }
   return out;
+}
+
+/// `diff` with footprints from a model shape and quantisation format.
+[[nodiscard]] inline std::vector<migration> diff(const placement_plan& from, const placement_plan& to,
+                                                 const model_shape& shape, const quant_format& format = {}) {
+  return diff(from, to, [&](expert_key, bitwidth b) { return expert_bytes(shape, b, format); });
 }
 
 /// Total bytes of a migration list.
