@@ -7,5 +7,6 @@ namespace moepolicy::tool {
 
 void add_inspect(CLI::App& app);
 void add_convert(CLI::App& app);
+void add_plan_commands(CLI::App& app);
 
 }  // namespace moepolicy::tool

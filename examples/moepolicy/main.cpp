@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   moepolicy::tool::add_inspect(app);
   moepolicy::tool::add_convert(app);
+  moepolicy::tool::add_plan_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
