@@ -28,6 +28,26 @@ ensure_packages() {
   fi
 }
 
+passed=0
+failed=0
+skipped=0
+run_ctest() {  # run_ctest <build-dir> <ctest args...>: runs ctest and adds up its counts
+  local dir=$1; shift
+  local log
+  log=$(mktemp)
+  local rc=0
+  (cd "$dir" && ctest "$@") 2>&1 | tee "$log" || rc=$?
+  local total fail skip
+  total=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of \([0-9]*\).*/\2/p' "$log" | tail -n 1)
+  fail=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of.*/\1/p' "$log" | tail -n 1)
+  skip=$(grep -c '\*\*\*Skipped\| Skipped ' "$log" || true)
+  rm -f "$log"
+  passed=$((passed + ${total:-0} - ${fail:-0} - skip))
+  failed=$((failed + ${fail:-0}))
+  skipped=$((skipped + skip))
+  return "$rc"
+}
+
 configure() {  # configure <build-dir> <cmake args...>
   local dir=$1; shift
   cmake -S . -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; exit 1; }
@@ -62,13 +82,13 @@ run_test() {
   configure build/ci-gcc-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=g++ \
     -DMOEPOLICY_WERROR=ON -DMOEPOLICY_SANITIZERS=address,undefined -DMOEPOLICY_BUILD_BENCH=OFF
   cmake --build build/ci-gcc-asan -j"$jobs"
-  (cd build/ci-gcc-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j"$jobs" --output-on-failure)
+  ASAN_OPTIONS=detect_leaks=1 run_ctest build/ci-gcc-asan -j"$jobs" --output-on-failure
 
   echo "== clang 14, -Werror, optimised: unit tests, examples, benchmarks (smoke run)"
   configure build/ci-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DMOEPOLICY_WERROR=ON
   cmake --build build/ci-clang -j"$jobs"
-  (cd build/ci-clang && ctest -j"$jobs" --output-on-failure -E '^package_')
+  run_ctest build/ci-clang -j"$jobs" --output-on-failure -E '^package_'
   for b in build/ci-clang/bench/*_bench; do
     [ -x "$b" ] || continue
     echo "-- smoke: $b"
@@ -80,9 +100,10 @@ run_test() {
     -DMOEPOLICY_BUILD_FUZZERS=ON -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_EXAMPLES=OFF \
     -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_FUZZ_SECONDS="$fuzz_seconds"
   cmake --build build/ci-fuzz -j"$jobs"
-  (cd build/ci-fuzz && ctest -j"$jobs" --output-on-failure -L fuzz)
+  run_ctest build/ci-fuzz -j"$jobs" --output-on-failure -L fuzz
 
   echo "== all checks passed in $((SECONDS - start)) s"
+  echo "tests: $passed passed, $failed failed, $skipped skipped"
 }
 
 case "${1:-}" in

@@ -17,6 +17,20 @@
 #include "moepolicy/cost/profiled.hpp"
 #include "moepolicy/cost/roofline.hpp"
 
+#include "moepolicy/place/prefill_placement.hpp"
+
+#include "moepolicy/quant/bit_allocation.hpp"
+#include "moepolicy/quant/exact_allocation.hpp"
+#include "moepolicy/quant/prefix_split.hpp"
+
+#include "moepolicy/score/importance.hpp"
+
+#include "moepolicy/sim/gpu_ndp.hpp"
+#include "moepolicy/sim/gpu_ndp_replay.hpp"
+
+#include "moepolicy/stats/analysis.hpp"
+#include "moepolicy/stats/routing_stats.hpp"
+
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/csv_export.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
