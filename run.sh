@@ -3,7 +3,8 @@
 #   ./run.sh main   build the moepolicy tool and run the main job on the bundled traces
 #   ./run.sh test   build and run every test: g++ with ASan+UBSan and -Werror, clang 14
 #                   with -Werror, header self-containment, packaging, benchmarks (smoke),
-#                   and a libFuzzer run per trace reader
+#                   ThreadSanitizer on the concurrent residency mechanism, and a libFuzzer
+#                   run per trace reader
 # Each installs the Debian packages it needs when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -94,6 +95,15 @@ run_test() {
     echo "-- smoke: $b"
     "$b" --benchmark_min_time=0.001 >/dev/null
   done
+
+  echo "== clang 14, ThreadSanitizer: the concurrent residency mechanism"
+  configure build/ci-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DMOEPOLICY_WERROR=ON -DMOEPOLICY_SANITIZERS=thread -DMOEPOLICY_BUILD_EXAMPLES=OFF -DMOEPOLICY_BUILD_BENCH=OFF
+  local tsan_targets
+  tsan_targets=$(ninja -C build/ci-tsan -t targets all | sed -n 's/^\(test_residency_[a-z_]*\): .*/\1/p' | sort -u)
+  # shellcheck disable=SC2086 # one target per word
+  cmake --build build/ci-tsan -j"$jobs" --target $tsan_targets
+  TSAN_OPTIONS=halt_on_error=1 run_ctest build/ci-tsan -j"$jobs" --output-on-failure -R residency
 
   echo "== libFuzzer: each trace reader for ${fuzz_seconds}s"
   configure build/ci-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \

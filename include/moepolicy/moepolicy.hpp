@@ -19,9 +19,20 @@
 
 #include "moepolicy/place/prefill_placement.hpp"
 
+#include "moepolicy/predict/hotness.hpp"
+#include "moepolicy/predict/precision_budget.hpp"
+#include "moepolicy/predict/precision_target.hpp"
+
 #include "moepolicy/quant/bit_allocation.hpp"
 #include "moepolicy/quant/exact_allocation.hpp"
 #include "moepolicy/quant/prefix_split.hpp"
+
+#include "moepolicy/residency/block_pool.hpp"
+#include "moepolicy/residency/budget_tracker.hpp"
+#include "moepolicy/residency/concepts.hpp"
+#include "moepolicy/residency/precision_tier.hpp"
+#include "moepolicy/residency/transition_queue.hpp"
+#include "moepolicy/residency/versioned_expert.hpp"
 
 #include "moepolicy/score/importance.hpp"
 

@@ -1,0 +1,11 @@
+# DynaExq's residency mechanism (seed 003 §3.2–3.4). Every test name contains "residency":
+# the ThreadSanitizer CI configuration runs `ctest -R residency`.
+moepolicy_add_test(test_residency_precision_tier SOURCES ${CMAKE_CURRENT_LIST_DIR}/precision_tier.cpp)
+moepolicy_add_test(test_residency_concepts SOURCES ${CMAKE_CURRENT_LIST_DIR}/concepts.cpp)
+moepolicy_add_test(test_residency_budget_tracker SOURCES ${CMAKE_CURRENT_LIST_DIR}/budget_tracker.cpp)
+moepolicy_add_test(test_residency_block_pool SOURCES ${CMAKE_CURRENT_LIST_DIR}/block_pool.cpp)
+moepolicy_add_test(test_residency_versioned_expert SOURCES ${CMAKE_CURRENT_LIST_DIR}/versioned_expert.cpp)
+moepolicy_add_test(test_residency_transition_queue SOURCES ${CMAKE_CURRENT_LIST_DIR}/transition_queue.cpp)
+# Readers resolve handles and verify checksums while the worker promotes and demotes under
+# random targets and a tight budget; bounded to about a second under ThreadSanitizer.
+moepolicy_add_test(test_residency_stress SOURCES ${CMAKE_CURRENT_LIST_DIR}/stress.cpp)
