@@ -58,7 +58,7 @@ run_main() {
   ensure_packages "${packages_main[@]}"
   mkdir -p build
   configure build/release -DCMAKE_BUILD_TYPE=Release -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_BENCH=OFF
-  cmake --build build/release -j"$jobs" --target moepolicy_tool context_aware_ndp
+  cmake --build build/release -j"$jobs" --target moepolicy_tool context_aware_ndp dynaexq
   local tool=build/release/examples/moepolicy
   local traces=(examples/traces/granite-3.1-1b-a400m/granite-3.1-1b-a400m.mtrace)
   "$tool" inspect "${traces[@]}"
@@ -72,6 +72,9 @@ run_main() {
   echo
   echo "== context-aware GPU + CXL-NDP placement and mixed precision (seed 000)"
   build/release/examples/context_aware_ndp
+  echo
+  echo "== DynaExq: online precision residency on a shifting Granite stream (seed 003)"
+  build/release/examples/dynaexq
 }
 
 run_test() {

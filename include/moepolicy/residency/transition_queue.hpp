@@ -157,9 +157,13 @@ struct transition_stats {
 
 /// Configuration of `transition_pipeline`.
 struct transition_pipeline_config {
-  /// Copies in flight at once on the migration stream (>= 1).
+  /// Copies in flight at once on the migration stream (>= 1). With a mover whose copies
+  /// complete at once (`host_memcpy_mover`) a copy still publishes only at the next step,
+  /// so this also bounds the transitions started per step.
   std::size_t max_in_flight = 2;
-  /// Bytes a step may start copying (the first copy of a step always starts); 0: no cap.
+  /// Issuing stops for the step once the copies it started reach this many bytes; the
+  /// copy that crosses the limit still starts, so a step may exceed it by up to one
+  /// version (subtract one version to hold a hard link limit). 0: no cap.
   bytes max_issue_bytes_per_step = 0;
   /// Records kept for `drain_log`; 0 keeps none.
   std::size_t log_capacity = 1024;
