@@ -17,9 +17,26 @@
 #include "moepolicy/cost/profiled.hpp"
 #include "moepolicy/cost/roofline.hpp"
 
+#include "moepolicy/balance/two_pointer.hpp"
+
+#include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/cache/belady.hpp"
+#include "moepolicy/cache/concepts.hpp"
+#include "moepolicy/cache/expert_cache.hpp"
+#include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/lfu.hpp"
+#include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/score_aware.hpp"
+#include "moepolicy/cache/stack_distance.hpp"
+#include "moepolicy/cache/sticky_lru.hpp"
+
 #include "moepolicy/place/prefill_placement.hpp"
 
 #include "moepolicy/predict/hotness.hpp"
+#include "moepolicy/predict/oracle_predictor.hpp"
+#include "moepolicy/predict/prefetch_queue.hpp"
+#include "moepolicy/predict/short_horizon_predictor.hpp"
+#include "moepolicy/predict/transition_predictor.hpp"
 #include "moepolicy/predict/precision_budget.hpp"
 #include "moepolicy/predict/precision_target.hpp"
 
@@ -34,8 +51,11 @@
 #include "moepolicy/residency/transition_queue.hpp"
 #include "moepolicy/residency/versioned_expert.hpp"
 
+#include "moepolicy/route/expert_cache_router.hpp"
+
 #include "moepolicy/score/importance.hpp"
 
+#include "moepolicy/sim/cache_replay.hpp"
 #include "moepolicy/sim/gpu_ndp.hpp"
 #include "moepolicy/sim/gpu_ndp_replay.hpp"
 

@@ -1,0 +1,203 @@
+// moepolicy/cache/detail/orderings.hpp — the ordered sets the eviction policies keep their
+// residents in, one per capacity pool, preallocated for every slot of a `cache_shape` so
+// that no event allocates:
+//
+//   partitioned_list  an intrusive doubly linked list per pool (LRU, FIFO): O(1) events;
+//   partitioned_heap  an indexed binary min-heap per pool over a (primary, secondary) rank,
+//                     ties broken by the lower dense index (LFU, Belady, sticky LRU,
+//                     score-aware's membership): O(log n) events, O(1) top.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "moepolicy/cache/concepts.hpp"
+#include "moepolicy/core/error.hpp"
+
+namespace moepolicy::detail {
+
+inline constexpr std::uint32_t no_slot = std::numeric_limits<std::uint32_t>::max();
+
+/// One doubly linked list per pool; `push_front` makes a slot the most recent, `back` is
+/// the oldest.
+class partitioned_list {
+ public:
+  partitioned_list() = default;
+  explicit partitioned_list(const cache_shape& s)
+      : shape_(s),
+        prev_(s.slots(), no_slot),
+        next_(s.slots(), no_slot),
+        in_(s.slots(), 0),
+        head_(s.partitions(), no_slot),
+        tail_(s.partitions(), no_slot),
+        size_(s.partitions(), 0) {}
+
+  [[nodiscard]] bool contains(std::size_t f) const noexcept { return in_[f] != 0; }
+  [[nodiscard]] std::size_t size(std::size_t part) const noexcept { return size_[part]; }
+
+  void push_front(std::size_t f) noexcept {
+    MOEPOLICY_ASSERT(!contains(f));
+    const std::size_t p = part_of(f);
+    const auto s = static_cast<std::uint32_t>(f);
+    prev_[f] = no_slot;
+    next_[f] = head_[p];
+    if (head_[p] != no_slot) prev_[head_[p]] = s;
+    head_[p] = s;
+    if (tail_[p] == no_slot) tail_[p] = s;
+    in_[f] = 1;
+    ++size_[p];
+  }
+  void erase(std::size_t f) noexcept {
+    MOEPOLICY_ASSERT(contains(f));
+    const std::size_t p = part_of(f);
+    if (prev_[f] != no_slot) next_[prev_[f]] = next_[f]; else head_[p] = next_[f];
+    if (next_[f] != no_slot) prev_[next_[f]] = prev_[f]; else tail_[p] = prev_[f];
+    prev_[f] = next_[f] = no_slot;
+    in_[f] = 0;
+    --size_[p];
+  }
+  void move_to_front(std::size_t f) noexcept {
+    erase(f);
+    push_front(f);
+  }
+  /// The oldest slot of pool `part`, or nothing when the pool is empty.
+  [[nodiscard]] std::optional<std::size_t> back(std::size_t part) const noexcept {
+    if (tail_[part] == no_slot) return std::nullopt;
+    return tail_[part];
+  }
+
+ private:
+  [[nodiscard]] std::size_t part_of(std::size_t f) const noexcept { return shape_.partition_of(shape_.key(f)); }
+
+  cache_shape shape_;
+  std::vector<std::uint32_t> prev_, next_;
+  std::vector<std::uint8_t> in_;
+  std::vector<std::uint32_t> head_, tail_;
+  std::vector<std::size_t> size_;
+};
+
+/// A policy's eviction rank: lower is evicted first; `primary` then `secondary` then the
+/// dense index decide.
+struct heap_rank {
+  double primary = 0.0;
+  std::uint64_t secondary = 0;
+};
+
+/// One binary min-heap per pool over the slots it holds, indexed by slot.
+class partitioned_heap {
+ public:
+  partitioned_heap() = default;
+  explicit partitioned_heap(const cache_shape& s)
+      : shape_(s),
+        heap_(s.slots(), no_slot),
+        pos_(s.slots(), no_slot),
+        rank_(s.slots()),
+        size_(s.partitions(), 0) {}
+
+  [[nodiscard]] bool contains(std::size_t f) const noexcept { return pos_[f] != no_slot; }
+  [[nodiscard]] std::size_t size(std::size_t part) const noexcept { return size_[part]; }
+  [[nodiscard]] const heap_rank& rank(std::size_t f) const noexcept { return rank_[f]; }
+
+  /// The slots of pool `part`, in heap order.
+  [[nodiscard]] std::span<const std::uint32_t> members(std::size_t part) const noexcept {
+    return std::span<const std::uint32_t>(heap_).subspan(base(part), size_[part]);
+  }
+
+  void push(std::size_t f, heap_rank r) noexcept {
+    MOEPOLICY_ASSERT(!contains(f));
+    const std::size_t p = part_of(f);
+    rank_[f] = r;
+    const std::size_t i = size_[p]++;
+    place(p, i, f);
+    sift_up(p, i);
+  }
+  void update(std::size_t f, heap_rank r) noexcept {
+    MOEPOLICY_ASSERT(contains(f));
+    rank_[f] = r;
+    const std::size_t p = part_of(f);
+    const std::size_t i = pos_[f];
+    sift_up(p, i);
+    sift_down(p, pos_[f]);
+  }
+  void erase(std::size_t f) noexcept {
+    MOEPOLICY_ASSERT(contains(f));
+    const std::size_t p = part_of(f);
+    const std::size_t i = pos_[f];
+    const std::size_t last = --size_[p];
+    pos_[f] = no_slot;
+    if (i != last) {
+      const std::size_t moved = heap_[base(p) + last];
+      place(p, i, moved);
+      sift_up(p, i);
+      sift_down(p, pos_[moved]);
+    }
+    heap_[base(p) + last] = no_slot;
+  }
+  /// The lowest-ranked slot of pool `part`, or nothing when the pool is empty.
+  [[nodiscard]] std::optional<std::size_t> top(std::size_t part) const noexcept {
+    if (size_[part] == 0) return std::nullopt;
+    return heap_[base(part)];
+  }
+  /// Restores the heap order after ranks changed outside `update` (e.g. a rescale).
+  void set_rank_unordered(std::size_t f, heap_rank r) noexcept { rank_[f] = r; }
+  void rebuild() noexcept {
+    for (std::size_t p = 0; p < size_.size(); ++p) {
+      for (std::size_t i = size_[p] / 2; i-- > 0;) sift_down(p, i);
+    }
+  }
+
+  /// Whether slot `a` is evicted before slot `b`.
+  [[nodiscard]] bool before(std::size_t a, std::size_t b) const noexcept {
+    const heap_rank& x = rank_[a];
+    const heap_rank& y = rank_[b];
+    if (x.primary != y.primary) return x.primary < y.primary;
+    if (x.secondary != y.secondary) return x.secondary < y.secondary;
+    return a < b;
+  }
+
+ private:
+  [[nodiscard]] std::size_t part_of(std::size_t f) const noexcept { return shape_.partition_of(shape_.key(f)); }
+  [[nodiscard]] std::size_t base(std::size_t part) const noexcept { return part * shape_.partition_slots(); }
+  void place(std::size_t p, std::size_t i, std::size_t f) noexcept {
+    heap_[base(p) + i] = static_cast<std::uint32_t>(f);
+    pos_[f] = static_cast<std::uint32_t>(i);
+  }
+  void sift_up(std::size_t p, std::size_t i) noexcept {
+    const std::size_t f = heap_[base(p) + i];
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / 2;
+      const std::size_t g = heap_[base(p) + parent];
+      if (!before(f, g)) break;
+      place(p, i, g);
+      i = parent;
+    }
+    place(p, i, f);
+  }
+  void sift_down(std::size_t p, std::size_t i) noexcept {
+    const std::size_t n = size_[p];
+    const std::size_t f = heap_[base(p) + i];
+    for (;;) {
+      std::size_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && before(heap_[base(p) + child + 1], heap_[base(p) + child])) ++child;
+      const std::size_t g = heap_[base(p) + child];
+      if (!before(g, f)) break;
+      place(p, i, g);
+      i = child;
+    }
+    place(p, i, f);
+  }
+
+  cache_shape shape_;
+  std::vector<std::uint32_t> heap_;
+  std::vector<std::uint32_t> pos_;
+  std::vector<heap_rank> rank_;
+  std::vector<std::size_t> size_;
+};
+
+}  // namespace moepolicy::detail

@@ -1,0 +1,223 @@
+// moepolicy/cache/score_aware.hpp — score-aware eviction with the in-layer protection
+// shield (seed 004, "Enabling MoE on the Edge via Importance-Driven Expert Scheduling",
+// §5.3). Models `EvictionPolicy`; observes layers and steps.
+//
+// The victim is the resident expert with the lowest average router score over the last
+// `window` iterations (forward passes), where the average counts every token's score for
+// the expert whether the token selected it or not (§5.3: "considers the activation scores
+// of all experts … including those not selected as top-k"). Experts selected for the layer
+// being computed are shielded from eviction from `on_layer_begin` until `on_layer_end` of
+// that layer (§5.3's protection shield against thrashing). Ties go to the least recently
+// used, then to the lower (layer, expert).
+//
+// Readings of the text, where it leaves room:
+//   - "the preceding n iterations": the window holds the iteration in progress (whose
+//     scores for the current layer are known once the router ran) and the n − 1 before
+//     it; the average of (layer, expert) is its score sum over the window divided by the
+//     tokens that layer saw in the window (0 when it saw none);
+//   - scores are those of the batch given to `on_layer_begin`: all `num_experts` router
+//     scores of each token when the batch carries them (`batch_view::scores`); otherwise
+//     the gate weights of the selected experts, and 0 for every expert a token did not
+//     select. The Granite and Mixtral traces carry only top-k weights (renormalised over
+//     the top-k), so on them the policy ranks experts by windowed selected-weight mass;
+//     the FLAME-MoE CSVs carry full probability vectors, zero outside the top-k;
+//   - the shield covers every expert of the batch's selection (the router's final output
+//     in a routed system), resident yet or not; experts of other layers are never
+//     shielded by it. A miss that finds only shielded residents in its pool is served
+//     without being cached (`cache_stats::overflows`).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "moepolicy/cache/concepts.hpp"
+#include "moepolicy/cache/detail/orderings.hpp"
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+
+namespace moepolicy {
+
+/// Configuration of `score_aware_policy`.
+struct score_aware_config {
+  /// Iterations n the average covers, the current one included; >= 1. The paper does not
+  /// give its n; 8 covers half of a bundled Granite request's 16 decode steps.
+  std::uint32_t window = 8;
+};
+
+/// Evicts the resident expert with the lowest windowed average score, never one selected
+/// for the layer in progress.
+///
+/// Unshielded residents sit in a heap per pool ranked by (average, last use), so `victim`
+/// is O(1); an average changes only when its layer's batch arrives (re-ranked then) or
+/// when the window moves (every rank rebuilt at the step end).
+class score_aware_policy {
+ public:
+  using config_type = score_aware_config;
+
+  /// Throws: `invalid_argument` when `cfg.window` is 0.
+  explicit score_aware_policy(const cache_shape& shape, const score_aware_config& cfg = {})
+      : shape_(shape),
+        window_(checked_window(cfg.window)),
+        heap_(shape),
+        ring_(window_ * shape.slots(), 0),
+        ring_tokens_(window_ * shape.num_layers, 0),
+        sums_(shape.slots(), 0),
+        tokens_(shape.num_layers, 0),
+        resident_(shape.slots(), 0),
+        last_use_(shape.slots(), 0),
+        shielded_(shape.slots(), 0),
+        shield_list_(shape.slots(), 0) {}
+
+  [[nodiscard]] std::uint32_t window() const noexcept { return static_cast<std::uint32_t>(window_); }
+
+  /// Complexity of the events: O(log n) for n residents of the pool.
+  void on_insert(expert_key k, const access_info&) noexcept {
+    const std::size_t f = shape_.flat(k);
+    resident_[f] = 1;
+    last_use_[f] = ++clock_;
+    if (shielded_[f] == 0) heap_.push(f, rank(f));
+  }
+  void on_hit(expert_key k, const access_info&) noexcept {
+    const std::size_t f = shape_.flat(k);
+    last_use_[f] = ++clock_;
+    if (heap_.contains(f)) heap_.update(f, rank(f));
+  }
+  void on_evict(expert_key k) noexcept {
+    const std::size_t f = shape_.flat(k);
+    resident_[f] = 0;
+    if (heap_.contains(f)) heap_.erase(f);
+  }
+
+  /// Adds the batch's scores to the current iteration and shields its selected experts.
+  ///
+  /// Preconditions: `b.ref.layer` within the shape; ids below `num_experts`; `b.scores`
+  /// empty or `tokens × num_experts`; scores and weights finite, of magnitude below 2^31
+  /// (they are probabilities; sums are kept in 2^-32 fixed point).
+  /// Complexity: O(tokens · num_experts) with scores, O(tokens · k) without, plus
+  /// O(num_experts · log n) to re-rank the layer's residents.
+  void on_layer_begin(const batch_view& b) noexcept {
+    const layer_id l = b.ref.layer;
+    MOEPOLICY_ASSERT(l < shape_.num_layers);
+    const std::size_t E = shape_.num_experts;
+    const std::size_t base = static_cast<std::size_t>(l) * E;
+    std::int64_t* slot = ring_.data() + cur_ * shape_.slots() + base;
+    const std::size_t tokens = b.tokens();
+    if (!b.scores.empty()) {
+      MOEPOLICY_ASSERT(b.scores.size() == tokens * E);
+      for (std::size_t t = 0; t < tokens; ++t) {
+        const float* s = b.scores.data() + t * E;
+        for (std::size_t e = 0; e < E; ++e) {
+          const std::int64_t x = fixed(s[e]);
+          slot[e] += x;
+          sums_[base + e] += x;
+        }
+      }
+    } else {
+      for (std::size_t i = 0; i < b.experts.size(); ++i) {
+        MOEPOLICY_ASSERT(b.experts[i] < E);
+        const std::int64_t x = fixed(b.weights[i]);
+        slot[b.experts[i]] += x;
+        sums_[base + b.experts[i]] += x;
+      }
+    }
+    ring_tokens_[cur_ * shape_.num_layers + l] += tokens;
+    tokens_[l] += tokens;
+    for (expert_id e : b.experts) {
+      const std::size_t f = base + e;
+      if (shielded_[f] != 0) continue;
+      shielded_[f] = 1;
+      shield_list_[shielded_count_++] = static_cast<std::uint32_t>(f);
+      if (heap_.contains(f)) heap_.erase(f);
+    }
+    // Every average of the layer moved (its token count did).
+    for (std::size_t f = base; f < base + E; ++f) {
+      if (heap_.contains(f)) heap_.update(f, rank(f));
+    }
+  }
+  /// Revokes the shields of layer `l`'s experts. Complexity: O(shielded · log n).
+  void on_layer_end(layer_id l) noexcept {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < shielded_count_; ++i) {
+      const std::uint32_t f = shield_list_[i];
+      if (shape_.key(f).layer == l) {
+        shielded_[f] = 0;
+        if (resident_[f] != 0) heap_.push(f, rank(f));
+      } else {
+        shield_list_[kept++] = f;
+      }
+    }
+    shielded_count_ = kept;
+  }
+  /// Closes the iteration and retires the one that leaves the window. Sums are kept in
+  /// fixed point (units of 2^-32), so retiring subtracts exactly: an expert whose scores
+  /// all left the window averages exactly 0, and rounding never reorders equal averages.
+  /// Complexity: O(num_layers · num_experts).
+  void on_step_end() noexcept {
+    cur_ = (cur_ + 1) % window_;
+    const std::size_t slots = shape_.slots();
+    std::int64_t* oldest = ring_.data() + cur_ * slots;
+    for (std::size_t f = 0; f < slots; ++f) {
+      sums_[f] -= oldest[f];
+      oldest[f] = 0;
+    }
+    std::uint64_t* oldest_tokens = ring_tokens_.data() + cur_ * shape_.num_layers;
+    for (std::size_t l = 0; l < shape_.num_layers; ++l) {
+      tokens_[l] -= oldest_tokens[l];
+      oldest_tokens[l] = 0;
+    }
+    for (std::size_t f = 0; f < slots; ++f) {
+      if (heap_.contains(f)) heap_.set_rank_unordered(f, rank(f));
+    }
+    heap_.rebuild();
+  }
+
+  /// The average score of `k` over the window (0 when its layer saw no token in it).
+  [[nodiscard]] double average_score(expert_key k) const noexcept { return average(shape_.flat(k)); }
+  /// Whether `k` is shielded now.
+  [[nodiscard]] bool shielded(expert_key k) const noexcept { return shielded_[shape_.flat(k)] != 0; }
+
+  /// Returns: the unshielded resident of pool `part` with the lowest average score (ties:
+  /// least recently used, then lower key), or nothing when every resident is shielded.
+  /// Complexity: O(1).
+  [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
+    const auto f = heap_.top(part);
+    if (!f) return std::nullopt;
+    return shape_.key(*f);
+  }
+
+ private:
+  static std::size_t checked_window(std::uint32_t w) {
+    if (w == 0) detail::throw_invalid("score_aware_policy", "window must be >= 1", w);
+    return w;
+  }
+  static constexpr double fixed_one = 4294967296.0;  // 2^32
+  static std::int64_t fixed(float x) noexcept { return static_cast<std::int64_t>(static_cast<double>(x) * fixed_one); }
+  [[nodiscard]] double average(std::size_t f) const noexcept {
+    const std::uint64_t n = tokens_[f / shape_.num_experts];
+    return n == 0 ? 0.0 : static_cast<double>(sums_[f]) / fixed_one / static_cast<double>(n);
+  }
+  [[nodiscard]] detail::heap_rank rank(std::size_t f) const noexcept { return {average(f), last_use_[f]}; }
+
+  cache_shape shape_;
+  std::size_t window_;
+  std::size_t cur_ = 0;
+  std::uint64_t clock_ = 0;
+  detail::partitioned_heap heap_;           // unshielded residents by (average, last use)
+  std::vector<std::int64_t> ring_;          // window × slots score sums per iteration (fixed point)
+  std::vector<std::uint64_t> ring_tokens_;  // window × layers tokens per iteration
+  std::vector<std::int64_t> sums_;
+  std::vector<std::uint64_t> tokens_;
+  std::vector<std::uint8_t> resident_;
+  std::vector<std::uint64_t> last_use_;
+  std::vector<std::uint8_t> shielded_;
+  std::vector<std::uint32_t> shield_list_;
+  std::size_t shielded_count_ = 0;
+};
+
+static_assert(EvictionPolicy<score_aware_policy>);
+static_assert(policy_traits<score_aware_policy>::observes_layers && policy_traits<score_aware_policy>::observes_steps);
+
+}  // namespace moepolicy

@@ -1,0 +1,146 @@
+// moepolicy/predict/short_horizon_predictor.hpp — CXL-MoE's short-horizon predictor (seed
+// 002, "CXL-MoE: Accelerating Sparse Model Inference through Intelligent Expert Offloading
+// to CXL Memory", §3 "Decode Stage Prefetching"). Models `PrefetchPredictor`.
+//
+// "our model uses the expert routing decisions from the last m generated tokens to predict
+// the experts needed for the next n tokens, where n is a small, configurable lookahead
+// window (e.g., n = 2 to 4) … The prediction model can be extremely simple (e.g., a Markov
+// model or a small recurrent network)". The paper names no model; this is the simplest
+// one the text allows, a per-layer frequency model over the last m tokens:
+//   p_l(e) = Σ_{j=1..m'} w_j [e selected by the j-th most recent token at layer l] / Σ w_j,
+//   w_j = recency_decay^(j−1),  m' = min(m, tokens seen in this request),
+// the estimated chance that one token selects e; and the score of e for the next n tokens
+// is the chance that at least one of them does, treating tokens as independent:
+//   score_l(e) = 1 − (1 − p_l(e))^n,
+// which orders experts as p does and reads as a confidence for the n-token horizon (what
+// `sticky_lru_policy`'s thresholds compare). History is per request (`begin_request`);
+// every token of an observed batch counts, so a prefill batch leaves its last m tokens.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/predict/prefetch_queue.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+
+namespace moepolicy {
+
+/// Configuration of `short_horizon_predictor`.
+struct short_horizon_config {
+  /// MoE layers, experts per layer and top-k of the model, each >= 1 (k <= experts).
+  std::uint32_t num_layers = 0;
+  std::uint32_t num_experts = 0;
+  std::uint32_t top_k = 0;
+  /// m: past tokens the estimate uses, >= 1.
+  std::uint32_t history = 8;
+  /// n: future tokens the score covers, >= 1 (the paper's 2 to 4).
+  std::uint32_t horizon = 2;
+  /// Weight of each older token relative to the next newer one, in (0, 1]; 1 weighs the m
+  /// tokens equally.
+  double recency_decay = 1.0;
+};
+
+/// Predicts a layer's experts for the next n tokens from its last m tokens' routing.
+class short_horizon_predictor {
+ public:
+  /// Throws: `invalid_argument` for a dimension of 0 (or above 65536), `top_k >
+  /// num_experts`, `history` or `horizon` of 0, or `recency_decay` outside (0, 1].
+  explicit short_horizon_predictor(const short_horizon_config& cfg) : cfg_(checked(cfg)) {
+    const std::size_t L = cfg_.num_layers;
+    ring_.assign(L * cfg_.history * cfg_.top_k, 0);
+    head_.assign(L, 0);
+    filled_.assign(L, 0);
+    weights_.resize(cfg_.history);
+    double w = 1.0;
+    for (auto& x : weights_) x = w, w *= cfg_.recency_decay;
+    counts_.assign(cfg_.num_experts, 0.0);
+  }
+
+  [[nodiscard]] const short_horizon_config& config() const noexcept { return cfg_; }
+
+  /// See `PrefetchPredictor`. Complexity: O(m · k + num_experts).
+  bool predict(layer_id l, std::span<float> out) noexcept {
+    MOEPOLICY_ASSERT(l < cfg_.num_layers && out.size() == cfg_.num_experts);
+    const std::size_t m = cfg_.history;
+    const std::size_t k = cfg_.top_k;
+    const std::size_t n = filled_[l];
+    std::fill(out.begin(), out.end(), 0.0f);
+    if (n == 0) return false;
+    std::fill(counts_.begin(), counts_.end(), 0.0);
+    double total = 0.0;
+    const expert_id* ring = ring_.data() + static_cast<std::size_t>(l) * m * k;
+    for (std::size_t j = 0; j < n; ++j) {
+      // The j-th most recent token sits j slots behind the head.
+      const std::size_t slot = (head_[l] + m - 1 - j) % m;
+      const double w = weights_[j];
+      total += w;
+      for (std::size_t i = 0; i < k; ++i) counts_[ring[slot * k + i]] += w;
+    }
+    const double horizon = static_cast<double>(cfg_.horizon);
+    for (std::size_t e = 0; e < out.size(); ++e) {
+      const double p = std::min(1.0, counts_[e] / total);
+      out[e] = static_cast<float>(1.0 - std::pow(1.0 - p, horizon));
+    }
+    return true;
+  }
+
+  /// See `PrefetchPredictor`. Complexity: O(tokens · k).
+  void observe(const batch_view& b) noexcept {
+    const layer_id l = b.ref.layer;
+    MOEPOLICY_ASSERT(l < cfg_.num_layers && b.top_k == cfg_.top_k);
+    const std::size_t m = cfg_.history;
+    const std::size_t k = cfg_.top_k;
+    const std::size_t tokens = b.tokens();
+    // Only the last m tokens of the batch can stay in the history.
+    const std::size_t first = tokens > m ? tokens - m : 0;
+    expert_id* ring = ring_.data() + static_cast<std::size_t>(l) * m * k;
+    for (std::size_t t = first; t < tokens; ++t) {
+      const auto ids = b.experts_of(t);
+      std::copy(ids.begin(), ids.end(), ring + head_[l] * k);
+      head_[l] = (head_[l] + 1) % m;
+      filled_[l] = std::min(filled_[l] + 1, m);
+    }
+  }
+
+  /// Nothing to do between steps: history counts tokens.
+  void end_step() noexcept {}
+
+  /// Forgets every layer's history.
+  void begin_request() noexcept {
+    std::fill(head_.begin(), head_.end(), std::size_t{0});
+    std::fill(filled_.begin(), filled_.end(), std::size_t{0});
+  }
+
+ private:
+  static short_horizon_config checked(const short_horizon_config& c) {
+    constexpr const char* fn = "short_horizon_predictor";
+    if (c.num_layers == 0 || c.num_layers > 65536) detail::throw_invalid(fn, "num_layers must be in [1, 65536]", c.num_layers);
+    if (c.num_experts == 0 || c.num_experts > 65536) {
+      detail::throw_invalid(fn, "num_experts must be in [1, 65536]", c.num_experts);
+    }
+    if (c.top_k == 0 || c.top_k > c.num_experts) detail::throw_invalid(fn, "top_k must be in [1, num_experts]", c.top_k);
+    if (c.history == 0) detail::throw_invalid(fn, "history must be >= 1", c.history);
+    if (c.horizon == 0) detail::throw_invalid(fn, "horizon must be >= 1", c.horizon);
+    if (!(c.recency_decay > 0.0 && c.recency_decay <= 1.0)) {
+      detail::throw_invalid(fn, "recency_decay must be in (0, 1]", c.recency_decay);
+    }
+    return c;
+  }
+
+  short_horizon_config cfg_;
+  std::vector<expert_id> ring_;     // layers × m × k: the last m tokens' selections
+  std::vector<std::size_t> head_;   // next slot to write, per layer
+  std::vector<std::size_t> filled_;  // tokens held, per layer
+  std::vector<double> weights_;
+  std::vector<double> counts_;
+};
+
+static_assert(PrefetchPredictor<short_horizon_predictor>);
+
+}  // namespace moepolicy

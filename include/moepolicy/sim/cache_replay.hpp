@@ -1,0 +1,407 @@
+// moepolicy/sim/cache_replay.hpp — replaying a routing trace through an expert cache, with
+// or without prefetching, and measuring predictors on a trace.
+//
+// A replay walks the trace's batches in order (request, step, layer) and, for each batch
+// of the phases kept, does what a serving system does at that layer:
+//   [prefetch replays]  predictor.predict(layer) → hint every expert with a score > 0 →
+//                       plan the load queue (the `depth` best) → tell the cache of the queued
+//                       experts already resident (`prefetch` of a resident: no load; LRU
+//                       refreshes them, sticky LRU re-sticks them), then load the others best
+//                       first → clear the queue (the true routing arrived). Residents go
+//                       first so that a load never evicts a predicted expert already there;
+//   cache.begin_layer(batch)  (the policy sees the routing: scores, shield)
+//   one demand access per distinct expert of the batch, in order of first selection
+//   cache.end_layer(layer);   [prefetch replays] predictor.observe(batch)
+// and `end_step` after each forward pass. An access is one expert fetched for one layer of
+// one forward pass — an expert that several tokens of the batch select is fetched once.
+// Timing is not modelled: every queued prefetch lands before the layer's accesses. Belady
+// is fed the next-use position of every demand access (`next_use_positions` over the same
+// access sequence); it is the bound of demand replays (prefetches are not demand
+// accesses, and a prefetching policy can beat it).
+//
+// Functions:
+//   replay_accesses            the demand access sequence of a replay;
+//   replay_cache               a demand replay, by policy type or by `any_eviction_config`;
+//   replay_cache_with_prefetch a replay with a `PrefetchPredictor` feeding the load queue;
+//   measure_prefetch           both, side by side: hits gained, bytes per hit byte gained;
+//   evaluate_predictor         precision and recall of a predictor's top-scored experts
+//                              against the experts of the next `horizon` batches per layer;
+//   lru_hit_curve              the LRU hit count at every capacity in one pass.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/cache/belady.hpp"
+#include "moepolicy/cache/concepts.hpp"
+#include "moepolicy/cache/expert_cache.hpp"
+#include "moepolicy/cache/stack_distance.hpp"
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/predict/prefetch_queue.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+
+namespace moepolicy {
+
+/// Which batches a replay walks, and what it forgets between requests.
+struct cache_replay_config {
+  /// Replay prefill batches, decode batches, or both.
+  bool prefill = true;
+  bool decode = true;
+  /// Empty the cache when a request starts (each request then starts cold); the predictor
+  /// is told `begin_request` either way.
+  bool reset_between_requests = false;
+};
+
+/// Demand accesses and hits of one layer.
+struct layer_hits {
+  std::uint64_t accesses = 0;
+  std::uint64_t hits = 0;
+};
+
+/// What a replay measured.
+struct cache_replay_result {
+  /// The cache's statistics over the replay.
+  cache_stats stats;
+  /// Per layer, demand accesses and hits.
+  std::vector<layer_hits> layers;
+  /// Forward passes and batches replayed.
+  std::uint64_t steps = 0;
+  std::uint64_t batches = 0;
+};
+
+/// How a prefetch replay uses its predictor.
+struct prefetch_replay_config {
+  /// Experts queued per layer: the `depth` highest predicted scores (0: the trace's top_k).
+  std::size_t depth = 0;
+};
+
+/// Precision and recall of a predictor over a trace.
+struct prediction_quality {
+  /// Predictions made (one per batch replayed) and those where the predictor had nothing
+  /// to go on.
+  std::uint64_t predictions = 0;
+  std::uint64_t empty_predictions = 0;
+  /// Experts predicted, experts that were needed, and predicted experts that were needed.
+  std::uint64_t predicted = 0;
+  std::uint64_t actual = 0;
+  std::uint64_t correct = 0;
+
+  /// correct / predicted (0 when nothing was predicted).
+  [[nodiscard]] double precision() const noexcept {
+    return predicted == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(predicted);
+  }
+  /// correct / actual (0 when nothing was needed).
+  [[nodiscard]] double recall() const noexcept {
+    return actual == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(actual);
+  }
+};
+
+/// How `evaluate_predictor` scores a predictor.
+struct prediction_eval_config {
+  /// The truth of a prediction at (step, layer): the union of the experts of the next
+  /// `horizon` kept batches of that layer in the same request, the current one included;
+  /// >= 1.
+  std::uint32_t horizon = 1;
+  /// The predicted set: the `budget` highest-scored experts (0: the trace's top_k) …
+  std::size_t budget = 0;
+  /// … whose score exceeds `min_score`.
+  float min_score = 0.0f;
+  /// Which batches are predicted, and counted in the truth.
+  bool prefill = true;
+  bool decode = true;
+};
+
+namespace detail {
+
+inline void check_replay(const routing_trace& t, const cache_config& cc, const cache_replay_config& rc, std::string_view fn) {
+  if (cc.num_layers < t.info().num_layers) {
+    throw_invalid(fn, "cache num_layers must be >= the trace's " + std::to_string(t.info().num_layers), cc.num_layers);
+  }
+  if (cc.num_experts < t.info().num_experts) {
+    throw_invalid(fn, "cache num_experts must be >= the trace's " + std::to_string(t.info().num_experts),
+                  cc.num_experts);
+  }
+  if (!rc.prefill && !rc.decode) throw_invalid(fn, "replay prefill, decode or both");
+}
+
+[[nodiscard]] inline bool kept(phase p, bool prefill, bool decode) noexcept {
+  return p == phase::prefill ? prefill : decode;
+}
+
+/// Calls `each(key)` for the distinct experts of `b`, in order of first selection; `seen`
+/// has one flag per expert and is left all-zero.
+template <class Each>
+void distinct_experts(const batch_view& b, std::vector<std::uint8_t>& seen, Each&& each) {
+  for (expert_id e : b.experts) {
+    if (seen[e] != 0) continue;
+    seen[e] = 1;
+    each(expert_key{b.ref.layer, e});
+  }
+  for (expert_id e : b.experts) seen[e] = 0;
+}
+
+/// The replay loop shared by the demand and prefetch replays. `before(b)` runs before the
+/// batch's accesses, `after(b)` after its `end_layer`, `new_request()` when a request
+/// starts, `step_end()` after each kept step.
+template <EvictionPolicy P, class Before, class After, class NewRequest, class StepEnd>
+cache_replay_result replay_loop(const routing_trace& t, expert_cache<P>& cache, const cache_replay_config& rc,
+                                std::span<const std::uint64_t> next_use, Before&& before, After&& after,
+                                NewRequest&& new_request, StepEnd&& step_end) {
+  cache_replay_result out;
+  out.layers.assign(t.info().num_layers, {});
+  std::vector<std::uint8_t> seen(t.info().num_experts, 0);
+  std::uint64_t position = 0;
+  for (const request_ref& req : t.requests()) {
+    if (rc.reset_between_requests) cache.clear();
+    new_request();
+    for (const step_ref& s : t.steps_of(req)) {
+      if (!kept(s.kind, rc.prefill, rc.decode)) continue;
+      for (const batch_ref& ref : t.batches_of(s)) {
+        const batch_view b = t.view(ref);
+        before(b);
+        cache.begin_layer(b);
+        distinct_experts(b, seen, [&](expert_key k) {
+          access_info info;
+          if (!next_use.empty()) info.next_use = next_use[position];
+          ++position;
+          const access_outcome o = cache.get(k, info);
+          ++out.layers[k.layer].accesses;
+          if (o.hit) ++out.layers[k.layer].hits;
+        });
+        cache.end_layer(ref.layer);
+        after(b);
+        ++out.batches;
+      }
+      cache.end_step();
+      step_end();
+      ++out.steps;
+    }
+  }
+  out.stats = cache.stats();
+  return out;
+}
+
+template <EvictionPolicy P>
+[[nodiscard]] bool reads_future(const expert_cache<P>& cache) noexcept {
+  if constexpr (requires { cache.policy().reads_future(); }) {
+    return cache.policy().reads_future();
+  } else {
+    return policy_traits<P>::needs_future;
+  }
+}
+
+}  // namespace detail
+
+/// The demand accesses a replay of `t` makes, in order: for each kept batch, its distinct
+/// experts in order of first selection.
+///
+/// Complexity: O(rows · k).
+[[nodiscard]] inline std::vector<expert_key> replay_accesses(const routing_trace& t, const cache_replay_config& rc = {}) {
+  std::vector<expert_key> out;
+  std::vector<std::uint8_t> seen(t.info().num_experts, 0);
+  for (const step_ref& s : t.steps()) {
+    if (!detail::kept(s.kind, rc.prefill, rc.decode)) continue;
+    for (const batch_ref& ref : t.batches_of(s)) {
+      detail::distinct_experts(t.view(ref), seen, [&](expert_key k) { out.push_back(k); });
+    }
+  }
+  return out;
+}
+
+/// Replays `t` through an `expert_cache<P>` of configuration `cc` (demand accesses only).
+///
+/// Throws: `invalid_argument` when the cache is smaller than the trace's layers or experts,
+/// no phase is kept, or the cache or policy configuration is bad.
+/// Complexity: O(accesses × the policy's event cost) plus, for policies that need the
+/// future, O(accesses) to compute it.
+template <EvictionPolicy P>
+[[nodiscard]] cache_replay_result replay_cache(const routing_trace& t, const cache_config& cc,
+                                               const typename P::config_type& pc = {}, const cache_replay_config& rc = {}) {
+  detail::check_replay(t, cc, rc, "replay_cache");
+  expert_cache<P> cache(cc, pc);
+  std::vector<std::uint64_t> next_use;
+  if (detail::reads_future(cache)) {
+    next_use = next_use_positions(replay_accesses(t, rc), cc.num_layers, cc.num_experts);
+  }
+  const auto nothing = [](const auto&...) {};
+  return detail::replay_loop(t, cache, rc, next_use, nothing, nothing, nothing, nothing);
+}
+
+/// Replays `t` through the policy `pc` names (see `eviction_config_by_name`).
+[[nodiscard]] inline cache_replay_result replay_cache(const routing_trace& t, const cache_config& cc,
+                                                      const any_eviction_config& pc, const cache_replay_config& rc = {}) {
+  return replay_cache<any_eviction_policy>(t, cc, pc, rc);
+}
+
+/// Replays `t` through an `expert_cache<P>` with `predictor` prefetching into it before
+/// every batch (see the header comment). The predictor observes every replayed batch.
+///
+/// Throws: as `replay_cache`.
+template <EvictionPolicy P, PrefetchPredictor Predictor>
+[[nodiscard]] cache_replay_result replay_cache_with_prefetch(const routing_trace& t, const cache_config& cc,
+                                                             const typename P::config_type& pc, Predictor& predictor,
+                                                             const prefetch_replay_config& fc = {},
+                                                             const cache_replay_config& rc = {}) {
+  detail::check_replay(t, cc, rc, "replay_cache_with_prefetch");
+  expert_cache<P> cache(cc, pc);
+  std::vector<std::uint64_t> next_use;
+  if (detail::reads_future(cache)) {
+    next_use = next_use_positions(replay_accesses(t, rc), cc.num_layers, cc.num_experts);
+  }
+  const std::size_t E = t.info().num_experts;
+  const std::size_t depth = fc.depth == 0 ? t.info().top_k : fc.depth;
+  std::vector<float> scores(E, 0.0f);
+  prefetch_queue queue(E);
+  const auto before = [&](const batch_view& b) {
+    const layer_id l = b.ref.layer;
+    if (!predictor.predict(l, scores)) return;
+    for (std::size_t e = 0; e < E; ++e) {
+      if (scores[e] > 0.0f) cache.hint(expert_key{l, static_cast<expert_id>(e)}, scores[e]);
+    }
+    queue.plan(l, scores, depth);
+    // Residents first (nothing to load; the policy hears of the prediction), so that the
+    // loads that follow cannot evict a predicted expert that is already there.
+    for (const queued_expert& q : queue.pending()) {
+      if (cache.contains(q.key)) cache.prefetch(q.key, q.score);
+    }
+    while (const auto q = queue.pop()) {
+      if (!cache.contains(q->key)) cache.prefetch(q->key, q->score);
+    }
+    queue.clear();
+  };
+  const auto after = [&](const batch_view& b) { predictor.observe(b); };
+  const auto new_request = [&]() { predictor.begin_request(); };
+  const auto step_end = [&]() { predictor.end_step(); };
+  return detail::replay_loop(t, cache, rc, next_use, before, after, new_request, step_end);
+}
+
+/// A prefetch replay beside the demand replay of the same cache and policy.
+struct prefetch_gain {
+  cache_replay_result without;
+  cache_replay_result with;
+
+  /// Demand hit bytes the prefetching gained (negative when it lost hits).
+  [[nodiscard]] double hit_bytes_gained() const noexcept {
+    return static_cast<double>(with.stats.hit_bytes) - static_cast<double>(without.stats.hit_bytes);
+  }
+  /// Bytes prefetched per byte of demand hit gained (infinity when nothing was gained).
+  [[nodiscard]] double prefetch_bytes_per_hit_byte() const noexcept {
+    const double g = hit_bytes_gained();
+    return g > 0.0 ? static_cast<double>(with.stats.prefetch_bytes) / g : std::numeric_limits<double>::infinity();
+  }
+  /// Extra bytes moved in all (prefetched + fetched on demand, minus what the demand replay
+  /// fetched) per byte of demand hit gained: what the gain costs the link net of the
+  /// demand fetches it saves (infinity when nothing was gained).
+  [[nodiscard]] double extra_bytes_per_hit_byte() const noexcept {
+    const double g = hit_bytes_gained();
+    const double extra = static_cast<double>(with.stats.prefetch_bytes) + static_cast<double>(with.stats.demand_bytes) -
+                         static_cast<double>(without.stats.demand_bytes);
+    return g > 0.0 ? extra / g : std::numeric_limits<double>::infinity();
+  }
+};
+
+/// Runs `replay_cache_with_prefetch` and the demand `replay_cache` of the same cache and
+/// policy (the predictor is used by the first only).
+///
+/// Throws: as `replay_cache`.
+template <EvictionPolicy P, PrefetchPredictor Predictor>
+[[nodiscard]] prefetch_gain measure_prefetch(const routing_trace& t, const cache_config& cc,
+                                             const typename P::config_type& pc, Predictor& predictor,
+                                             const prefetch_replay_config& fc = {},
+                                             const cache_replay_config& rc = {}) {
+  prefetch_gain g;
+  g.without = replay_cache<P>(t, cc, pc, rc);
+  g.with = replay_cache_with_prefetch<P>(t, cc, pc, predictor, fc, rc);
+  return g;
+}
+
+/// Scores `predictor` on `t`: before each kept batch of layer l it predicts layer l; the
+/// predicted set (the `budget` best scores above `min_score`) is compared with the experts
+/// of the next `horizon` kept batches of layer l in the request; then it observes the
+/// batch.
+///
+/// Throws: `invalid_argument` when `horizon` is 0 or no phase is kept.
+template <PrefetchPredictor Predictor>
+[[nodiscard]] prediction_quality evaluate_predictor(const routing_trace& t, Predictor& predictor,
+                                                    const prediction_eval_config& ec = {}) {
+  constexpr std::string_view fn = "evaluate_predictor";
+  if (ec.horizon == 0) detail::throw_invalid(fn, "horizon must be >= 1", ec.horizon);
+  if (!ec.prefill && !ec.decode) detail::throw_invalid(fn, "evaluate prefill, decode or both");
+  const std::size_t E = t.info().num_experts;
+  const std::size_t budget = ec.budget == 0 ? t.info().top_k : ec.budget;
+  const auto batches = t.batches();
+  // Where each batch sits in its layer's list of batches.
+  std::vector<std::size_t> slot_in_layer(batches.size(), 0);
+  for (std::uint32_t l = 0; l < t.info().num_layers; ++l) {
+    const auto list = t.layer_batches(static_cast<layer_id>(l));
+    for (std::size_t p = 0; p < list.size(); ++p) slot_in_layer[list[p]] = p;
+  }
+  std::vector<float> scores(E, 0.0f);
+  std::vector<std::uint8_t> truth(E, 0);
+  std::vector<expert_id> order(E);
+  prediction_quality q;
+  for (const request_ref& req : t.requests()) {
+    predictor.begin_request();
+    for (const step_ref& s : t.steps_of(req)) {
+      if (!detail::kept(s.kind, ec.prefill, ec.decode)) continue;
+      for (std::size_t bi = s.first_batch; bi < s.first_batch + s.num_batches; ++bi) {
+        const batch_ref& ref = batches[bi];
+        const layer_id l = ref.layer;
+        // The truth: the next `horizon` kept batches of this layer in this request.
+        std::fill(truth.begin(), truth.end(), std::uint8_t{0});
+        const auto list = t.layer_batches(l);
+        std::size_t found = 0;
+        for (std::size_t p = slot_in_layer[bi]; p < list.size() && found < ec.horizon; ++p) {
+          const batch_ref& nb = batches[list[p]];
+          if (nb.request != ref.request) break;
+          if (!detail::kept(nb.kind, ec.prefill, ec.decode)) continue;
+          ++found;
+          for (expert_id e : t.view(nb).experts) truth[e] = 1;
+        }
+        for (std::uint8_t x : truth) q.actual += x;
+        // The prediction.
+        ++q.predictions;
+        if (predictor.predict(l, scores)) {
+          std::size_t n = 0;
+          for (std::size_t e = 0; e < E; ++e) {
+            if (scores[e] > ec.min_score) order[n++] = static_cast<expert_id>(e);
+          }
+          const std::size_t take = std::min(budget, n);
+          std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take),
+                            order.begin() + static_cast<std::ptrdiff_t>(n), [&](expert_id a, expert_id b) {
+                              return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
+                            });
+          q.predicted += take;
+          for (std::size_t i = 0; i < take; ++i) q.correct += truth[order[i]];
+        } else {
+          ++q.empty_predictions;
+        }
+        predictor.observe(t.view(ref));
+      }
+      predictor.end_step();
+    }
+  }
+  return q;
+}
+
+/// The hits of a demand LRU cache of `shape` replaying `t`, at every capacity in experts
+/// (see cache/stack_distance.hpp).
+///
+/// Throws: `invalid_argument` when `shape` is smaller than the trace or no phase is kept.
+[[nodiscard]] inline hit_curve lru_hit_curve(const routing_trace& t, const cache_shape& shape,
+                                             const cache_replay_config& rc = {}) {
+  detail::check_replay(t, cache_config{.num_layers = shape.num_layers, .num_experts = shape.num_experts}, rc,
+                       "lru_hit_curve");
+  return lru_hit_curve(replay_accesses(t, rc), shape);
+}
+
+}  // namespace moepolicy

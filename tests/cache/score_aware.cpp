@@ -1,0 +1,107 @@
+// Score-aware eviction (seed 004 §5.3): lowest windowed average score, inactive experts'
+// scores counted, the in-layer shield.
+#include "moepolicy/cache/score_aware.hpp"
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <vector>
+
+#include "moepolicy/cache/expert_cache.hpp"
+
+using namespace moepolicy;
+
+namespace {
+
+/// A one-token batch of layer `l` selecting `ids` with full `scores` (or none).
+struct one_token {
+  std::vector<expert_id> ids;
+  std::vector<float> weights;
+  std::vector<float> scores;
+  layer_id layer = 0;
+  [[nodiscard]] batch_view view() const {
+    batch_ref ref{0, 0, layer, phase::decode, 0, 1};
+    return batch_view{ref, static_cast<std::uint32_t>(ids.size()), {}, ids, weights, scores};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the victim has the lowest average score over the window, inactive experts' scores included") {
+  expert_cache<score_aware_policy> c({.num_layers = 1, .num_experts = 4, .capacity = 2}, {.window = 2});
+  // Step 1: experts 0 and 1 selected; expert 2 scores 0.15 without being selected.
+  const one_token s1{{0, 1}, {0.6f, 0.4f}, {0.5f, 0.3f, 0.15f, 0.05f}};
+  c.begin_layer(s1.view());
+  c.get({0, 0});
+  c.get({0, 1});
+  c.end_layer(0);
+  c.end_step();
+  CHECK(c.policy().average_score({0, 0}) == doctest::Approx(0.5));
+  CHECK(c.policy().average_score({0, 2}) == doctest::Approx(0.15));
+  CHECK(c.policy().victim(0) == expert_key{0, 1});  // 0.3 < 0.5
+
+  // Step 2: experts 2 and 1 selected. Window = steps 1 and 2: averages 0.3, 0.25, 0.375.
+  const one_token s2{{2, 1}, {0.75f, 0.25f}, {0.1f, 0.2f, 0.6f, 0.1f}};
+  c.begin_layer(s2.view());
+  CHECK(c.policy().average_score({0, 1}) == doctest::Approx(0.25));
+  // Expert 1 has the lowest average but is shielded for this layer: expert 0 goes.
+  CHECK(c.policy().shielded({0, 1}));
+  CHECK(c.policy().victim(0) == expert_key{0, 0});
+  c.get({0, 2});
+  CHECK(!c.contains({0, 0}));
+  CHECK(c.get({0, 1}).hit);
+  // Both residents shielded: no victim, a third expert would overflow.
+  CHECK(!c.policy().victim(0).has_value());
+  CHECK(!c.get({0, 3}).inserted);
+  CHECK(c.stats().overflows == 1);
+  c.end_layer(0);
+  CHECK(!c.policy().shielded({0, 1}));
+  CHECK(c.policy().victim(0) == expert_key{0, 1});
+  c.end_step();
+
+  // Step 3 retires step 1: expert 1 averages (0.2 + 0.9) / 2, expert 2 (0.6 + 0) / 2.
+  const one_token s3{{1, 3}, {0.9f, 0.1f}, {0.0f, 0.9f, 0.0f, 0.1f}};
+  c.begin_layer(s3.view());
+  CHECK(c.policy().average_score({0, 1}) == doctest::Approx(0.55));
+  CHECK(c.policy().average_score({0, 2}) == doctest::Approx(0.3));
+  CHECK(c.policy().average_score({0, 0}) == doctest::Approx(0.05));
+  CHECK(c.policy().victim(0) == expert_key{0, 2});
+}
+
+TEST_CASE("without full scores the gate weights count and unselected experts score 0") {
+  score_aware_policy p({1, 4}, {.window = 4});
+  const one_token a{{0, 1}, {0.75f, 0.25f}, {}};
+  const one_token b{{2, 0}, {0.5f, 0.5f}, {}};
+  p.on_layer_begin(a.view());
+  p.on_layer_end(0);
+  p.on_step_end();
+  p.on_layer_begin(b.view());
+  p.on_layer_end(0);
+  CHECK(p.average_score({0, 0}) == doctest::Approx(0.625));
+  CHECK(p.average_score({0, 1}) == doctest::Approx(0.125));
+  CHECK(p.average_score({0, 2}) == doctest::Approx(0.25));
+  CHECK(p.average_score({0, 3}) == doctest::Approx(0.0));
+  p.on_insert({0, 0}, {});
+  p.on_insert({0, 1}, {});
+  p.on_insert({0, 3}, {});
+  CHECK(p.victim(0) == expert_key{0, 3});
+}
+
+TEST_CASE("shields are per layer and ties go to the least recently used") {
+  score_aware_policy p({2, 2}, {.window = 1});
+  const one_token l0{{0}, {1.0f}, {}, 0};
+  p.on_insert({1, 0}, {});
+  p.on_insert({1, 1}, {});
+  p.on_insert({0, 0}, {});
+  p.on_layer_begin(l0.view());
+  // Layer 1's experts both average 0: the one inserted first goes; layer 0's is shielded.
+  CHECK(p.victim(0) == expert_key{1, 0});
+  p.on_hit({1, 0}, {});
+  CHECK(p.victim(0) == expert_key{1, 1});
+  p.on_layer_end(1);  // ends another layer: layer 0's shield stays
+  CHECK(p.shielded({0, 0}));
+  p.on_layer_end(0);
+  CHECK(!p.shielded({0, 0}));
+  CHECK_THROWS_WITH_AS(score_aware_policy({1, 1}, {.window = 0}),
+                       "moepolicy::score_aware_policy: window must be >= 1, got 0", invalid_argument);
+}

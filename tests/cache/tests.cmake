@@ -1,0 +1,12 @@
+# The expert cache, its eviction policies and the conformance suite over all of them.
+moepolicy_add_test(test_cache_concepts SOURCES ${CMAKE_CURRENT_LIST_DIR}/concepts.cpp)
+moepolicy_add_test(test_cache_expert_cache SOURCES ${CMAKE_CURRENT_LIST_DIR}/expert_cache.cpp)
+moepolicy_add_test(test_cache_lru SOURCES ${CMAKE_CURRENT_LIST_DIR}/lru.cpp)
+moepolicy_add_test(test_cache_fifo SOURCES ${CMAKE_CURRENT_LIST_DIR}/fifo.cpp)
+moepolicy_add_test(test_cache_lfu SOURCES ${CMAKE_CURRENT_LIST_DIR}/lfu.cpp)
+moepolicy_add_test(test_cache_belady SOURCES ${CMAKE_CURRENT_LIST_DIR}/belady.cpp)
+moepolicy_add_test(test_cache_score_aware SOURCES ${CMAKE_CURRENT_LIST_DIR}/score_aware.cpp)
+moepolicy_add_test(test_cache_sticky_lru SOURCES ${CMAKE_CURRENT_LIST_DIR}/sticky_lru.cpp)
+moepolicy_add_test(test_cache_any_eviction_policy SOURCES ${CMAKE_CURRENT_LIST_DIR}/any_eviction_policy.cpp)
+moepolicy_add_test(test_cache_stack_distance SOURCES ${CMAKE_CURRENT_LIST_DIR}/stack_distance.cpp)
+moepolicy_add_test(test_cache_conformance SOURCES ${CMAKE_CURRENT_LIST_DIR}/conformance.cpp)
