@@ -17,6 +17,8 @@
 #include "moepolicy/cost/profiled.hpp"
 #include "moepolicy/cost/roofline.hpp"
 
+#include "moepolicy/balance/migration_planner.hpp"
+#include "moepolicy/balance/ndp_rebalance.hpp"
 #include "moepolicy/balance/two_pointer.hpp"
 
 #include "moepolicy/cache/any_eviction_policy.hpp"
@@ -32,6 +34,7 @@
 
 #include "moepolicy/place/prefill_placement.hpp"
 
+#include "moepolicy/predict/ema_load_predictor.hpp"
 #include "moepolicy/predict/hotness.hpp"
 #include "moepolicy/predict/oracle_predictor.hpp"
 #include "moepolicy/predict/prefetch_queue.hpp"
@@ -52,6 +55,15 @@
 #include "moepolicy/residency/versioned_expert.hpp"
 
 #include "moepolicy/route/expert_cache_router.hpp"
+
+#include "moepolicy/sched/batched_steps.hpp"
+#include "moepolicy/sched/bottleneck_refinement.hpp"
+#include "moepolicy/sched/concepts.hpp"
+#include "moepolicy/sched/exact.hpp"
+#include "moepolicy/sched/gpu_cpu_ndp.hpp"
+#include "moepolicy/sched/local_search.hpp"
+#include "moepolicy/sched/lower_bound.hpp"
+#include "moepolicy/sched/problem.hpp"
 
 #include "moepolicy/score/importance.hpp"
 

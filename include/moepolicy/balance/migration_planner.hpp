@@ -1,0 +1,441 @@
+// moepolicy/balance/migration_planner.hpp — TriMoE's prediction-driven migrations: hot
+// expert prefetch, dynamic relayout (striped ↔ localized) and cold-expert rebalancing,
+// ranked by predicted benefit and fitted into the overlap window of the current layer
+// (seed 001 "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for
+// High-Throughput MoE Inference via Offloading", §4.3, "Expert Migration Decision").
+//
+// When a layer's experts finish, the runtime plans the background work for the next
+// layer from its predicted loads and classes (predict/ema_load_predictor.hpp):
+//   prefetch               a predicted-hot expert not in GPU HBM is copied there over PCIe;
+//   relayout_to_striped    a predicted warm or hot expert localized on one DIMM is striped
+//                          (the layout GPU and CPU reads prefer);
+//   relayout_to_localized  a predicted-cold striped expert is localized on the DIMM with
+//                          the least predicted cold NDP time (the layout NDP needs);
+//   rebalance              a localized cold expert moves from the busiest DIMM to the most
+//                          idle (balance/ndp_rebalance.hpp).
+// Every feasible task is ranked by predicted benefit and taken greedily until the tasks'
+// estimated times fill the window (the time the current layer's attention and MLP run on
+// the GPU, an input).
+//
+// Benefit, our definition (the paper ranks by "predicted benefit" without defining it):
+// the predicted step is the layer's next step with loads = the predicted loads, priced by
+// Eq. 1–4 (sched/gpu_cpu_ndp.hpp) and scheduled once by `local_search_scheduler`; a task's
+// benefit is how much that step's makespan (Eq. 7) falls when the task alone is applied
+// and its expert takes its best option under its new layout or residency, every other
+// expert keeping its option (O(1) per task, sched/problem.hpp's incremental totals). So a
+// cold expert that is cheaper on the CPU alone still gains from moving to a parallel
+// DIMM when the CPU is the bottleneck, and contention (Eq. 6) is counted. Tasks that
+// leave the makespan equal are ranked by how much they lower Σ_dev T_dev² (the balance
+// measure of sched/local_search.hpp, `balance_gain`); a task that improves neither is
+// not proposed.
+//   - Predicted load x is fractional: each price is interpolated between its integer
+//     neighbours with f(0) = 0 (x = 0.3 costs 0.3 · f(1), as if active with probability
+//     0.3), and the DIMM read T_DRAM is scaled by min(1, x). Experts predicted at 0 are not
+//     in the predicted step and get no task.
+//   - Rebalancing (balance/ndp_rebalance.hpp) weighs each cold localized expert by its
+//     predicted NDP seconds; each move's benefit is evaluated alone against the predicted
+//     step (the moves form a chain: move k is taken only after move k − 1, its rank key
+//     is the smallest benefit of the chain so far, and a move without benefit ends the
+//     chain).
+//   - A relayout to localized targets the DIMM with the least predicted cold NDP time
+//     after the rebalance moves (each relayout adds its expert there for the next).
+//   - Transfer time: prefetch `gpu.transfer_seconds(W)` (PCIe); relayout and rebalance
+//     `dimm.transfer_seconds(W)` (DIMM-Link, 25 GB/s in presets::dimm_ndp), the whole
+//     expert for either relayout direction (conservative: striping from one DIMM sends
+//     (D−1)/D of it, localizing gathers as much).
+// Ranking and budget: benefit descending, then balance gain descending, then transfer time
+// ascending, then kind (prefetch, relayout_to_striped, relayout_to_localized, rebalance),
+// chain position and expert. A task that does not fit in what remains of the window is
+// skipped and smaller ones are still tried (`stop_at_first_misfit` stops instead, the
+// literal reading of "until their cumulative estimated time fills this window budget").
+// PCIe and DIMM-Link share one budget, as the paper states; `separate_links` gives each
+// link the whole window. Prefetches also need `gpu_free_bytes` of HBM between them.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "moepolicy/balance/ndp_rebalance.hpp"
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/core/units.hpp"
+#include "moepolicy/cost/concepts.hpp"
+#include "moepolicy/sched/gpu_cpu_ndp.hpp"
+#include "moepolicy/sched/local_search.hpp"
+#include "moepolicy/sched/problem.hpp"
+#include "moepolicy/stats/analysis.hpp"
+
+namespace moepolicy {
+
+/// The kinds of background migration (seed 001 §4.3).
+enum class migration_kind : std::uint8_t { prefetch, relayout_to_striped, relayout_to_localized, rebalance };
+
+/// "prefetch", "relayout_to_striped", "relayout_to_localized" or "rebalance".
+[[nodiscard]] constexpr std::string_view to_string(migration_kind k) noexcept {
+  switch (k) {
+    case migration_kind::prefetch: return "prefetch";
+    case migration_kind::relayout_to_striped: return "relayout_to_striped";
+    case migration_kind::relayout_to_localized: return "relayout_to_localized";
+    case migration_kind::rebalance: return "rebalance";
+  }
+  return "?";
+}
+
+/// One candidate migration.
+struct migration_task {
+  migration_kind kind = migration_kind::prefetch;
+  /// Index of the expert in the layer.
+  expert_id expert = 0;
+  /// Layout before and after (equal for a prefetch).
+  expert_layout from{};
+  expert_layout to{};
+  /// Bytes moved.
+  bytes size = 0;
+  /// Estimated time on its link.
+  seconds transfer_seconds = 0.0;
+  /// Predicted fall of the next step's makespan, seconds (see the header).
+  seconds benefit = 0.0;
+  /// Predicted fall of Σ_dev T_dev² of the next step, seconds² (the tie-break).
+  double balance_gain = 0.0;
+  /// Position in the rebalance sequence, from 1; 0 for other kinds.
+  std::uint32_t chain = 0;
+  /// Whether the planner took it within the window.
+  bool taken = false;
+};
+
+/// Configuration of `migration_planner`.
+struct migration_planner_config {
+  /// The precision the experts' weights are stored at.
+  bitwidth bits = fp16;
+  bool prefetch = true;
+  bool relayout = true;
+  bool rebalance = true;
+  /// The rebalancer's thresholds.
+  ndp_rebalance_config rebalancing{};
+  /// Whether PCIe and DIMM-Link each get the whole window (else one shared budget).
+  bool separate_links = false;
+  /// Whether the first task that does not fit ends the plan (else smaller ones are tried).
+  bool stop_at_first_misfit = false;
+  /// The scheduler of the predicted step.
+  local_search_config scheduling{.exact_max_experts = 0};
+};
+
+/// Plans one layer's background migrations on a GPU + CPU + DIMM-NDP system.
+template <DeviceCost Gpu, DeviceCost Cpu, DeviceCost Dimm>
+class migration_planner {
+ public:
+  using system_type = gpu_cpu_ndp_system<Gpu, Cpu, Dimm>;
+
+  /// Throws: `invalid_argument` when `num_experts` is not in [1, 65536], or the
+  /// rebalancing or scheduling configuration is invalid (see `ndp_rebalancer`,
+  /// `local_search_scheduler`).
+  migration_planner(system_type system, std::size_t num_experts, migration_planner_config config = {})
+      : system_(std::move(system)),
+        config_(config),
+        rebalancer_(system_.num_dimms(), num_experts, config.rebalancing),
+        scheduler_(config.scheduling),
+        problem_(system_.num_dimms(), num_experts),
+        schedule_(num_experts, system_.num_dimms()),
+        experts_(num_experts) {
+    // At most a prefetch and a relayout per expert, plus the rebalance moves.
+    const std::size_t most = 2 * num_experts + config.rebalancing.max_moves;
+    tasks_.reserve(most);
+    ranked_.reserve(most);
+    order_.reserve(most);
+    keys_.reserve(most);
+    ndp_weight_.assign(num_experts, 0.0);
+    index_.assign(num_experts, none);
+    projected_.reserve(system_.num_dimms());
+    loads_.reset(system_.num_dimms());
+  }
+
+  [[nodiscard]] const system_type& system() const noexcept { return system_; }
+  [[nodiscard]] const migration_planner_config& config() const noexcept { return config_; }
+  /// The predicted step of the last plan and its schedule.
+  [[nodiscard]] const makespan_problem& predicted_step() const noexcept { return problem_; }
+  [[nodiscard]] const makespan_schedule& predicted_schedule() const noexcept { return schedule_; }
+
+  /// Plans `layer`'s migrations.
+  ///
+  /// `predicted` and `classes`: the predictor's loads and classes for the layer's next
+  /// step; `layouts` and `resident`: where its experts are now; `window`: the overlap
+  /// window in seconds; `gpu_free_bytes`: HBM free for prefetched experts.
+  /// Throws: `invalid_argument` when a span has not one entry per expert, a predicted load
+  /// is negative, not finite or >= 4·10⁹, a localized home is >= D, or the window is
+  /// negative or not finite.
+  /// Returns: every proposed task, in rank order, with `taken` set on those planned
+  /// (valid until the next call).
+  /// Complexity: one schedule of the predicted step, O(E log E) and the rebalancing; no
+  /// allocation after the first call.
+  std::span<const migration_task> plan(layer_id layer, std::span<const double> predicted,
+                                       std::span<const hotness> classes, std::span<const expert_layout> layouts,
+                                       std::span<const std::uint8_t> resident, seconds window, bytes gpu_free_bytes) {
+    constexpr std::string_view fn = "migration_planner::plan";
+    const auto need = [&](const char* what, std::size_t got) {
+      if (got != experts_) {
+        detail::throw_invalid(fn, std::string(what) + " must have one entry per expert (" + std::to_string(experts_) + ")",
+                              got);
+      }
+    };
+    need("predicted", predicted.size());
+    need("classes", classes.size());
+    need("layouts", layouts.size());
+    need("resident", resident.size());
+    if (!(window >= 0.0) || !std::isfinite(window)) detail::throw_invalid(fn, "window must be finite and >= 0", window);
+    for (std::size_t e = 0; e < experts_; ++e) {
+      if (!(predicted[e] >= 0.0) || !(predicted[e] < 4.0e9)) {
+        detail::throw_invalid(fn, "predicted loads must be finite, >= 0 and < 4e9", predicted[e]);
+      }
+      if (layouts[e].is_localized() && layouts[e].home >= system_.num_dimms()) {
+        detail::throw_invalid(fn, "a localized home must be < the DIMMs " + std::to_string(system_.num_dimms()),
+                              layouts[e].home);
+      }
+    }
+    layer_ = layer;
+    tasks_.clear();
+    const std::size_t D = system_.num_dimms();
+
+    // The predicted step and its schedule.
+    problem_.clear();
+    for (std::size_t e = 0; e < experts_; ++e) {
+      index_[e] = none;
+      if (!(predicted[e] > 0.0)) continue;
+      index_[e] = problem_.size();
+      problem_.add(expected_row(e, predicted[e], layouts[e], resident[e] != 0));
+    }
+    scheduler_.solve(problem_, schedule_);
+    loads_.reset(D);
+    loads_.rebuild(problem_, schedule_.assignment, problem_.size());
+    base_m_ = loads_.makespan();
+    base_q_ = loads_.square_sum_after({});
+
+    // Rebalancing on today's layout, in predicted NDP seconds.
+    for (std::size_t e = 0; e < experts_; ++e) {
+      ndp_weight_[e] =
+          priced(predicted[e], [&](std::uint32_t t) { return system_.ndp_seconds(key(e), config_.bits, t); });
+    }
+    if (config_.rebalance) {
+      std::uint32_t chain = 0;
+      for (const auto& m : rebalancer_.plan(ndp_weight_, classes, layouts)) {
+        migration_task t;
+        t.kind = migration_kind::rebalance;
+        t.expert = m.expert;
+        t.from = expert_layout::localized(m.from);
+        t.to = expert_layout::localized(m.to);
+        if (!evaluate(t, predicted[m.expert], resident[m.expert] != 0, t.to)) break;  // no benefit ends the chain
+        t.size = system_.weight_bytes(key(m.expert), config_.bits);
+        t.transfer_seconds = system_.dimm().transfer_seconds(t.size);
+        t.chain = ++chain;
+        tasks_.push_back(t);
+      }
+    }
+    if (config_.rebalance) {
+      const auto after = rebalancer_.dimm_loads();
+      projected_.assign(after.begin(), after.end());
+    } else {
+      projected_.assign(D, 0.0);
+      for (std::size_t e = 0; e < experts_; ++e) {
+        if (classes[e] == hotness::cold && layouts[e].is_localized()) projected_[layouts[e].home] += ndp_weight_[e];
+      }
+    }
+
+    for (std::size_t e = 0; e < experts_; ++e) {
+      const double x = predicted[e];
+      const expert_layout here = layouts[e];
+      const bool res = resident[e] != 0;
+      migration_task t;
+      t.expert = static_cast<expert_id>(e);
+      t.from = t.to = here;
+      t.size = system_.weight_bytes(key(e), config_.bits);
+      if (config_.prefetch && classes[e] == hotness::hot && !res) {
+        t.kind = migration_kind::prefetch;
+        t.transfer_seconds = system_.gpu().transfer_seconds(t.size);
+        if (evaluate(t, x, true, here)) tasks_.push_back(t);
+      }
+      if (!config_.relayout) continue;
+      t.transfer_seconds = system_.dimm().transfer_seconds(t.size);
+      if (classes[e] != hotness::cold && here.is_localized()) {
+        t.kind = migration_kind::relayout_to_striped;
+        t.to = expert_layout::striped();
+        if (evaluate(t, x, res, t.to)) tasks_.push_back(t);
+      } else if (classes[e] == hotness::cold && here.is_striped()) {
+        std::size_t target = 0;
+        for (std::size_t d = 1; d < D; ++d) {
+          if (projected_[d] < projected_[target]) target = d;
+        }
+        t.kind = migration_kind::relayout_to_localized;
+        t.to = expert_layout::localized(static_cast<std::uint16_t>(target));
+        if (evaluate(t, x, res, t.to)) {
+          tasks_.push_back(t);
+          projected_[target] += ndp_weight_[e];
+        }
+      }
+    }
+
+    rank();
+    take(window, gpu_free_bytes);
+    return ranked_;
+  }
+
+ private:
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+
+  [[nodiscard]] expert_key key(std::size_t e) const noexcept { return {layer_, static_cast<expert_id>(e)}; }
+
+  template <class F>
+  [[nodiscard]] static seconds priced(double x, F&& f) {
+    if (!(x > 0.0)) return 0.0;
+    MOEPOLICY_ASSERT(x < 4.0e9);
+    const double lo = std::floor(x);
+    const auto l = static_cast<std::uint32_t>(lo);
+    const seconds c_lo = l == 0 ? 0.0 : f(l);
+    if (x == lo) return c_lo;
+    const seconds c_hi = f(l + 1);
+    return c_lo + (x - lo) * (c_hi - c_lo);
+  }
+
+  /// The prices of expert `e` at predicted load `x` with `layout` and residency `res`.
+  [[nodiscard]] expert_costs expected_row(std::size_t e, double x, expert_layout layout, bool res) const {
+    const expert_key k = key(e);
+    const bitwidth b = config_.bits;
+    expert_costs c;
+    c.key = k;
+    c.load = static_cast<std::uint32_t>(std::ceil(x));
+    c.layout = layout;
+    c.gpu_resident = res;
+    c.dram = std::min(1.0, x) * system_.dram_seconds(k, b, layout);
+    c.exec[0] = res ? priced(x, [&](std::uint32_t n) { return system_.gpu_hit_seconds(k, b, n); })
+                    : priced(x, [&](std::uint32_t n) { return system_.gpu_miss_seconds(k, b, n, layout); });
+    c.exec[1] = system_.config().use_cpu ? priced(x, [&](std::uint32_t n) { return system_.cpu_seconds(k, b, n, layout); })
+                                         : not_allowed;
+    c.exec[2] = (system_.config().use_ndp && layout.is_localized())
+                    ? priced(x, [&](std::uint32_t n) { return system_.ndp_seconds(k, b, n); })
+                    : not_allowed;
+    return c;
+  }
+
+  /// Fills `t.benefit` and `t.balance_gain` for expert `t.expert` moving to `layout` with
+  /// residency `res`; false when the task improves neither.
+  bool evaluate(migration_task& t, double x, bool res, expert_layout layout) const {
+    const std::size_t i = index_[t.expert];
+    if (i == none) return false;
+    const expert_costs& old = problem_[i];
+    const expert_costs now = expected_row(t.expert, x, layout, res);
+    bool found = false;
+    seconds best_m = 0.0;
+    double best_q = 0.0;
+    for (std::size_t k = 0; k < num_device_options; ++k) {
+      const auto o = static_cast<device_option>(k);
+      if (!now.allows(o)) continue;
+      detail::device_loads::delta d;
+      d.add(old, schedule_.assignment[i], -1.0);
+      d.add(now, o, 1.0);
+      const seconds m = loads_.makespan_after(d);
+      const double q = loads_.square_sum_after(d);
+      if (!found || m < best_m || (m == best_m && q < best_q)) {
+        found = true;
+        best_m = m;
+        best_q = q;
+      }
+    }
+    t.benefit = base_m_ - best_m;
+    t.balance_gain = base_q_ - best_q;
+    const double tol = detail::default_tolerance * base_m_;
+    if (t.benefit > tol) return true;
+    if (t.benefit < -tol) return false;
+    t.benefit = std::max(t.benefit, 0.0);
+    return t.balance_gain > detail::default_tolerance * base_q_;
+  }
+
+  void rank() {
+    // Chain keys: the running minimum of benefits along the rebalance sequence.
+    keys_.resize(tasks_.size());
+    seconds run = not_allowed;
+    for (std::size_t i = 0; i < tasks_.size(); ++i) {
+      if (tasks_[i].kind == migration_kind::rebalance) {
+        run = std::min(run, tasks_[i].benefit);
+        keys_[i] = run;
+      } else {
+        keys_[i] = tasks_[i].benefit;
+      }
+    }
+    order_.resize(tasks_.size());
+    for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+    std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) {
+      const auto& x = tasks_[a];
+      const auto& y = tasks_[b];
+      if (keys_[a] != keys_[b]) return keys_[a] > keys_[b];
+      if (x.kind == migration_kind::rebalance && y.kind == migration_kind::rebalance) return x.chain < y.chain;
+      if (x.balance_gain != y.balance_gain) return x.balance_gain > y.balance_gain;
+      if (x.transfer_seconds != y.transfer_seconds) return x.transfer_seconds < y.transfer_seconds;
+      if (x.kind != y.kind) return x.kind < y.kind;
+      if (x.chain != y.chain) return x.chain < y.chain;
+      return x.expert < y.expert;
+    });
+    ranked_.resize(tasks_.size());
+    for (std::size_t i = 0; i < order_.size(); ++i) ranked_[i] = tasks_[order_[i]];
+  }
+
+  void take(seconds window, bytes gpu_free) {
+    seconds pcie = 0.0, link = 0.0;
+    bytes gpu_used = 0;
+    std::uint32_t chain_done = 0;
+    for (auto& t : ranked_) {
+      const bool on_pcie = t.kind == migration_kind::prefetch;
+      seconds& used = (config_.separate_links && on_pcie) ? pcie : link;
+      const bool fits = used + t.transfer_seconds <= window && (!on_pcie || gpu_used + t.size <= gpu_free) &&
+                        (t.kind != migration_kind::rebalance || t.chain == chain_done + 1);
+      if (!fits) {
+        if (config_.stop_at_first_misfit) break;
+        continue;
+      }
+      t.taken = true;
+      used += t.transfer_seconds;
+      if (on_pcie) gpu_used += t.size;
+      if (t.kind == migration_kind::rebalance) chain_done = t.chain;
+    }
+  }
+
+  system_type system_;
+  migration_planner_config config_;
+  ndp_rebalancer rebalancer_;
+  local_search_scheduler scheduler_;
+  makespan_problem problem_;
+  makespan_schedule schedule_;
+  detail::device_loads loads_;
+  std::size_t experts_;
+  layer_id layer_ = 0;
+  seconds base_m_ = 0.0;
+  double base_q_ = 0.0;
+  std::vector<migration_task> tasks_, ranked_;
+  std::vector<std::size_t> order_, index_;
+  std::vector<seconds> keys_;
+  std::vector<double> ndp_weight_, projected_;
+};
+
+/// Applies the taken tasks of a plan to the layer's state: layouts change for relayouts
+/// and rebalance moves, `resident` is set for prefetches.
+///
+/// Preconditions: `layouts` and `resident` are the spans the plan was made from.
+/// Complexity: O(tasks); no allocation.
+inline void apply_migrations(std::span<const migration_task> tasks, std::span<expert_layout> layouts,
+                             std::span<std::uint8_t> resident) noexcept {
+  for (const auto& t : tasks) {
+    if (!t.taken) continue;
+    MOEPOLICY_ASSERT(t.expert < layouts.size() && t.expert < resident.size());
+    if (t.kind == migration_kind::prefetch) {
+      resident[t.expert] = 1;
+    } else {
+      layouts[t.expert] = t.to;
+    }
+  }
+}
+
+}  // namespace moepolicy

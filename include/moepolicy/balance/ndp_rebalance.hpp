@@ -1,0 +1,145 @@
+// moepolicy/balance/ndp_rebalance.hpp — cold-expert rebalancing across DIMM-NDP units
+// (seed 001 "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for
+// High-Throughput MoE Inference via Offloading", §4.3, "Cold Expert Rebalancing").
+//
+// The paper: "the system calculates the total predicted load of cold experts on each
+// DIMM. If skew is detected, it greedily selects and migrates cold experts one by one
+// from the busiest DIMM to the most idle DIMM via DIMM-Link." Our reading, documented
+// where the paper leaves a choice:
+//   - a DIMM's load is the sum of the weights the caller gives its cold, localized experts
+//     (predicted tokens as the paper says, or predicted NDP seconds as the migration
+//     planner passes so that benefits are times);
+//   - skew: the busiest DIMM's load exceeds the mean over all DIMMs by more than
+//     `skew_threshold` (relative) and exceeds the idlest DIMM's;
+//   - which expert: of the cold experts on the busiest DIMM b, the one whose move to the
+//     idlest DIMM i leaves the smaller of the pair's two loads largest, i.e. minimises
+//     max(load_b − x, load_i + x); only 0 < x < load_b − load_i, so every move strictly
+//     lowers that pair's maximum; among equals the lower expert index;
+//   - busiest and idlest: the lowest DIMM index among equals;
+//   - at most `max_moves` moves; an expert may move more than once.
+// The plan is a sequence: each move assumes the ones before it. Per-step calls allocate
+// nothing after construction.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/sched/problem.hpp"
+#include "moepolicy/stats/analysis.hpp"
+
+namespace moepolicy {
+
+/// Configuration of `ndp_rebalancer`.
+struct ndp_rebalance_config {
+  /// Skew: the busiest DIMM above the mean by more than this fraction (>= 0).
+  double skew_threshold = 0.1;
+  /// Moves per plan at most.
+  std::size_t max_moves = 16;
+};
+
+/// One planned migration of a localized cold expert between DIMMs.
+struct rebalance_move {
+  /// Index of the expert in the layer.
+  expert_id expert = 0;
+  std::uint16_t from = 0;
+  std::uint16_t to = 0;
+  /// Its weight (predicted load).
+  double load = 0.0;
+  /// How much the busiest DIMM's load falls: load_b − max(load_b − x, load_i + x).
+  double relief = 0.0;
+};
+
+/// Plans cold-expert moves from the busiest DIMM to the most idle one.
+class ndp_rebalancer {
+ public:
+  /// Throws: `invalid_argument` when `num_dimms` is not in [1, 65534], `num_experts` is
+  /// not in [1, 65536], or `skew_threshold` is negative or not finite.
+  ndp_rebalancer(std::size_t num_dimms, std::size_t num_experts, ndp_rebalance_config config = {})
+      : config_(config) {
+    constexpr const char* fn = "ndp_rebalancer";
+    if (num_dimms == 0 || num_dimms >= expert_layout::striped_home) {
+      detail::throw_invalid(fn, "num_dimms must be in [1, 65534]", num_dimms);
+    }
+    if (num_experts == 0 || num_experts > 65536) detail::throw_invalid(fn, "num_experts must be in [1, 65536]", num_experts);
+    if (!(config.skew_threshold >= 0.0) || !std::isfinite(config.skew_threshold)) {
+      detail::throw_invalid(fn, "skew_threshold must be finite and >= 0", config.skew_threshold);
+    }
+    loads_.assign(num_dimms, 0.0);
+    home_.assign(num_experts, expert_layout::striped_home);
+    moves_.reserve(config.max_moves);
+  }
+
+  [[nodiscard]] const ndp_rebalance_config& config() const noexcept { return config_; }
+  [[nodiscard]] std::size_t num_dimms() const noexcept { return loads_.size(); }
+
+  /// Plans the moves of one layer. Expert e counts when `classes[e]` is cold and
+  /// `layouts[e]` is localized, with weight `weights[e]`.
+  ///
+  /// Preconditions: `weights`, `classes`, `layouts` have the same size, at most the
+  /// `num_experts` given at construction; weights finite and >= 0; homes < `num_dimms()`.
+  /// Returns: the moves in order (valid until the next call).
+  /// Complexity: O(E + moves · (E + D)); no allocation.
+  std::span<const rebalance_move> plan(std::span<const double> weights, std::span<const hotness> classes,
+                                       std::span<const expert_layout> layouts) noexcept {
+    const std::size_t n = weights.size(), D = loads_.size();
+    MOEPOLICY_ASSERT(classes.size() == n && layouts.size() == n && n <= home_.size());
+    moves_.clear();
+    std::fill(loads_.begin(), loads_.end(), 0.0);
+    double total = 0.0;
+    for (std::size_t e = 0; e < n; ++e) {
+      const bool counts = classes[e] == hotness::cold && layouts[e].is_localized();
+      home_[e] = counts ? layouts[e].home : expert_layout::striped_home;
+      if (!counts) continue;
+      MOEPOLICY_ASSERT(layouts[e].home < D && weights[e] >= 0.0);
+      loads_[layouts[e].home] += weights[e];
+      total += weights[e];
+    }
+    const double mean = total / static_cast<double>(D);
+    while (moves_.size() < config_.max_moves) {
+      std::size_t b = 0, i = 0;
+      for (std::size_t d = 1; d < D; ++d) {
+        if (loads_[d] > loads_[b]) b = d;
+        if (loads_[d] < loads_[i]) i = d;
+      }
+      const double gap = loads_[b] - loads_[i];
+      if (!(loads_[b] > (1.0 + config_.skew_threshold) * mean) || !(gap > 0.0)) break;
+      std::size_t pick = n;
+      double best = loads_[b];
+      for (std::size_t e = 0; e < n; ++e) {
+        if (home_[e] != b) continue;
+        const double x = weights[e];
+        if (!(x > 0.0 && x < gap)) continue;
+        const double after = std::max(loads_[b] - x, loads_[i] + x);
+        if (after < best) {
+          best = after;
+          pick = e;
+        }
+      }
+      if (pick == n) break;
+      const double x = weights[pick];
+      moves_.push_back({static_cast<expert_id>(pick), static_cast<std::uint16_t>(b), static_cast<std::uint16_t>(i), x,
+                        loads_[b] - best});
+      loads_[b] -= x;
+      loads_[i] += x;
+      home_[pick] = static_cast<std::uint16_t>(i);
+    }
+    return moves_;
+  }
+
+  /// Each DIMM's load after the planned moves.
+  [[nodiscard]] std::span<const double> dimm_loads() const noexcept { return loads_; }
+
+ private:
+  ndp_rebalance_config config_;
+  std::vector<double> loads_;
+  std::vector<std::uint16_t> home_;
+  std::vector<rebalance_move> moves_;
+};
+
+}  // namespace moepolicy

@@ -1,0 +1,243 @@
+// Tests of balance/migration_planner.hpp: benefits, ranking and the window budget on
+// hand-worked cases, then invariants on random layers of the TriMoE machine.
+#include "moepolicy/balance/migration_planner.hpp"
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/roofline.hpp"
+
+using namespace moepolicy;
+
+namespace {
+
+using enum hotness;
+
+// A toy machine with round numbers. Experts: 3 · 1000 · 1000 weights, W = 6 MB at FP16,
+// 6 MFLOP per token.
+//   GPU  6 TFLOP/s and 6 TB/s: f_gpu(L) = max(L, 1) µs; PCIe 6 GB/s: T_PCIe = 1 ms.
+//   CPU  60 GFLOP/s and 60 GB/s: f_cpu(L) = max(0.1 L, 0.1) ms.
+//   DIMM 2 units, 6 GFLOP/s and 6 GB/s inside: T_NDP(L) = max(L, 1) ms; host reads 6 GB/s
+//        per DIMM: T_DRAM = 1 ms localized, 0.5 ms striped; DIMM-Link 6 GB/s: 1 ms.
+const model_shape toy{"toy", 1, 0, 8, 1, 0, 1000, 1000};
+constexpr double W = 6e6;
+constexpr double ms = 1e-3;
+
+device_spec serial(const char* name, double flops) {
+  device_spec d;
+  d.name = name;
+  d.capacity_bytes = 1'000'000'000ULL;
+  d.compute = {.peak_flops = flops, .peak_bits = fp16, .bit_scaled_compute = false, .memory_bandwidth = flops,
+               .launch_seconds = 0.0};
+  return d;
+}
+
+using toy_system = gpu_cpu_ndp_system<roofline_cost, roofline_cost, roofline_cost>;
+
+toy_system make_toy(gpu_cpu_ndp_config c = {}) {
+  device_spec gpu = serial("toy GPU", 6e12);
+  gpu.weight_link = {6e9, 0.0};
+  device_spec dimm = serial("toy DIMM", 6e9);
+  dimm.execution = execution_kind::parallel_units;
+  dimm.num_units = 2;
+  dimm.weight_link = {6e9, 0.0};
+  dimm.host_read_bandwidth = 6e9;
+  return {roofline_cost{gpu, toy}, roofline_cost{serial("toy CPU", 6e10), toy}, roofline_cost{dimm, toy}, c};
+}
+
+constexpr auto loc = [](std::uint16_t d) { return expert_layout::localized(d); };
+constexpr auto striped = expert_layout::striped();
+
+}  // namespace
+
+TEST_CASE("prefetch pays off; relayouts that would load the bottleneck DIMM are not proposed") {
+  // Predicted step (x = predicted load; prices per the toy machine, fractional x
+  // interpolated from f(0) = 0, reads scaled by min(1, x)):
+  //   e0 hot,  striped,  x = 4:   GPU miss 1, CPU 0.5, read 0.5 per DIMM
+  //   e1 warm, DIMM 1,   x = 3:   GPU miss 1, CPU 1, NDP 3, read 1 on DIMM 1
+  //   e2 cold, striped,  x = 0.5: GPU 0.5, CPU 0.25, read 0.25 per DIMM
+  //   e3 cold, DIMM 0,   x = 1:   GPU 1, CPU 1, NDP 1, read 1 on DIMM 0           (ms)
+  // Its schedule: greedy CPU, GPU, CPU, GPU (GPU 2, CPU 0.75, DIMMs 1.75 and 1.75), then
+  // e3 -> NDP: GPU 1, CPU 0.75, DIMM0 0.75 + 1, DIMM1 0.75 + 1: makespan 1.75 = the
+  // DIMM bound, so the search stops.
+  // Tasks:
+  //   prefetch e0: off the CPU (-0.5) and off the stripes (-0.5): DIMMs 1.25, GPU 1 + 4 µs:
+  //     makespan 1.25, benefit 0.5 ms;
+  //   relayout e1 to striped: its read becomes 0.5 on both DIMMs: DIMM0 = 0.75 + 0.5 + 1 =
+  //     2.25 whether it runs on the GPU or the CPU: worse, not proposed;
+  //   relayout e2 to localized (target DIMM 1, the least cold NDP time, 0 vs 1): its read
+  //     or NDP run puts 0.5 on DIMM 1 alone: DIMM1 = 0.5 + 1 + 0.5 = 2: worse, not proposed;
+  //   rebalance: one cold localized expert (e3, 1 ms on DIMM 0): 1 < gap 1 fails, no move.
+  migration_planner planner(make_toy(), 4);
+  const std::array<double, 4> predicted{4.0, 3.0, 0.5, 1.0};
+  const std::array<hotness, 4> classes{hot, warm, cold, cold};
+  const std::array<expert_layout, 4> layouts{striped, loc(1), striped, loc(0)};
+  const std::array<std::uint8_t, 4> resident{0, 0, 0, 0};
+  const auto tasks = planner.plan(0, predicted, classes, layouts, resident, 10 * ms, 100 * 1'000'000ULL);
+  CHECK(planner.predicted_schedule().makespan == doctest::Approx(1.75 * ms));
+  CHECK(planner.predicted_schedule().assignment ==
+        std::vector<device_option>{device_option::cpu, device_option::gpu, device_option::cpu, device_option::ndp});
+  REQUIRE(tasks.size() == 1);
+  CHECK(tasks[0].kind == migration_kind::prefetch);
+  CHECK(tasks[0].expert == 0);
+  CHECK(tasks[0].benefit == doctest::Approx(0.5 * ms));
+  CHECK(tasks[0].size == 6'000'000ULL);
+  CHECK(tasks[0].transfer_seconds == doctest::Approx(W / 6e9));
+  CHECK(tasks[0].taken);
+}
+
+TEST_CASE("ranking by benefit, the window and the HBM budget") {
+  // No NDP. Three hot striped experts, not resident: x = 30, 20, 9.
+  //   GPU miss 1 ms each; CPU 3, 2 and 0.9 ms; each read 0.5 ms per DIMM.
+  // Schedule: GPU {h1, h2} = 2, CPU {h3} = 0.9, DIMMs 1.5: makespan 2 (no move helps).
+  // Prefetch h1: GPU 1 + 0.03, DIMMs 1.0: makespan 1.03, benefit 0.97 ms.
+  // Prefetch h2: GPU 1 + 0.02: makespan 1.02, benefit 0.98 ms  -> ranked first.
+  // Prefetch h3: on the GPU it would raise it to 2.009; on the CPU nothing changes: not proposed.
+  // Each prefetch takes 1 ms of PCIe.
+  migration_planner planner(make_toy({.use_ndp = false}), 3);
+  const std::array<double, 3> predicted{30.0, 20.0, 9.0};
+  const std::array<hotness, 3> classes{hot, hot, hot};
+  const std::array<expert_layout, 3> layouts{striped, striped, striped};
+  const std::array<std::uint8_t, 3> resident{0, 0, 0};
+  const bytes lots = 1'000'000'000ULL;
+
+  auto tasks = planner.plan(0, predicted, classes, layouts, resident, 2.5 * ms, lots);
+  REQUIRE(tasks.size() == 2);
+  CHECK(tasks[0].expert == 1);
+  CHECK(tasks[0].benefit == doctest::Approx(0.98 * ms));
+  CHECK(tasks[1].expert == 0);
+  CHECK(tasks[1].benefit == doctest::Approx(0.97 * ms));
+  CHECK(tasks[0].taken);
+  CHECK(tasks[1].taken);
+
+  tasks = planner.plan(0, predicted, classes, layouts, resident, 1.5 * ms, lots);  // room for one
+  CHECK(tasks[0].taken);
+  CHECK_FALSE(tasks[1].taken);
+
+  tasks = planner.plan(0, predicted, classes, layouts, resident, 2.5 * ms, 6'000'000ULL);  // HBM for one
+  CHECK(tasks[0].taken);
+  CHECK_FALSE(tasks[1].taken);
+
+  tasks = planner.plan(0, predicted, classes, layouts, resident, 0.5 * ms, lots);  // room for none
+  CHECK_FALSE(tasks[0].taken);
+  CHECK_FALSE(tasks[1].taken);
+
+  // apply_migrations makes the taken prefetch resident.
+  tasks = planner.plan(0, predicted, classes, layouts, resident, 1.0 * ms, lots);
+  std::array<expert_layout, 3> lay = layouts;
+  std::array<std::uint8_t, 3> res = resident;
+  apply_migrations(tasks, lay, res);
+  CHECK(res == std::array<std::uint8_t, 3>{0, 1, 0});
+}
+
+TEST_CASE("a rebalance move is valued by the makespan it saves") {
+  // D = 2. c1 and c2 cold, localized on DIMM 0, x = 1: every option costs 1 ms and puts
+  // 1 ms on DIMM 0. w warm, striped, x = 8: GPU miss 1, CPU 0.8, read 0.5 per DIMM.
+  // Schedule: greedy GPU, GPU, CPU: GPU 2, CPU 0.8, DIMM0 0.5 + 1 + 1 = 2.5 = the DIMM
+  // bound: makespan 2.5.
+  // Rebalancer (predicted NDP ms): DIMM0 2, DIMM1 0, skew; c1 (1 < gap 2) moves to DIMM 1.
+  // Benefit: c1 leaves the GPU (1) and DIMM 0 (1); on DIMM 1 its best option is NDP:
+  //   GPU 1, CPU 0.8, DIMM0 1.5, DIMM1 0.5 + 1 = 1.5: makespan 1.5, benefit 1 ms.
+  // It moves W over DIMM-Link: 1 ms.
+  migration_planner planner(make_toy(), 3);
+  const std::array<double, 3> predicted{1.0, 1.0, 8.0};
+  const std::array<hotness, 3> classes{cold, cold, warm};
+  const std::array<expert_layout, 3> layouts{loc(0), loc(0), striped};
+  const std::array<std::uint8_t, 3> resident{0, 0, 0};
+  auto tasks = planner.plan(0, predicted, classes, layouts, resident, 1.0 * ms, 0);
+  CHECK(planner.predicted_schedule().makespan == doctest::Approx(2.5 * ms));
+  REQUIRE(tasks.size() == 1);
+  CHECK(tasks[0].kind == migration_kind::rebalance);
+  CHECK(tasks[0].expert == 0);
+  CHECK(tasks[0].from == loc(0));
+  CHECK(tasks[0].to == loc(1));
+  CHECK(tasks[0].chain == 1);
+  CHECK(tasks[0].benefit == doctest::Approx(1.0 * ms));
+  CHECK(tasks[0].transfer_seconds == doctest::Approx(1.0 * ms));
+  CHECK(tasks[0].taken);
+  std::array<expert_layout, 3> lay = layouts;
+  std::array<std::uint8_t, 3> res = resident;
+  apply_migrations(tasks, lay, res);
+  CHECK(lay[0] == loc(1));
+  // 0.9 ms of window: it does not fit.
+  tasks = planner.plan(0, predicted, classes, layouts, resident, 0.9 * ms, 0);
+  CHECK_FALSE(tasks[0].taken);
+}
+
+TEST_CASE("migration_planner: checks its inputs") {
+  migration_planner planner(make_toy(), 3);
+  const std::array<double, 2> short_pred{1.0, 1.0};
+  const std::array<double, 3> pred{1.0, 1.0, 1.0};
+  const std::array<hotness, 3> classes{cold, cold, cold};
+  const std::array<expert_layout, 3> layouts{striped, striped, striped};
+  const std::array<std::uint8_t, 3> resident{0, 0, 0};
+  CHECK_THROWS_WITH_AS(static_cast<void>(planner.plan(0, short_pred, classes, layouts, resident, 1.0, 0)),
+                       "moepolicy::migration_planner::plan: predicted must have one entry per expert (3), got 2",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(planner.plan(0, pred, classes, layouts, resident, -1.0, 0)),
+                       "moepolicy::migration_planner::plan: window must be finite and >= 0, got -1", invalid_argument);
+  const std::array<double, 3> negative{1.0, -1.0, 1.0};
+  CHECK_THROWS_WITH_AS(static_cast<void>(planner.plan(0, negative, classes, layouts, resident, 1.0, 0)),
+                       "moepolicy::migration_planner::plan: predicted loads must be finite, >= 0 and < 4e9, got -1",
+                       invalid_argument);
+  const std::array<expert_layout, 3> far{striped, loc(2), striped};
+  CHECK_THROWS_WITH_AS(static_cast<void>(planner.plan(0, pred, classes, far, resident, 1.0, 0)),
+                       "moepolicy::migration_planner::plan: a localized home must be < the DIMMs 2, got 2", invalid_argument);
+  CHECK_THROWS_WITH_AS(migration_planner(make_toy(), 0), "moepolicy::ndp_rebalancer: num_experts must be in [1, 65536], got 0",
+                       invalid_argument);
+  CHECK(to_string(migration_kind::relayout_to_localized) == "relayout_to_localized");
+}
+
+TEST_CASE("migration_planner on random layers of the TriMoE machine: budget, ranking, kinds") {
+  const model_shape m = models::qwen3_30b_a3b();
+  const toy_system sys(roofline_cost{presets::h100_pcie_gen5(), m}, roofline_cost{presets::xeon_8470_amx(), m},
+                       roofline_cost{presets::dimm_ndp(), m});
+  const std::size_t E = 128;
+  std::mt19937 rng(11);
+  std::exponential_distribution<double> load(0.25);
+  for (int trial = 0; trial < 40; ++trial) {
+    const bool separate = trial % 2 == 0;
+    migration_planner planner(sys, E, {.separate_links = separate, .stop_at_first_misfit = trial % 5 == 0});
+    std::vector<double> predicted(E);
+    for (auto& x : predicted) x = rng() % 3 == 0 ? 0.0 : load(rng);
+    std::vector<hotness> classes(E);
+    classify_by_share(predicted, classes);
+    std::vector<expert_layout> layouts(E);
+    std::vector<std::uint8_t> resident(E);
+    for (std::size_t e = 0; e < E; ++e) {
+      layouts[e] = rng() % 2 ? expert_layout::localized(static_cast<std::uint16_t>(rng() % 16)) : striped;
+      resident[e] = rng() % 8 == 0 ? 1 : 0;
+    }
+    const seconds window = 0.68e-3 * (1 + trial % 4);
+    const auto tasks = planner.plan(3, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
+    seconds pcie = 0.0, link = 0.0;
+    std::uint32_t last_chain = 0;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      const auto& t = tasks[i];
+      CHECK((t.benefit > 0.0 || t.balance_gain > 0.0));
+      const std::size_t e = t.expert;
+      switch (t.kind) {
+        case migration_kind::prefetch: CHECK((classes[e] == hot && resident[e] == 0)); break;
+        case migration_kind::relayout_to_striped: CHECK((classes[e] != cold && layouts[e].is_localized() && t.to.is_striped())); break;
+        case migration_kind::relayout_to_localized: CHECK((classes[e] == cold && layouts[e].is_striped() && t.to.is_localized())); break;
+        case migration_kind::rebalance:
+          CHECK((classes[e] == cold && t.from.is_localized() && t.to.is_localized()));
+          CHECK(t.chain == last_chain + 1);  // chains are ranked in order
+          last_chain = t.chain;
+          break;
+      }
+      if (i > 0 && tasks[i - 1].kind != migration_kind::rebalance && t.kind != migration_kind::rebalance) {
+        CHECK(tasks[i - 1].benefit >= t.benefit);
+      }
+      if (!t.taken) continue;
+      (separate && t.kind == migration_kind::prefetch ? pcie : link) += t.transfer_seconds;
+    }
+    CHECK(pcie <= window * (1 + 1e-12));
+    CHECK(link <= window * (1 + 1e-12));
+  }
+}

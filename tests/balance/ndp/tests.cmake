@@ -1,0 +1,2 @@
+moepolicy_add_test(test_balance_ndp_rebalance SOURCES ${CMAKE_CURRENT_LIST_DIR}/ndp_rebalance.cpp)
+moepolicy_add_test(test_balance_migration_planner SOURCES ${CMAKE_CURRENT_LIST_DIR}/migration_planner.cpp)
