@@ -52,19 +52,19 @@ inline device_spec h100_pcie_gen5() {
   return d;
 }
 
-/// An H100 whose missing experts come from a CXL 2.0 memory expander (CXL-MoE, seed 002
-/// §2): the SXM figures above with the CXL link as the weight link.
+/// The H100 80GB PCIe of CXL-MoE's testbed (seed 002 Tab. 1; figures as in
+/// `h100_pcie_gen5`) whose missing experts come from a CXL 2.0 memory expander (§2).
 inline device_spec h100_cxl_expander() {
-  device_spec d = h100_sxm_gen4();
+  device_spec d = h100_pcie_gen5();
   d.name = "H100 (CXL 2.0 x16 expander)";
   d.weight_link = cxl2_x16;
   return d;
 }
 
-/// An H100 whose missing experts come from host DRAM over PCIe 5.0 at CXL-MoE's effective
-/// figures (seed 002 §2, the CPU-offload baseline).
+/// The same H100 80GB PCIe whose missing experts come from host DRAM over PCIe 5.0 at
+/// CXL-MoE's effective figures (seed 002 §2, the CPU-offload baseline).
 inline device_spec h100_host_pcie5() {
-  device_spec d = h100_sxm_gen4();
+  device_spec d = h100_pcie_gen5();
   d.name = "H100 (host DRAM over PCIe 5.0)";
   d.weight_link = host_pcie5_effective;
   return d;
