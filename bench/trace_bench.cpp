@@ -178,7 +178,7 @@ std::optional<routing_trace> bundled_trace(std::size_t& files) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return std::nullopt;
   std::vector<fs::path> paths;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
     if (entry.path().extension() == ".mtrace") paths.push_back(entry.path());
   }
   if (paths.empty()) return std::nullopt;
