@@ -73,31 +73,6 @@ inline void sort_by_load(std::span<const double> loads, std::span<std::uint32_t>
   }
 }
 
-/// The share rule of `classify_by_share` on loads already ordered by `sort_by_load`.
-inline void classify_sorted(std::span<const double> loads, std::span<hotness> out, std::span<const std::uint32_t> order,
-                            const share_classes_config& config) noexcept {
-  double total = 0.0;
-  for (double v : loads) total += v;
-  if (total == 0.0) {
-    std::fill(out.begin(), out.end(), hotness::cold);
-    return;
-  }
-  std::fill(out.begin(), out.end(), hotness::warm);
-  double before = 0.0;
-  for (std::uint32_t i : order) {
-    if (before >= config.hot_share * total) break;
-    out[i] = hotness::hot;
-    before += loads[i];
-  }
-  double tail = 0.0;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (out[*it] == hotness::hot) break;
-    if (tail + loads[*it] > config.cold_share * total) break;
-    tail += loads[*it];
-    out[*it] = hotness::cold;
-  }
-}
-
 /// `classify_by_share` into `out`, with `order` (one entry per load) as its sort buffer:
 /// the same rule and tie order (more load first, then lower index), no allocation.
 ///
@@ -110,7 +85,7 @@ inline void classify_by_share_into(std::span<const double> loads, std::span<hotn
   std::sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
     return loads[a] > loads[b] || (loads[a] == loads[b] && a < b);
   });
-  classify_sorted(loads, out, order, config);
+  classify_sorted<std::uint32_t>(loads, out, order, config);
 }
 
 }  // namespace detail
@@ -202,7 +177,7 @@ class ema_load_predictor {
     const std::span<std::uint32_t> order =
         std::span<std::uint32_t>(order_).subspan(static_cast<std::size_t>(layer) * experts_, experts_);
     detail::sort_by_load(predicted_loads(layer), order);
-    detail::classify_sorted(predicted_loads(layer), classes_span(layer), order, config_.classes);
+    detail::classify_sorted<std::uint32_t>(predicted_loads(layer), classes_span(layer), order, config_.classes);
   }
 
   [[nodiscard]] std::span<hotness> classes_span(layer_id layer) noexcept {

@@ -69,6 +69,37 @@ struct share_classes_config {
   double cold_share = 0.1;
 };
 
+namespace detail {
+
+/// The share rule of `classify_by_share` on loads already ordered most-loaded first (ties
+/// by lower index); `Index` is the caller's index type. No allocation.
+template <class Index>
+void classify_sorted(std::span<const double> loads, std::span<hotness> out, std::span<const Index> order,
+                     const share_classes_config& config) noexcept {
+  double total = 0.0;
+  for (double v : loads) total += v;
+  if (total == 0.0) {
+    std::fill(out.begin(), out.end(), hotness::cold);
+    return;
+  }
+  std::fill(out.begin(), out.end(), hotness::warm);
+  double before = 0.0;
+  for (Index i : order) {
+    if (before >= config.hot_share * total) break;
+    out[i] = hotness::hot;
+    before += loads[i];
+  }
+  double tail = 0.0;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (out[*it] == hotness::hot) break;
+    if (tail + loads[*it] > config.cold_share * total) break;
+    tail += loads[*it];
+    out[*it] = hotness::cold;
+  }
+}
+
+}  // namespace detail
+
 /// Classifies experts by their share of `loads`: the smallest most-loaded head that holds
 /// at least `hot_share` of the tokens is hot, the largest least-loaded tail that holds at
 /// most `cold_share` is cold, the rest warm. Ties in load order by lower index first.
@@ -85,32 +116,13 @@ inline void classify_by_share(std::span<const double> loads, std::span<hotness> 
                           config.hot_share);
   }
   if (out.size() != loads.size()) detail::throw_invalid(fn, "out must have one entry per load, size", out.size());
-  double total = 0.0;
   for (double v : loads) {
     if (!(v >= 0.0) || !std::isfinite(v)) detail::throw_invalid(fn, "loads must be finite and >= 0", v);
-    total += v;
-  }
-  std::fill(out.begin(), out.end(), hotness::warm);
-  if (total == 0.0) {
-    std::fill(out.begin(), out.end(), hotness::cold);
-    return;
   }
   std::vector<std::size_t> order(loads.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return loads[a] > loads[b]; });
-  double before = 0.0;
-  for (std::size_t i : order) {
-    if (before >= config.hot_share * total) break;
-    out[i] = hotness::hot;
-    before += loads[i];
-  }
-  double tail = 0.0;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) {
-    if (out[*it] == hotness::hot) break;
-    if (tail + loads[*it] > config.cold_share * total) break;
-    tail += loads[*it];
-    out[*it] = hotness::cold;
-  }
+  detail::classify_sorted(loads, out, std::span<const std::size_t>(order), config);
 }
 
 }  // namespace moepolicy
