@@ -44,6 +44,18 @@ TEST_CASE("a high-confidence prefetch outranks a more recently used low-confiden
   CHECK(c.policy().victim(0) == expert_key{0, 2});
 }
 
+TEST_CASE("with stickiness off the policy is LRU with gated admission") {
+  expert_cache<sticky_lru_policy> c({.num_layers = 1, .num_experts = 8, .capacity = 2}, {.stickiness = false});
+  c.prefetch({0, 0}, 1.0f);  // would be sticky; here only admitted
+  c.prefetch({0, 1}, 0.6f);
+  CHECK(!c.policy().sticky({0, 0}));
+  CHECK(c.get({0, 1}).hit);
+  CHECK(c.policy().victim(0) == expert_key{0, 0});  // least recently used, unprotected
+  c.prefetch({0, 0}, 1.0f);  // a re-prefetch does not make it sticky either
+  CHECK(!c.policy().sticky({0, 0}));
+  CHECK(!c.get({0, 3}).inserted);  // the admission gate still holds
+}
+
 TEST_CASE("when every resident is sticky the least recently used sticky one goes; stickiness lapses") {
   expert_cache<sticky_lru_policy> c({.num_layers = 1, .num_experts = 8, .capacity = 2}, {.sticky_steps = 2});
   c.prefetch({0, 0}, 0.95f);

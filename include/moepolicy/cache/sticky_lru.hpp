@@ -52,6 +52,9 @@ struct sticky_lru_config {
   bool gated_admission = true;
   /// A hint at or above this confidence flags an expert for admission; in [0, 1].
   float admit_threshold = 0.5f;
+  /// Whether high-confidence prefetches become sticky at all (the paper's rule); off, the
+  /// policy is LRU with prediction-gated admission, for ablations.
+  bool stickiness = true;
   /// A prefetch at or above this confidence makes the entry sticky; in [0, 1].
   float sticky_threshold = 0.8f;
   /// Step ends a hint survives; >= 1.
@@ -81,7 +84,7 @@ class sticky_lru_policy {
   /// Complexity of the events: O(log n) for n residents of the pool.
   void on_insert(expert_key k, const access_info& i) noexcept {
     const std::size_t f = shape_.flat(k);
-    const bool sticky = i.prefetch && i.confidence >= cfg_.sticky_threshold;
+    const bool sticky = cfg_.stickiness && i.prefetch && i.confidence >= cfg_.sticky_threshold;
     if (sticky) make_sticky(f);
     heap_.push(f, {sticky ? 1.0 : 0.0, ++clock_});
   }
@@ -98,7 +101,7 @@ class sticky_lru_policy {
   /// A prefetch of a resident entry: sticky again at high confidence; recency unchanged.
   void on_prefetch(expert_key k, const access_info& i) noexcept {
     const std::size_t f = shape_.flat(k);
-    if (i.confidence < cfg_.sticky_threshold) return;
+    if (!cfg_.stickiness || i.confidence < cfg_.sticky_threshold) return;
     make_sticky(f);
     heap_.update(f, {1.0, heap_.rank(f).secondary});
   }
