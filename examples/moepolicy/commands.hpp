@@ -8,5 +8,7 @@ namespace moepolicy::tool {
 void add_inspect(CLI::App& app);
 void add_convert(CLI::App& app);
 void add_plan_commands(CLI::App& app);
+void add_schedule(CLI::App& app);
+void add_replay(CLI::App& app);
 
 }  // namespace moepolicy::tool

@@ -1,5 +1,5 @@
-// moepolicy — the command-line face of the library: inspect and convert routing traces
-// (later: replay, place, bitwidth, schedule, balance, report).
+// moepolicy — the command-line face of the library: inspect, convert and replay routing
+// traces; solve placement, bit-allocation and scheduling problems given as JSON.
 #include <exception>
 #include <iostream>
 
@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   moepolicy::tool::add_inspect(app);
   moepolicy::tool::add_convert(app);
   moepolicy::tool::add_plan_commands(app);
+  moepolicy::tool::add_schedule(app);
+  moepolicy::tool::add_replay(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
