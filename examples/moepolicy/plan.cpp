@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "json_input.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/place/prefill_placement.hpp"
 #include "moepolicy/quant/exact_allocation.hpp"
@@ -43,33 +44,10 @@ namespace {
 
 using json = nlohmann::json;
 
-/// The problem's JSON, or a parse_error naming the file and line.
-json load(const std::string& path) {
-  std::string text;
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    text = ss.str();
-  } else {
-    std::ifstream in(path);
-    if (!in) throw parse_error(path, {file_location::kind::none, 0}, "cannot open");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    std::uint64_t line = 1;
-    for (std::size_t i = 0; i < e.byte && i < text.size(); ++i) {
-      if (text[i] == '\n') ++line;
-    }
-    throw parse_error(path, {file_location::kind::line, line}, std::string("invalid JSON: ") + e.what());
-  }
-}
+json load(const std::string& path) { return load_json(path); }
 
 [[noreturn]] void bad(const std::string& path, const std::string& field, const std::string& problem) {
-  throw parse_error(path, {file_location::kind::none, 0}, field + ": " + problem);
+  bad_field(path, field, problem);
 }
 
 const json& need(const json& j, const std::string& path, const char* key) {
