@@ -41,6 +41,7 @@
 #include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/route/expert_cache_router.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
+#include "bundled_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 
 namespace {
@@ -148,11 +149,7 @@ BENCHMARK(router_floor)->Apply(router_args);
 // ---------------------------------------------------------------------------------------
 // Eviction
 
-const routing_trace& granite() {
-  static const routing_trace t = read_canonical(std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) /
-                                                "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace");
-  return t;
-}
+const routing_trace& granite() { return moepolicy::bench::bundled_granite(); }
 
 struct eviction_inputs {
   std::vector<batch_view> batches;       // in replay order

@@ -16,17 +16,14 @@
 #include "moepolicy/quant/exact_allocation.hpp"
 #include "moepolicy/quant/prefix_split.hpp"
 #include "moepolicy/stats/routing_stats.hpp"
+#include "bundled_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 
 namespace {
 
 using namespace moepolicy;
 
-const routing_trace& granite() {
-  static const routing_trace t = read_canonical(std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) /
-                                                "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace");
-  return t;
-}
+const routing_trace& granite() { return moepolicy::bench::bundled_granite(); }
 
 // Collector ingest over every batch of the bundled Granite trace (real routing).
 void BM_collector_observe(benchmark::State& state) {

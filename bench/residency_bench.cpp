@@ -24,17 +24,14 @@
 #include "moepolicy/predict/hotness.hpp"
 #include "moepolicy/predict/precision_target.hpp"
 #include "moepolicy/residency/transition_queue.hpp"
+#include "bundled_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 
 namespace {
 
 using namespace moepolicy;
 
-const routing_trace& granite() {
-  static const routing_trace t = read_canonical(std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) /
-                                                "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace");
-  return t;
-}
+const routing_trace& granite() { return moepolicy::bench::bundled_granite(); }
 
 // ---------------------------------------------------------------------------------------
 // Hotness: counting a batch's selections (real routing) and ending an interval.

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include "trace_compare.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cstddef>
@@ -151,34 +153,6 @@ std::string error_of(const bytes& b, std::string_view name = "t.mtrace") {
   return "(no error)";
 }
 
-void check_equal(const routing_trace& a, const routing_trace& b) {
-  CHECK(a.info().model == b.info().model);
-  CHECK(a.info().source == b.info().source);
-  CHECK(a.info().num_layers == b.info().num_layers);
-  CHECK(a.info().num_experts == b.info().num_experts);
-  CHECK(a.info().top_k == b.info().top_k);
-  CHECK(a.info().has_scores == b.info().has_scores);
-  REQUIRE(a.requests().size() == b.requests().size());
-  for (std::size_t i = 0; i < a.requests().size(); ++i) {
-    CHECK(a.requests()[i].name == b.requests()[i].name);
-    CHECK(a.requests()[i].first_row == b.requests()[i].first_row);
-    CHECK(a.requests()[i].num_rows == b.requests()[i].num_rows);
-    CHECK(a.requests()[i].first_step == b.requests()[i].first_step);
-    CHECK(a.requests()[i].num_steps == b.requests()[i].num_steps);
-  }
-  const auto& x = a.columns();
-  const auto& y = b.columns();
-  CHECK(x.request == y.request);
-  CHECK(x.step == y.step);
-  CHECK(x.position == y.position);
-  CHECK(x.layer == y.layer);
-  CHECK(x.kind == y.kind);
-  CHECK(x.experts == y.experts);
-  CHECK(x.weights == y.weights);
-  CHECK(x.scores == y.scores);
-  CHECK(a.steps().size() == b.steps().size());
-  CHECK(a.batches().size() == b.batches().size());
-}
 
 /// A fresh, empty directory under the system temp dir.
 std::filesystem::path temp_dir() {
@@ -247,16 +221,16 @@ TEST_CASE("round trip through a stream, a byte span and a file") {
     CAPTURE(t.info().model);
     const bytes b = to_bytes(t);
 
-    check_equal(read_canonical(std::span<const std::byte>(b), "mem"), t);
+    moepolicy::test::check_same_trace(read_canonical(std::span<const std::byte>(b), "mem"), t);
 
     std::istringstream in(std::string(reinterpret_cast<const char*>(b.data()), b.size()), std::ios::binary);
-    check_equal(read_canonical(in, "stream"), t);
+    moepolicy::test::check_same_trace(read_canonical(in, "stream"), t);
 
     const auto dir = temp_dir();
     const auto path = dir / "t.mtrace";
     write_canonical(t, path);
     CHECK(read_file_bytes(path) == b);
-    check_equal(read_canonical(path), t);
+    moepolicy::test::check_same_trace(read_canonical(path), t);
     std::filesystem::remove_all(dir);
 
     // Deterministic: writing what was read gives the same bytes.
@@ -268,7 +242,7 @@ TEST_CASE("a buffer of any alignment reads") {
   const bytes b = to_bytes(trace_b());
   bytes shifted(b.size() + 3);
   std::memcpy(shifted.data() + 3, b.data(), b.size());
-  check_equal(read_canonical(std::span<const std::byte>(shifted).subspan(3), "shifted"), trace_b());
+  moepolicy::test::check_same_trace(read_canonical(std::span<const std::byte>(shifted).subspan(3), "shifted"), trace_b());
 }
 
 TEST_CASE("a trace without rows, and requests without rows, round-trip") {
@@ -280,13 +254,13 @@ TEST_CASE("a trace without rows, and requests without rows, round-trip") {
 
   const routing_trace idle = build({.model = "", .source = "", .num_layers = 2, .num_experts = 4, .top_k = 1},
                                    {"", "x,y", "z"}, {{1, phase::decode, 3, 0, 1, {2}, {1.0f}}});
-  check_equal(read_canonical(std::span<const std::byte>(to_bytes(idle)), "idle"), idle);
+  moepolicy::test::check_same_trace(read_canonical(std::span<const std::byte>(to_bytes(idle)), "idle"), idle);
 }
 
 TEST_CASE("the committed version-1 files still read and are what the writer writes") {
   const auto dir = moepolicy::test::test_data() / "trace";
-  check_equal(read_canonical(dir / "small.mtrace"), trace_a());
-  check_equal(read_canonical(dir / "scores.mtrace"), trace_b());
+  moepolicy::test::check_same_trace(read_canonical(dir / "small.mtrace"), trace_a());
+  moepolicy::test::check_same_trace(read_canonical(dir / "scores.mtrace"), trace_b());
   CHECK(read_file_bytes(dir / "small.mtrace") == to_bytes(trace_a()));
   CHECK(read_file_bytes(dir / "scores.mtrace") == to_bytes(trace_b()));
 }
@@ -675,7 +649,7 @@ TEST_CASE("a stream read names the stream and reads the rest of it") {
   text.append(reinterpret_cast<const char*>(b.data()), b.size());
   std::istringstream in(text, std::ios::binary);
   in.ignore(6);
-  check_equal(read_canonical(in, "pipe"), trace_a());
+  moepolicy::test::check_same_trace(read_canonical(in, "pipe"), trace_a());
   std::istringstream bad(text.substr(6, 100), std::ios::binary);
   CHECK_THROWS_WITH_AS((void)read_canonical(bad, "pipe"),
                        "pipe: byte 100: truncated section META: it needs 41 bytes from byte 80, the data ends after 20",

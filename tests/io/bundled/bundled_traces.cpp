@@ -16,6 +16,7 @@
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/summary.hpp"
 #include "test_support.hpp"
+#include "trace_compare.hpp"
 
 using namespace moepolicy;
 namespace fs = std::filesystem;
@@ -36,22 +37,7 @@ std::vector<fs::path> granite_sources() {
 void check_round_trip(const routing_trace& t) {
   std::stringstream buf;
   write_canonical(t, buf);
-  const routing_trace back = read_canonical(buf, "round trip");
-  CHECK(back.info().model == t.info().model);
-  CHECK(back.info().num_experts == t.info().num_experts);
-  CHECK(back.info().top_k == t.info().top_k);
-  CHECK(back.info().has_scores == t.info().has_scores);
-  CHECK(back.requests().size() == t.requests().size());
-  const auto& a = t.columns();
-  const auto& b = back.columns();
-  CHECK(a.request == b.request);
-  CHECK(a.step == b.step);
-  CHECK(a.position == b.position);
-  CHECK(a.layer == b.layer);
-  CHECK(a.kind == b.kind);
-  CHECK(a.experts == b.experts);
-  CHECK(a.weights == b.weights);
-  CHECK(a.scores == b.scores);
+  test::check_same_trace(t, read_canonical(buf, "round trip"));
 }
 
 }  // namespace
