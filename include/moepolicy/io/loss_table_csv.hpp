@@ -56,7 +56,8 @@ inline std::uint64_t whole(std::string_view cell, std::string_view file, std::ui
 /// Throws: `parse_error` naming the file and line: a wrong header, a row without four
 /// cells, a cell that is not a number, a bitwidth outside [1, 32], a negative or
 /// non-finite loss, a repeated (layer, expert, bits), or — naming the file — a table that
-/// misses a layer, an expert or a bitwidth of some expert.
+/// misses a layer, an expert or a bitwidth of some expert (named when few are missing,
+/// counted when the rows cover a small part of the table their ids span).
 [[nodiscard]] inline loss_table read_loss_table_csv(std::istream& in, std::string_view name) {
   namespace lc = detail::loss_csv;
   using moepolicy::detail::fail_at_line;
@@ -113,10 +114,18 @@ inline std::uint64_t whole(std::string_view cell, std::string_view file, std::ui
   if (header) fail_file(name, "empty file; expected the header \"layer,expert,bits,loss\"");
   if (cells.empty()) fail_file(name, "no rows after the header");
   const std::size_t L = max_layer + 1, E = max_expert + 1;
+  // Every cell appears once, so a complete table has exactly L·E·|bits| rows; checking that
+  // first keeps a few rows with large ids from sizing a huge table.
+  const std::uint64_t cells_needed = static_cast<std::uint64_t>(L) * E * bits.size();  // < 2^38
+  if (cells_needed > 16 * static_cast<std::uint64_t>(cells.size())) {
+    fail_file(name, "the rows name layers 0.." + std::to_string(L - 1) + ", experts 0.." + std::to_string(E - 1) +
+                        " and " + std::to_string(bits.size()) + " bitwidths, " + std::to_string(cells_needed) +
+                        " losses in all, but the file holds only " + std::to_string(cells.size()));
+  }
   std::vector<bitwidth> bit_set;
   for (auto b : bits) bit_set.emplace_back(static_cast<int>(b));
   std::vector<double> values;
-  values.reserve(L * E * bit_set.size());
+  values.reserve(static_cast<std::size_t>(cells_needed));
   for (std::uint64_t l = 0; l < L; ++l) {
     for (std::uint64_t e = 0; e < E; ++e) {
       for (auto b : bits) {

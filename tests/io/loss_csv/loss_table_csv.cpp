@@ -41,6 +41,9 @@ TEST_CASE("every malformed row is named by file and line") {
   CHECK_PARSE_ERROR(static_cast<void>(read(head + "0,0,1,2\n\n")), "l.csv:3: empty line; expected layer,expert,bits,loss");
   CHECK_PARSE_ERROR(static_cast<void>(read(head + "0,0,1,2\n0,1,2,3\n")),
                     "l.csv: no loss for layer 0, expert 0 at 2 bits (the table has layers 0..0, experts 0..1)");
+  CHECK_PARSE_ERROR(static_cast<void>(read(head + "65535,65535,32,1\n")),
+                    "l.csv: the rows name layers 0..65535, experts 0..65535 and 1 bitwidths, 4294967296 losses in "
+                    "all, but the file holds only 1");
   CHECK_PARSE_ERROR(static_cast<void>(read("")), "l.csv: empty file; expected the header \"layer,expert,bits,loss\"");
   CHECK_PARSE_ERROR(static_cast<void>(read(head)), "l.csv: no rows after the header");
 }
