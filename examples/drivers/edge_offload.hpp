@@ -1,0 +1,40 @@
+// The replay of the edge_offload driver as a function: the importance-driven expert
+// scheduler of seed 004 ("Enabling MoE on the Edge via Importance-Driven Expert
+// Scheduling", §4.2, §5.1–5.4) against its baselines on recorded decode routing, priced on
+// the paper's three edge settings (Tab. 1) or on a given GPU and CPU. What is simulated
+// and each baseline's reconstruction are stated in drivers/edge_offload.cpp.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include "moepolicy/cost/device_spec.hpp"
+
+namespace moepolicy::examples::edge_offload {
+
+struct options {
+  /// Concurrent decode streams to run.
+  std::vector<std::uint32_t> batches{1, 3};
+  /// Router thresholds alpha of the sweep.
+  std::vector<double> alphas{0.1, 0.2, 0.3, 0.4, 0.5};
+  /// Cache sizes, as fractions of all experts, for a model that fits the GPU whole.
+  std::vector<double> fractions{0.25, 0.5};
+  /// A GPU to run instead of the paper's three settings (router alpha 0.3).
+  std::optional<device_spec> gpu;
+  /// A CPU instead of the paper's (6 cores of a Ryzen 9 5900X).
+  std::optional<device_spec> cpu;
+};
+
+/// Prints the devices `run` prices on.
+void print_settings(const options& opt, std::ostream& out);
+
+/// Replays the decode steps of `trace` on every setting and prints the tables to `out`.
+///
+/// Throws: what the trace readers throw; `std::runtime_error` when no model preset or no
+/// non-expert weight figures match the model.
+void run(const std::filesystem::path& trace, const options& opt, std::ostream& out);
+
+}  // namespace moepolicy::examples::edge_offload
