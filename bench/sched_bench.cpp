@@ -21,9 +21,15 @@
 //                size; layout from the popularity ranks (top 10 % resident and striped,
 //                bottom 60 % localized round-robin, the rest striped); models of matching E
 //                (Mixtral-8x7B, Granite, OLMoE, Qwen3-30B-A3B, DeepSeek-V3). Arguments {E, B}.
+//   dimms_*      SYNTHETIC steps for the DIMM-count sweep, labelled so: E = 64 experts
+//                (OLMoE-1B-7B's shape, top-8), B = 512 tokens drawn as synth_*, every expert
+//                active (a zero load is raised to 1), so each step has 64 experts; layout as
+//                synth_* with the localized experts on DIMM e mod D; the DIMM-NDP preset
+//                with D = 4, 8, 16, 32 units and the host's 307.2 GB/s split over them (the
+//                channels fix the total). Argument {D}.
 // All problems are priced on the TriMoE machine (presets: H100 PCIe, Xeon 8470 AMX, 16
-// DIMM-NDPs) at FP16. Items are activated experts (solvers, pricing) or experts updated
-// (predictor).
+// DIMM-NDPs unless a sweep says otherwise) at FP16. Items are activated experts (solvers,
+// pricing) or experts updated (predictor, relayout step).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -63,6 +69,16 @@ system3 machine(const model_shape& m) {
           roofline_cost{presets::dimm_ndp(), m}};
 }
 
+/// The TriMoE machine with `dimms` DIMM-NDP units sharing the host's 307.2 GB/s.
+system3 machine(const model_shape& m, std::size_t dimms) {
+  device_spec ndp = presets::dimm_ndp();
+  ndp.num_units = static_cast<std::uint32_t>(dimms);
+  ndp.host_read_bandwidth = 307.2e9 / static_cast<double>(dimms);
+  ndp.activation_link = {307.2e9 / static_cast<double>(dimms), 0.0};
+  return {roofline_cost{presets::h100_pcie_gen5(), m}, roofline_cost{presets::xeon_8470_amx(), m},
+          roofline_cost{std::move(ndp), m}};
+}
+
 constexpr std::size_t num_dimms = 16;
 
 /// One size's inputs: per-step loads (steps × experts), the layer's layout, and the priced
@@ -70,6 +86,7 @@ constexpr std::size_t num_dimms = 16;
 struct step_set {
   std::string label;
   std::size_t experts = 0;
+  std::size_t dimms = num_dimms;
   std::vector<std::vector<std::uint32_t>> loads;
   std::vector<std::vector<expert_layout>> layouts;
   std::vector<std::vector<std::uint8_t>> resident;
@@ -81,7 +98,7 @@ struct step_set {
 
 void price_all(step_set& s) {
   for (std::size_t i = 0; i < s.loads.size(); ++i) {
-    makespan_problem p(num_dimms, s.experts);
+    makespan_problem p(s.dimms, s.experts);
     s.sys->build_layer(s.layer[i], s.loads[i], s.layouts[i], s.resident[i], fp16, p);
     s.activated += p.size();
     s.problems.push_back(std::move(p));
@@ -163,16 +180,15 @@ model_shape shape_for(std::size_t experts) {
   }
 }
 
-const step_set* synth_set(std::size_t experts, std::size_t batch) {
-  static std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<step_set>> cache;
-  auto& slot = cache[{experts, batch}];
-  if (slot) return slot.get();
-  slot = std::make_unique<step_set>();
-  auto& s = *slot;
+/// Zipf(1) steps of `experts` experts and `batch` tokens on `dimms` DIMMs; with `all_active`
+/// every zero load is raised to 1.
+void fill_synth(step_set& s, std::size_t experts, std::size_t batch, std::size_t dimms, bool all_active) {
   const std::size_t E = experts, k = E == 8 ? 2 : 8;
   s.experts = E;
-  s.sys = std::make_unique<system3>(machine(shape_for(E)));
+  s.dimms = dimms;
+  s.sys = std::make_unique<system3>(dimms == num_dimms ? machine(shape_for(E)) : machine(shape_for(E), dimms));
   s.label = "SYNTHETIC Zipf(1), E=" + std::to_string(E) + " top-" + std::to_string(k) + ", B=" + std::to_string(batch);
+  if (all_active) s.label += ", every expert active, D=" + std::to_string(dimms);
   std::mt19937 rng(static_cast<unsigned>(E * 1000 + batch));
   std::vector<std::size_t> perm(E);
   std::iota(perm.begin(), perm.end(), std::size_t{0});
@@ -184,7 +200,7 @@ const step_set* synth_set(std::size_t experts, std::size_t batch) {
   for (std::size_t r = 0; r < E; ++r) {
     const std::size_t e = perm[r];
     res[e] = r < (E + 9) / 10 ? 1 : 0;
-    lay[e] = r >= E * 4 / 10 ? expert_layout::localized(static_cast<std::uint16_t>(e % num_dimms)) : expert_layout::striped();
+    lay[e] = r >= E * 4 / 10 ? expert_layout::localized(static_cast<std::uint16_t>(e % dimms)) : expert_layout::striped();
   }
   std::discrete_distribution<std::size_t> pick(weight.begin(), weight.end());
   for (int st = 0; st < 64; ++st) {
@@ -200,13 +216,34 @@ const step_set* synth_set(std::size_t experts, std::size_t batch) {
         ++j;
       }
     }
+    if (all_active) {
+      for (auto& x : loads) x = std::max(x, std::uint32_t{1});
+    }
     s.loads.push_back(std::move(loads));
     s.layouts.push_back(lay);
     s.resident.push_back(res);
     s.layer.push_back(0);
   }
   price_all(s);
-  return &s;
+}
+
+const step_set* synth_set(std::size_t experts, std::size_t batch) {
+  static std::map<std::pair<std::size_t, std::size_t>, std::unique_ptr<step_set>> cache;
+  auto& slot = cache[{experts, batch}];
+  if (slot) return slot.get();
+  slot = std::make_unique<step_set>();
+  fill_synth(*slot, experts, batch, num_dimms, false);
+  return slot.get();
+}
+
+/// The DIMM-count sweep's steps: 64 active experts on `dimms` DIMMs.
+const step_set* dimm_set(std::size_t dimms) {
+  static std::map<std::size_t, std::unique_ptr<step_set>> cache;
+  auto& slot = cache[dimms];
+  if (slot) return slot.get();
+  slot = std::make_unique<step_set>();
+  fill_synth(*slot, 64, 512, dimms, true);
+  return slot.get();
 }
 
 // --- the floor ------------------------------------------------------------------------------
@@ -221,19 +258,26 @@ double read_once(const makespan_problem& p) {
   return acc;
 }
 
-const step_set* set_of(const benchmark::State& state, bool real) {
-  return real ? real_set(static_cast<int>(state.range(0)), static_cast<std::size_t>(state.range(1)))
-              : synth_set(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+/// Where a benchmark's steps come from.
+enum class source { synth, real, dimms };
+
+const step_set* set_of(const benchmark::State& state, source from) {
+  switch (from) {
+    case source::real: return real_set(static_cast<int>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+    case source::synth: return synth_set(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+    case source::dimms: return dimm_set(static_cast<std::size_t>(state.range(0)));
+  }
+  return nullptr;
 }
 
 template <class Solver>
-void solve_loop(benchmark::State& state, bool real, Solver&& solver) {
-  const step_set* s = set_of(state, real);
+void solve_loop(benchmark::State& state, source from, Solver&& solver) {
+  const step_set* s = set_of(state, from);
   if (s == nullptr) {
     state.SkipWithError("shared traces not found (or no step of this size)");
     return;
   }
-  makespan_schedule out(s->experts, num_dimms);
+  makespan_schedule out(s->experts, s->dimms);
   std::size_t i = 0, items = 0, moves = 0;
   for (auto _ : state) {
     const auto& p = s->problems[i];
@@ -251,8 +295,8 @@ void solve_loop(benchmark::State& state, bool real, Solver&& solver) {
   state.SetLabel(s->label);
 }
 
-void floor_loop(benchmark::State& state, bool real) {
-  const step_set* s = set_of(state, real);
+void floor_loop(benchmark::State& state, source from) {
+  const step_set* s = set_of(state, from);
   if (s == nullptr) {
     state.SkipWithError("shared traces not found (or no step of this size)");
     return;
@@ -268,27 +312,27 @@ void floor_loop(benchmark::State& state, bool real) {
   state.SetLabel("floor: read the step's cost rows once; " + s->label);
 }
 
-void paper(benchmark::State& state, bool real) {
+void paper(benchmark::State& state, source from) {
   bottleneck_refinement_scheduler solver;
-  solve_loop(state, real, [&](const makespan_problem& p, makespan_schedule& o) { solver.solve(p, o); });
+  solve_loop(state, from, [&](const makespan_problem& p, makespan_schedule& o) { solver.solve(p, o); });
 }
-void improved(benchmark::State& state, bool real) {
+void improved(benchmark::State& state, source from) {
   local_search_scheduler solver;
-  solve_loop(state, real, [&](const makespan_problem& p, makespan_schedule& o) { solver.solve(p, o); });
+  solve_loop(state, from, [&](const makespan_problem& p, makespan_schedule& o) { solver.solve(p, o); });
 }
-void exact(benchmark::State& state, bool real) {
+void exact(benchmark::State& state, source from) {
   exact_makespan_scheduler solver({.max_experts = 32, .node_limit = 10'000'000});
-  solve_loop(state, real, [&](const makespan_problem& p, makespan_schedule& o) { solver.solve(p, o); });
+  solve_loop(state, from, [&](const makespan_problem& p, makespan_schedule& o) { solver.solve(p, o); });
 }
 
 /// Pricing the cost matrix of a step (Eq. 1–4, 6) from loads, layouts and residency.
-void price(benchmark::State& state, bool real) {
-  const step_set* s = set_of(state, real);
+void price(benchmark::State& state, source from) {
+  const step_set* s = set_of(state, from);
   if (s == nullptr) {
     state.SkipWithError("shared traces not found (or no step of this size)");
     return;
   }
-  makespan_problem p(num_dimms, s->experts);
+  makespan_problem p(s->dimms, s->experts);
   std::size_t i = 0, items = 0;
   for (auto _ : state) {
     s->sys->build_layer(s->layer[i], s->loads[i], s->layouts[i], s->resident[i], fp16, p);
@@ -300,8 +344,8 @@ void price(benchmark::State& state, bool real) {
   state.SetLabel(s->label);
 }
 /// Reads the pricing's inputs once: loads, layouts, residency.
-void price_floor(benchmark::State& state, bool real) {
-  const step_set* s = set_of(state, real);
+void price_floor(benchmark::State& state, source from) {
+  const step_set* s = set_of(state, from);
   if (s == nullptr) {
     state.SkipWithError("shared traces not found (or no step of this size)");
     return;
@@ -334,19 +378,19 @@ void synth_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"E", "B"});
 }
 
-void real_paper(benchmark::State& s) { paper(s, true); }
-void real_paper_floor(benchmark::State& s) { floor_loop(s, true); }
-void real_improved(benchmark::State& s) { improved(s, true); }
-void real_improved_floor(benchmark::State& s) { floor_loop(s, true); }
-void real_exact(benchmark::State& s) { exact(s, true); }
-void real_price(benchmark::State& s) { price(s, true); }
-void real_price_floor(benchmark::State& s) { price_floor(s, true); }
-void synth_paper(benchmark::State& s) { paper(s, false); }
-void synth_paper_floor(benchmark::State& s) { floor_loop(s, false); }
-void synth_improved(benchmark::State& s) { improved(s, false); }
-void synth_improved_floor(benchmark::State& s) { floor_loop(s, false); }
-void synth_price(benchmark::State& s) { price(s, false); }
-void synth_price_floor(benchmark::State& s) { price_floor(s, false); }
+void real_paper(benchmark::State& s) { paper(s, source::real); }
+void real_paper_floor(benchmark::State& s) { floor_loop(s, source::real); }
+void real_improved(benchmark::State& s) { improved(s, source::real); }
+void real_improved_floor(benchmark::State& s) { floor_loop(s, source::real); }
+void real_exact(benchmark::State& s) { exact(s, source::real); }
+void real_price(benchmark::State& s) { price(s, source::real); }
+void real_price_floor(benchmark::State& s) { price_floor(s, source::real); }
+void synth_paper(benchmark::State& s) { paper(s, source::synth); }
+void synth_paper_floor(benchmark::State& s) { floor_loop(s, source::synth); }
+void synth_improved(benchmark::State& s) { improved(s, source::synth); }
+void synth_improved_floor(benchmark::State& s) { floor_loop(s, source::synth); }
+void synth_price(benchmark::State& s) { price(s, source::synth); }
+void synth_price_floor(benchmark::State& s) { price_floor(s, source::synth); }
 
 BENCHMARK(real_paper)->Apply(real_args)->MinTime(0.2);
 BENCHMARK(real_paper_floor)->Apply(real_args)->MinTime(0.2);
@@ -361,6 +405,21 @@ BENCHMARK(synth_improved)->Apply(synth_args)->MinTime(0.2);
 BENCHMARK(synth_improved_floor)->Apply(synth_args)->MinTime(0.2);
 BENCHMARK(synth_price)->Apply(synth_args)->MinTime(0.2);
 BENCHMARK(synth_price_floor)->Apply(synth_args)->MinTime(0.2);
+
+// --- the DIMM-count sweep --------------------------------------------------------------------
+
+/// The paper's and the improved solver on 64 active experts at D = 4 … 32 DIMMs, beside the
+/// floor (SYNTHETIC steps; see dimms_* at the top).
+void dimms_paper(benchmark::State& s) { paper(s, source::dimms); }
+void dimms_improved(benchmark::State& s) { improved(s, source::dimms); }
+void dimms_floor(benchmark::State& s) { floor_loop(s, source::dimms); }
+void dimm_args(benchmark::internal::Benchmark* b) {
+  for (int D : {4, 8, 16, 32}) b->Args({D});
+  b->ArgNames({"D"});
+}
+BENCHMARK(dimms_paper)->Apply(dimm_args)->MinTime(0.2);
+BENCHMARK(dimms_improved)->Apply(dimm_args)->MinTime(0.2);
+BENCHMARK(dimms_floor)->Apply(dimm_args)->MinTime(0.2);
 
 // --- the EMA load predictor (Eq. 8) -------------------------------------------------------
 
@@ -474,5 +533,54 @@ void synth_plan_floor(benchmark::State& state) {
 }
 BENCHMARK(synth_plan)->Apply(ema_args)->MinTime(0.2);
 BENCHMARK(synth_plan_floor)->Apply(ema_args)->MinTime(0.2);
+
+// --- one step of the +Relayout stage (sim/trimoe_replay.hpp) ---------------------------------
+
+/// One (step, layer) of the relayout stage as the replay runs it after the layer executes:
+/// the EMA update with the step's loads, the plan for the layer's next step, and
+/// `apply_migrations` on the layer's state, which carries over to the next iteration
+/// (SYNTHETIC steps, cycled; window 0.68 ms, HBM room for 8 experts).
+void synth_relayout_step(benchmark::State& state) {
+  const step_set* s = synth_set(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+  ema_load_predictor pred(1, s->experts);
+  migration_planner planner(*s->sys, s->experts);
+  std::vector<expert_layout> layouts = s->layouts[0];
+  std::vector<std::uint8_t> resident = s->resident[0];
+  const bytes room = 8 * s->sys->weight_bytes(expert_key{0, 0}, fp16);
+  std::size_t i = 0, taken = 0;
+  for (auto _ : state) {
+    pred.update(0, s->loads[i]);
+    const auto tasks = planner.plan(0, pred.predicted_loads(0), pred.predicted_classes(0), layouts, resident, 0.68e-3,
+                                    room);
+    apply_migrations(tasks, layouts, resident);
+    for (const auto& t : tasks) taken += t.taken ? std::size_t{1} : std::size_t{0};
+    if (++i == s->loads.size()) i = 0;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(s->experts));
+  state.counters["taken_per_step"] = static_cast<double>(taken) / static_cast<double>(state.iterations());
+  state.SetLabel(s->label);
+}
+/// Reads the relayout step's inputs once: the loads, the prediction and the layer's state.
+void synth_relayout_step_floor(benchmark::State& state) {
+  const step_set* s = synth_set(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+  ema_load_predictor pred(1, s->experts);
+  for (const auto& l : s->loads) pred.update(0, l);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    double acc = 0.0;
+    const auto x = pred.predicted_loads(0);
+    const auto c = pred.predicted_classes(0);
+    for (std::size_t e = 0; e < s->experts; ++e) {
+      acc += static_cast<double>(s->loads[i][e]) + x[e] + static_cast<double>(c[e]) +
+             static_cast<double>(s->layouts[0][e].home) + s->resident[0][e];
+    }
+    benchmark::DoNotOptimize(acc);
+    if (++i == s->loads.size()) i = 0;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(s->experts));
+  state.SetLabel("floor: read the relayout step's inputs once; " + s->label);
+}
+BENCHMARK(synth_relayout_step)->Apply(ema_args)->MinTime(0.2);
+BENCHMARK(synth_relayout_step_floor)->Apply(ema_args)->MinTime(0.2);
 
 }  // namespace

@@ -154,6 +154,7 @@ class migration_planner {
     index_.assign(num_experts, none);
     projected_.reserve(system_.num_dimms());
     loads_.reset(system_.num_dimms());
+    scheduler_.reserve(num_experts, system_.num_dimms());
   }
 
   [[nodiscard]] const system_type& system() const noexcept { return system_; }

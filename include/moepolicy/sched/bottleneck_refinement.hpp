@@ -62,6 +62,15 @@ class bottleneck_refinement_scheduler {
 
   [[nodiscard]] const bottleneck_refinement_config& config() const noexcept { return config_; }
 
+  /// Reserves the internal state for steps on `num_dimms` DIMMs, so that `solve` allocates
+  /// nothing but `out`'s vectors (which `makespan_schedule`'s constructor can reserve).
+  /// The state does not depend on the number of experts; `max_experts` is for symmetry
+  /// with the other solvers.
+  void reserve(std::size_t max_experts, std::size_t num_dimms) {
+    static_cast<void>(max_experts);
+    loads_.local.reserve(num_dimms);
+  }
+
   /// Schedules `p` into `out`: greedy assignment, then refinement.
   ///
   /// Returns: `out.status` is `heuristic`; `out.iterations` counts the moves made.

@@ -113,6 +113,22 @@ class exact_makespan_scheduler {
 
   [[nodiscard]] const exact_makespan_config& config() const noexcept { return config_; }
 
+  /// Reserves the search state for steps of up to `max_experts` experts (at most
+  /// `config().max_experts`; larger steps are refused without search) on `num_dimms`
+  /// DIMMs, so that later solves of such steps allocate nothing but `out`'s vectors.
+  /// Complexity: O(experts · D) memory.
+  void reserve(std::size_t max_experts, std::size_t num_dimms) {
+    const std::size_t n = std::min(max_experts, config_.max_experts);
+    order_.reserve(n);
+    key_.reserve(n);
+    suf_.reserve(n + 1);
+    suf_dimm_.reserve((n + 1) * num_dimms);
+    suf_triple_.reserve((n + 1) * num_dimms);
+    best_.reserve(n);
+    cur_.reserve(n);
+    loads_.local.reserve(num_dimms);
+  }
+
   /// The optimal schedule of `p` into `out`, starting from list scheduling.
   ///
   /// Returns: `out.status` `optimal`, `node_limit` or `too_large`; `out.iterations` the

@@ -84,6 +84,24 @@ class local_search_scheduler {
 
   [[nodiscard]] const local_search_config& config() const noexcept { return config_; }
 
+  /// Reserves the internal state for steps of up to `max_experts` experts on `num_dimms`
+  /// DIMMs, so that later solves of such steps allocate nothing but `out`'s vectors.
+  /// Complexity: O(experts · D) memory (the exact finish's, for its small steps).
+  void reserve(std::size_t max_experts, std::size_t num_dimms) {
+    first_.reserve(max_experts);
+    second_.reserve(max_experts);
+    order_.reserve(max_experts);
+    key_.reserve(max_experts);
+    cand_.reserve(max_experts);
+    scratch_.reserve(2 * num_dimms);
+    dimm_max_.reserve(num_dimms);
+    loads_.local.reserve(num_dimms);
+    const std::size_t small = std::min(max_experts, config_.exact_max_experts);
+    exact_.reserve(small, num_dimms);
+    exact_out_.assignment.reserve(small);
+    exact_out_.dimm_seconds.reserve(num_dimms);
+  }
+
   /// Schedules `p` into `out`.
   ///
   /// Returns: `out.status` `optimal` when the schedule met the lower bound or the exact
