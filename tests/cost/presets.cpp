@@ -2,6 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
+#include <string>
+#include <string_view>
+
 #include "moepolicy/cost/roofline.hpp"
 
 using namespace moepolicy;
@@ -53,4 +57,85 @@ TEST_CASE("every preset validates") {
                     presets::h100_host_pcie5, presets::xeon_8470_amx, presets::cxl_ndp, presets::dimm_ndp}) {
     CHECK_NOTHROW(make().validate());
   }
+}
+
+namespace {
+
+/// Every field of two device specs is equal.
+bool same_device(const device_spec& a, const device_spec& b) {
+  const auto same_link = [](const link_spec& x, const link_spec& y) {
+    return x.bandwidth == y.bandwidth && x.latency_seconds == y.latency_seconds;
+  };
+  return a.name == b.name && a.execution == b.execution && a.num_units == b.num_units &&
+         a.capacity_bytes == b.capacity_bytes && a.compute.peak_flops == b.compute.peak_flops &&
+         a.compute.peak_bits == b.compute.peak_bits &&
+         a.compute.bit_scaled_compute == b.compute.bit_scaled_compute &&
+         a.compute.memory_bandwidth == b.compute.memory_bandwidth &&
+         a.compute.launch_seconds == b.compute.launch_seconds && same_link(a.weight_link, b.weight_link) &&
+         same_link(a.activation_link, b.activation_link) && a.host_read_bandwidth == b.host_read_bandwidth &&
+         a.activation_element_bytes == b.activation_element_bytes &&
+         a.quant.group_size == b.quant.group_size && a.quant.metadata_bits == b.quant.metadata_bits &&
+         a.quant.full_precision == b.quant.full_precision;
+}
+
+bool snake_case(std::string_view s) {
+  if (s.empty() || s.front() == '_' || s.back() == '_') return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("device presets by name") {
+  CHECK(same_device(*presets::find("h100_sxm_gen4"), presets::h100_sxm_gen4()));
+  CHECK(same_device(*presets::find("h100_pcie_gen5"), presets::h100_pcie_gen5()));
+  CHECK(same_device(*presets::find("h100_cxl_expander"), presets::h100_cxl_expander()));
+  CHECK(same_device(*presets::find("h100_host_pcie5"), presets::h100_host_pcie5()));
+  CHECK(same_device(*presets::find("xeon_8470_amx"), presets::xeon_8470_amx()));
+  CHECK(same_device(*presets::find("cxl_ndp"), presets::cxl_ndp()));
+  CHECK(same_device(*presets::find("dimm_ndp"), presets::dimm_ndp()));
+
+  constexpr auto names = presets::names();
+  CHECK(names.size() == 7);
+  CHECK(std::set<std::string_view>(names.begin(), names.end()).size() == names.size());
+  for (std::string_view n : names) {
+    CAPTURE(n);
+    CHECK(snake_case(n));
+    REQUIRE(presets::find(n).has_value());
+    CHECK_NOTHROW(presets::find(n)->validate());
+  }
+
+  // Exact names only: no case folding, no display names, no prefixes.
+  CHECK_FALSE(presets::find("H100_SXM_GEN4").has_value());
+  CHECK_FALSE(presets::find("H100-SXM (PCIe Gen4 x16)").has_value());
+  CHECK_FALSE(presets::find("h100").has_value());
+  CHECK_FALSE(presets::find("").has_value());
+  CHECK_FALSE(presets::find("cxl2_x16").has_value());  // a link, not a device
+}
+
+TEST_CASE("link presets by name") {
+  const auto same = [](std::string_view name, const link_spec& l) {
+    const auto found = presets::find_link(name);
+    return found && found->bandwidth == l.bandwidth && found->latency_seconds == l.latency_seconds;
+  };
+  CHECK(same("pcie_gen4_x16", presets::pcie_gen4_x16));
+  CHECK(same("pcie_gen5_x16", presets::pcie_gen5_x16));
+  CHECK(same("host_pcie5_effective", presets::host_pcie5_effective));
+  CHECK(same("cxl2_x16", presets::cxl2_x16));
+  CHECK(same("dimm_link", presets::dimm_link));
+  static_assert(presets::find_link("cxl2_x16")->latency_seconds == 300e-9);
+
+  constexpr auto names = presets::link_names();
+  CHECK(names.size() == 5);
+  CHECK(std::set<std::string_view>(names.begin(), names.end()).size() == names.size());
+  for (std::string_view n : names) {
+    CAPTURE(n);
+    CHECK(snake_case(n));
+    CHECK(presets::find_link(n).has_value());
+    CHECK_FALSE(presets::find(n).has_value());  // device and link names never collide
+  }
+  CHECK_FALSE(presets::find_link("PCIE_GEN4_X16").has_value());
+  CHECK_FALSE(presets::find_link("cxl_ndp").has_value());
 }

@@ -4,8 +4,15 @@
 // the preset. Where a paper leaves a figure open the choice is stated on the field
 // (for example nominal rather than effective PCIe bandwidth). Kernel launch overheads
 // are 0 in every preset: no paper gives one; set `compute.launch_seconds` to model it.
-// Make a cost model from a preset with `roofline_cost{preset(), model}`.
+// Make a cost model from a preset with `roofline_cost{preset(), model}`. Every device
+// and link preset also has a stable snake_case name (`find`, `find_link`), for files
+// that name them (the machine descriptions of io/machine_json.hpp).
 #pragma once
+
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string_view>
 
 #include "moepolicy/core/units.hpp"
 #include "moepolicy/cost/device_spec.hpp"
@@ -121,6 +128,69 @@ inline device_spec dimm_ndp() {
   d.host_read_bandwidth = 307.2 * giga / 16.0;
   d.activation_link = {307.2 * giga / 16.0, 0.0};
   return d;
+}
+
+/// A device preset and its stable name.
+struct named_device {
+  std::string_view name;
+  device_spec (*make)();
+};
+
+/// A link preset and its stable name.
+struct named_link {
+  std::string_view name;
+  link_spec link;
+};
+
+/// Every device preset, by the name of its function.
+inline constexpr std::array<named_device, 7> devices = {{
+    {"h100_sxm_gen4", h100_sxm_gen4},
+    {"h100_pcie_gen5", h100_pcie_gen5},
+    {"h100_cxl_expander", h100_cxl_expander},
+    {"h100_host_pcie5", h100_host_pcie5},
+    {"xeon_8470_amx", xeon_8470_amx},
+    {"cxl_ndp", cxl_ndp},
+    {"dimm_ndp", dimm_ndp},
+}};
+
+/// Every link preset, by the name of its constant.
+inline constexpr std::array<named_link, 5> links = {{
+    {"pcie_gen4_x16", pcie_gen4_x16},
+    {"pcie_gen5_x16", pcie_gen5_x16},
+    {"host_pcie5_effective", host_pcie5_effective},
+    {"cxl2_x16", cxl2_x16},
+    {"dimm_link", dimm_link},
+}};
+
+/// The names of the device presets, in the order of `devices`.
+[[nodiscard]] constexpr std::array<std::string_view, devices.size()> names() noexcept {
+  std::array<std::string_view, devices.size()> out{};
+  for (std::size_t i = 0; i < devices.size(); ++i) out[i] = devices[i].name;
+  return out;
+}
+
+/// The names of the link presets, in the order of `links`.
+[[nodiscard]] constexpr std::array<std::string_view, links.size()> link_names() noexcept {
+  std::array<std::string_view, links.size()> out{};
+  for (std::size_t i = 0; i < links.size(); ++i) out[i] = links[i].name;
+  return out;
+}
+
+/// The device preset named `name` (exactly, case included, e.g. "h100_sxm_gen4"), or
+/// nothing.
+[[nodiscard]] inline std::optional<device_spec> find(std::string_view name) {
+  for (const auto& d : devices) {
+    if (d.name == name) return d.make();
+  }
+  return std::nullopt;
+}
+
+/// The link preset named `name` (exactly, e.g. "cxl2_x16"), or nothing.
+[[nodiscard]] constexpr std::optional<link_spec> find_link(std::string_view name) noexcept {
+  for (const auto& l : links) {
+    if (l.name == name) return l.link;
+  }
+  return std::nullopt;
 }
 
 }  // namespace moepolicy::presets
