@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The two jobs of the README, on a fresh Debian 12 machine:
-#   ./run.sh main   build the moepolicy tool and the drivers, and run them on the bundled
-#                   traces (and on ../shared/traces when present)
+#   ./run.sh main   build the moepolicy tool and run `moepolicy report`: every policy family
+#                   on the bundled traces (and on ../shared/traces when present), written to
+#                   report/index.md with SVG plots
 #   ./run.sh test   build and run every test: g++ with ASan+UBSan and -Werror, clang 14
 #                   with -Werror, header self-containment, packaging, benchmarks (smoke),
 #                   ThreadSanitizer on the concurrent residency mechanism, and a libFuzzer
@@ -59,32 +60,11 @@ run_main() {
   ensure_packages "${packages_main[@]}"
   mkdir -p build
   configure build/release -DCMAKE_BUILD_TYPE=Release -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_BENCH=OFF
-  cmake --build build/release -j"$jobs" --target moepolicy_tool context_aware_ndp dynaexq trimoe cxl_prefetch edge_offload
-  local tool=build/release/examples/moepolicy
-  local traces=(examples/traces/granite-3.1-1b-a400m/granite-3.1-1b-a400m.mtrace)
-  "$tool" inspect "${traces[@]}"
-  if [ -d ../shared/traces ]; then
-    "$tool" inspect ../shared/traces/mixtral-8x7b-decode/humaneval_2_routing.jsonl \
-                    ../shared/traces/mixtral-8x7b-decode/routing_raw.jsonl \
-                    ../shared/traces/flame-moe-290m
-  else
-    echo "note: ../shared/traces not found; inspected the bundled traces only"
-  fi
-  echo
-  echo "== context-aware GPU + CXL-NDP placement and mixed precision (seed 000)"
-  build/release/examples/context_aware_ndp
-  echo
-  echo "== DynaExq: online precision residency on a shifting Granite stream (seed 003)"
-  build/release/examples/dynaexq
-  echo
-  echo "== TriMoE: GPU + AMX-CPU + DIMM-NDP makespan scheduling (seed 001)"
-  build/release/examples/trimoe
-  echo
-  echo "== CXL-MoE: caching and prefetch over CXL vs PCIe (seed 002)"
-  build/release/examples/cxl_prefetch
-  echo
-  echo "== Importance-driven expert scheduling on edge GPUs (seed 004)"
-  build/release/examples/edge_offload
+  cmake --build build/release -j"$jobs" --target moepolicy_tool
+  # Every policy family on the bundled traces (and on ../shared/traces when present), with
+  # plots: report/index.md.
+  build/release/examples/moepolicy report --out report
+  echo "== report written: $(pwd)/report/index.md ($(find report -name '*.svg' | wc -l) SVG plots)"
 }
 
 run_test() {

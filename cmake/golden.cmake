@@ -1,10 +1,18 @@
-# Runs a driver and compares what it prints with a golden file, or rewrites the golden
-# file when PRINT_GOLDEN is true (ctest -D / -DMOEPOLICY_PRINT_GOLDEN=ON at configure).
-#   cmake -DCOMMAND=<exe;args> -DGOLDEN=<file> -DWORKDIR=<dir> [-DPRINT_GOLDEN=ON] -P golden.cmake
+# Runs a driver and compares what it prints (or, with OUTPUT_FILE, the file it writes) with
+# a golden file, or rewrites the golden file when PRINT_GOLDEN is true
+# (-DMOEPOLICY_PRINT_GOLDEN=ON at configure).
+#   cmake -DCOMMAND=<exe;args> -DGOLDEN=<file> -DWORKDIR=<dir> [-DOUTPUT_FILE=<file>]
+#         [-DPRINT_GOLDEN=ON] -P golden.cmake
 execute_process(COMMAND ${COMMAND} WORKING_DIRECTORY ${WORKDIR}
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${COMMAND} failed (${rc}):\n${err}")
+endif()
+if(OUTPUT_FILE)
+  if(NOT EXISTS ${OUTPUT_FILE})
+    message(FATAL_ERROR "${COMMAND} did not write ${OUTPUT_FILE}")
+  endif()
+  file(READ ${OUTPUT_FILE} out)
 endif()
 if(PRINT_GOLDEN)
   file(WRITE ${GOLDEN} "${out}")

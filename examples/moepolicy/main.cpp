@@ -1,5 +1,6 @@
 // moepolicy — the command-line face of the library: inspect, convert and replay routing
-// traces; solve placement, bit-allocation and scheduling problems given as JSON.
+// traces; solve placement, bit-allocation and scheduling problems given as JSON; report on
+// every policy family with plots.
 #include <exception>
 #include <iostream>
 
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   moepolicy::tool::add_plan_commands(app);
   moepolicy::tool::add_schedule(app);
   moepolicy::tool::add_replay(app);
+  moepolicy::tool::add_report(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
