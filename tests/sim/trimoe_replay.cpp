@@ -8,39 +8,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
-#include <new>
 #include <vector>
 
 #include "moepolicy/trace/canonical.hpp"
+#include "../residency/allocation_counter.hpp"
 #include "test_support.hpp"
 
-namespace {
-std::atomic<long> allocations{0};
-}
-
-void* operator new(std::size_t n) {
-  ++allocations;
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return ::operator new(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  ++allocations;
-  return std::malloc(n == 0 ? 1 : n);
-}
-void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return ::operator new(n, t); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 using namespace moepolicy;
 using enum trimoe_system;
@@ -306,9 +283,7 @@ TEST_CASE("bundled Granite trace: invariants, +Relayout's moves, and no allocati
       std::copy_n(rp.relayout_layouts(lid).begin(), E, before.begin() + static_cast<std::ptrdiff_t>(l * E));
       std::copy_n(rp.relayout_resident(lid).begin(), E, before_res.begin() + static_cast<std::ptrdiff_t>(l * E));
     }
-    const long a = allocations.load();
-    rp.replay_step();
-    allocated += allocations.load() - a;
+    allocated += static_cast<long>(count_allocations([&] { rp.replay_step(); }));
     for (std::size_t l = 0; l < L; ++l) {
       const auto lid = static_cast<layer_id>(l);
       const auto loads = steps.loads(t, l);

@@ -94,6 +94,7 @@
 #include "moepolicy/cost/device_spec.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/io/detail/input.hpp"
+#include "moepolicy/io/jsonl_format.hpp"
 #include "moepolicy/io/tables_json.hpp"  // the JSON DOM builder and path spelling of the io readers
 
 namespace moepolicy::io {
@@ -176,26 +177,6 @@ inline std::string quote(std::string_view s) {
   const bool cut = s.size() > max_shown;
   std::string out = json(std::string(s.substr(0, max_shown))).dump(-1, ' ', false, json::error_handler_t::replace);
   if (cut) out.insert(out.size() - 1, "...");
-  return out;
-}
-
-/// Text nlohmann-json quotes from the input, as a message shows it: bytes outside
-/// printable ASCII as `\xNN`, cut after 200 bytes.
-inline std::string printable(std::string_view s) {
-  constexpr std::size_t max_bytes = 200;
-  constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < max_bytes; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 0xf];
-    } else {
-      out += s[i];
-    }
-  }
-  if (s.size() > max_bytes) out += "...";
   return out;
 }
 
@@ -302,7 +283,7 @@ class reader {
       const std::size_t line_start = before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1;
       io::detail::fail_at_line(file_, line,
                                "invalid JSON at column " + std::to_string(at - line_start + 1) + ": " +
-                                   printable(*builder.syntax_error()));
+                                   io::detail::printable(*builder.syntax_error()));
     }
     if (builder.duplicate()) fail(builder.duplicate_path(), *builder.duplicate());
     io::detail::fail_file(file_, "invalid JSON");  // not reached: the builder rejects nothing else
