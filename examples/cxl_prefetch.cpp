@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 using namespace moepolicy;
 
 int main(int argc, char** argv) {
-  CLI::App app{"CXL-MoE (seed 002): expert cache + short-horizon prefetch over CXL vs PCIe, on recorded decode routing"};
+  CLI::App app{
+      "CXL-MoE (seed 002): expert cache + short-horizon prefetch over CXL vs PCIe, on recorded decode routing"};
   const fs::path here = fs::path(MOEPOLICY_SOURCE_DIR);
   std::vector<std::string> traces;
   examples::cxl_prefetch::options opt;
@@ -21,8 +22,9 @@ int main(int argc, char** argv) {
                  "Traces to replay (default: the shared Mixtral-8x7B decode trace when ../shared is present, else the "
                  "bundled Granite trace)")
       ->check(CLI::ExistingPath);
-  auto* gb = app.add_option("--cache-gb", opt.cache_gb, "GPU expert cache sizes in GB (10^9 bytes) of FP16 experts "
-                                                       "(default: a list suited to the model)");
+  auto* gb = app.add_option("--cache-gb", opt.cache_gb,
+                            "GPU expert cache sizes in GB (10^9 bytes) of FP16 experts "
+                            "(default: a list suited to the model)");
   app.add_option("--cache-experts", opt.cache_experts, "GPU expert cache sizes in experts")->excludes(gb);
   app.add_option("--history", opt.history, "m, the last tokens the short-horizon predictor uses")
       ->check(CLI::Range(1, 65536));
@@ -38,7 +40,8 @@ int main(int argc, char** argv) {
       traces.push_back(shared.string());
     } else {
       std::cout << "note: " << shared.string() << " not found; replaying the bundled Granite trace\n";
-      traces.push_back((here / "examples" / "traces" / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace").string());
+      traces.push_back(
+          (here / "examples" / "traces" / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace").string());
     }
   }
   try {

@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   const fs::path here = fs::path(MOEPOLICY_SOURCE_DIR);
   std::string trace = (here / "examples" / "traces" / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace").string();
   examples::dynaexq::options opt;
-  app.add_option("--trace", trace, "Trace with *-cal-* and *-eval-* requests (else: the first half of the requests calibrate)")
+  app.add_option("--trace", trace,
+                 "Trace with *-cal-* and *-eval-* requests (else: the first half of the requests calibrate)")
       ->check(CLI::ExistingPath)
       ->capture_default_str();
   app.add_option("--interval", opt.interval, "Forward passes per update interval")

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "drivers/context_aware_ndp.hpp"
 #include "common/model_match.hpp"
 #include "common/table.hpp"
+#include "drivers/context_aware_ndp.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/io/read_trace.hpp"
@@ -52,10 +52,10 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
                                       {.gpu_experts_per_layer = K, .importance = {.alpha = alpha}});
 
   out << "trace: " << path.string() << '\n'
-            << "  model " << shape->name << ", " << trace.info().num_layers << " layers x " << trace.info().num_experts
-            << " experts, top-" << trace.info().top_k << "; GPU holds K = " << K << " experts per layer\n"
-            << "  devices: " << system.gpu().name() << " + " << system.ndp().name()
-            << "; loss table: " << (table ? loss_path.string() : std::string("none for this model")) << '\n';
+      << "  model " << shape->name << ", " << trace.info().num_layers << " layers x " << trace.info().num_experts
+      << " experts, top-" << trace.info().top_k << "; GPU holds K = " << K << " experts per layer\n"
+      << "  devices: " << system.gpu().name() << " + " << system.ndp().name()
+      << "; loss table: " << (table ? loss_path.string() : std::string("none for this model")) << '\n';
   if (results.empty()) {
     out << "  no request has both prefill and decode steps: nothing to replay\n";
     return;
@@ -85,8 +85,9 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
     for (std::size_t i = 0; i < systems.size(); ++i) total[i] += r.outcomes[i];
   }
   out << "  decode over " << results.size() << " request(s), " << total.front().decode_steps
-            << " decode steps (per-token times are per decode step):\n";
-  examples::text_table t({"system", "ms/token", "NDP ms/token", "speed-up", "MB migrated", "mean loss", "prefix/exact"});
+      << " decode steps (per-token times are per decode step):\n";
+  examples::text_table t(
+      {"system", "ms/token", "NDP ms/token", "speed-up", "MB migrated", "mean loss", "prefix/exact"});
   const double baseline = total.back().seconds_per_token();
   for (std::size_t i = 0; i < systems.size(); ++i) {
     const auto& o = total[i];
@@ -99,7 +100,7 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   }
   t.print(out, "    ");
   out << "  speed-up is against GPU-only; mean loss is L(l, e, b) per decode expert activation (FP16: 0);\n"
-               "  prefix/exact is prefix split's loss over the exact allocation's at the same budget.\n";
+         "  prefix/exact is prefix split's loss over the exact allocation's at the same budget.\n";
 }
 
 }  // namespace moepolicy::examples::context_aware_ndp

@@ -100,7 +100,8 @@ std::vector<double> default_sizes_gb(const model_shape& shape, double model_gb) 
   if (shape.name == "Mixtral-8x7B") return {4.0, 8.0, 16.0, 32.0, 64.0};
   if (shape.name == "Granite-3.1-1B-A400M") return {0.25, 0.5, 1.0, 1.5, 2.0};
   std::vector<double> out;
-  for (double f : {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 3.0 / 4}) out.push_back(std::round(model_gb * f * 100.0) / 100.0);
+  for (double f : {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 3.0 / 4})
+    out.push_back(std::round(model_gb * f * 100.0) / 100.0);
   return out;
 }
 
@@ -147,24 +148,23 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   }
   const std::uint64_t accesses = replay_accesses(trace, decode).size();
   out << "trace: " << path.string() << '\n'
-            << "  model " << shape->name << ", " << L << " layers x " << E << " experts, top-" << k << "; FP16 expert "
-            << fixed(static_cast<double>(expert_size) / (1024.0 * 1024.0), 1) << " MiB, all " << all_experts
-            << " experts " << fixed(model_gb, 2) << " GB\n";
+      << "  model " << shape->name << ", " << L << " layers x " << E << " experts, top-" << k << "; FP16 expert "
+      << fixed(static_cast<double>(expert_size) / (1024.0 * 1024.0), 1) << " MiB, all " << all_experts << " experts "
+      << fixed(model_gb, 2) << " GB\n";
   if (steps == 0) {
     out << "  no decode steps: nothing to replay\n";
     return;
   }
   const double compute = compute_total / static_cast<double>(steps);
   out << "  decode: " << trace.requests().size() << " request(s), " << steps << " steps, " << accesses
-            << " expert accesses (" << fixed(static_cast<double>(accesses) / static_cast<double>(steps), 1)
-            << " per step)\n"
-            << "  fetch one expert on demand: CXL 2.0 x16 (64 GB/s + 300 ns) " << fixed(fetch_cxl * 1e3, 3)
-            << " ms, host DRAM over PCIe 5.0 (50 GB/s + 1000 ns) " << fixed(fetch_pcie * 1e3, 3) << " ms\n"
-            << "  GPU compute of the activated experts (roofline, " << cxl.name() << " compute figures): "
-            << fixed(compute * 1e3, 3) << " ms/token = TPOT with every access a hit\n"
-            << "  predictor: short-horizon, m = " << opt.history << " last tokens; prefetch depth "
-            << (opt.depth == 0 ? std::string("n x top-k per layer") : std::to_string(opt.depth) + " per layer")
-            << "; sticky LRU runs with n = " << opt.sticky_lookahead << " (sticky for n steps)\n";
+      << " expert accesses (" << fixed(static_cast<double>(accesses) / static_cast<double>(steps), 1) << " per step)\n"
+      << "  fetch one expert on demand: CXL 2.0 x16 (64 GB/s + 300 ns) " << fixed(fetch_cxl * 1e3, 3)
+      << " ms, host DRAM over PCIe 5.0 (50 GB/s + 1000 ns) " << fixed(fetch_pcie * 1e3, 3) << " ms\n"
+      << "  GPU compute of the activated experts (roofline, " << cxl.name()
+      << " compute figures): " << fixed(compute * 1e3, 3) << " ms/token = TPOT with every access a hit\n"
+      << "  predictor: short-horizon, m = " << opt.history << " last tokens; prefetch depth "
+      << (opt.depth == 0 ? std::string("n x top-k per layer") : std::to_string(opt.depth) + " per layer")
+      << "; sticky LRU runs with n = " << opt.sticky_lookahead << " (sticky for n steps)\n";
 
   struct size_point {
     std::string label;
@@ -177,7 +177,8 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
     }
   } else {
     for (double gb : opt.cache_gb.empty() ? default_sizes_gb(*shape, model_gb) : opt.cache_gb) {
-      sizes.push_back({gb_label(gb), static_cast<std::uint64_t>(std::floor(gb * giga / static_cast<double>(expert_size)))});
+      sizes.push_back(
+          {gb_label(gb), static_cast<std::uint64_t>(std::floor(gb * giga / static_cast<double>(expert_size)))});
     }
   }
 
@@ -185,7 +186,8 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
     return opt.depth != 0 ? opt.depth : std::min<std::size_t>(std::size_t{n} * k, E);
   };
   const auto predictor = [&](std::uint32_t n) {
-    return short_horizon_predictor({.num_layers = L, .num_experts = E, .top_k = k, .history = opt.history, .horizon = n});
+    return short_horizon_predictor(
+        {.num_layers = L, .num_experts = E, .top_k = k, .history = opt.history, .horizon = n});
   };
 
   std::vector<std::string> labels;
@@ -225,8 +227,8 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
     rows.push_back({"Belady MIN (demand bound)", belady});
 
     out << "\n  cache " << sz.label << " = " << sz.experts << " experts ("
-              << fixed(100.0 * static_cast<double>(sz.experts) / static_cast<double>(all_experts), 1) << "% of "
-              << all_experts << "); Belady MIN hit ratio " << fixed(belady.hit_ratio(), 4) << ":\n";
+        << fixed(100.0 * static_cast<double>(sz.experts) / static_cast<double>(all_experts), 1) << "% of "
+        << all_experts << "); Belady MIN hit ratio " << fixed(belady.hit_ratio(), 4) << ":\n";
     examples::text_table t({"configuration", "hit ratio", "Belady", "TPOT CXL ms", "TPOT PCIe ms", "CXL saves ms",
                             "demand MB/tok", "prefetch MB/tok", "pf link/compute", "link-bound CXL ms"});
     const double per_step = 1.0 / static_cast<double>(steps);
@@ -275,18 +277,18 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   }
   summary.print(out, "    ");
   out << "  TPOT prices GPU compute of the activated experts plus one stalled on-demand fetch per miss;\n"
-               "  prefetches are assumed hidden behind compute (pf link/compute > 1: the link cannot hide them);\n"
-               "  link-bound CXL = demand stalls + max(compute, prefetch link time): TPOT when prefetches share the link.\n"
-               "  Prefetching policies may beat Belady: prefetches are not demand accesses.\n";
+         "  prefetches are assumed hidden behind compute (pf link/compute > 1: the link cannot hide them);\n"
+         "  link-bound CXL = demand stalls + max(compute, prefetch link time): TPOT when prefetches share the link.\n"
+         "  Prefetching policies may beat Belady: prefetches are not demand accesses.\n";
   if (paper_point_cxl && paper_point_lru && paper_point_belady) {
     out << "  seed 002 Sec. 4 reports a 96.4% decode hit rate with a 16 GB cache (ShareGPT, 32 concurrent\n"
-              << "  requests); here, one request at a time: " << fixed(100.0 * *paper_point_cxl, 1)
-              << "% for CXL-MoE's sticky LRU, " << fixed(100.0 * *paper_point_lru, 1)
-              << "% for LRU + prefetch n=" << opt.lookaheads.front() << ".\n"
-              << "  16 GB holds " << static_cast<std::uint64_t>(16.0 * giga / static_cast<double>(expert_size))
-              << " experts, fewer than the " << L << " x top-" << k << " = " << L * k
-              << " one token activates: no demand policy beats Belady's " << fixed(100.0 * *paper_point_belady, 1)
-              << "% there, and the\n  prefetch hits above move the same bytes (pf link/compute).\n";
+        << "  requests); here, one request at a time: " << fixed(100.0 * *paper_point_cxl, 1)
+        << "% for CXL-MoE's sticky LRU, " << fixed(100.0 * *paper_point_lru, 1)
+        << "% for LRU + prefetch n=" << opt.lookaheads.front() << ".\n"
+        << "  16 GB holds " << static_cast<std::uint64_t>(16.0 * giga / static_cast<double>(expert_size))
+        << " experts, fewer than the " << L << " x top-" << k << " = " << L * k
+        << " one token activates: no demand policy beats Belady's " << fixed(100.0 * *paper_point_belady, 1)
+        << "% there, and the\n  prefetch hits above move the same bytes (pf link/compute).\n";
   }
 }
 

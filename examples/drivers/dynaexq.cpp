@@ -55,6 +55,7 @@
 #include "common/model_match.hpp"
 #include "common/table.hpp"
 #include "moepolicy/core/model_shape.hpp"
+#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/hotness.hpp"
 #include "moepolicy/predict/precision_budget.hpp"
 #include "moepolicy/predict/precision_target.hpp"
@@ -62,7 +63,6 @@
 #include "moepolicy/residency/budget_tracker.hpp"
 #include "moepolicy/residency/transition_queue.hpp"
 #include "moepolicy/residency/versioned_expert.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 
 namespace moepolicy::examples::dynaexq {
@@ -129,9 +129,8 @@ workload load(const routing_trace& trace) {
   // Requests named *-cal-* calibrate and *-eval-* form the stream; a trace without such
   // names calibrates on the first half of its requests (rounded down) and streams the rest.
   const auto& requests = trace.requests();
-  const bool named = std::any_of(requests.begin(), requests.end(), [](const request_ref& r) {
-    return r.name.find("-cal-") != std::string::npos;
-  });
+  const bool named = std::any_of(requests.begin(), requests.end(),
+                                 [](const request_ref& r) { return r.name.find("-cal-") != std::string::npos; });
   if (!named && requests.size() < 2) {
     throw std::runtime_error("the trace needs requests named *-cal-* and *-eval-*, or at least 2 requests, has " +
                              std::to_string(requests.size()));
@@ -441,31 +440,30 @@ result run(const fs::path& path, const options& opt, std::ostream& out) {
   const bytes step_cap = link_scaled > v.high_scaled ? link_scaled - v.high_scaled + 1 : 1;
 
   out << "trace: " << path.string() << '\n'
-            << "  model " << shape->name << ", " << w.layers << " layers x " << E << " experts, top-"
-            << trace.info().top_k << '\n'
-            << "  calibration: " << w.calibration_names.size() << " requests, " << w.calibration.size()
-            << " forward passes (" << w.calibration_names.front() << " .. " << w.calibration_names.back() << ")\n"
-            << "  stream: " << w.stream_names.size() << " requests, " << w.stream.size() << " forward passes, "
-            << w.stream_selections << " expert activations (" << w.stream_names.front() << " .. "
-            << w.stream_names.back() << ")\n"
-            << "  versions: high FP16 " << v.high << " B, low 4-bit (groups of 128) " << v.low
-            << " B per expert; the mechanism's blocks carry them scaled 1:" << v.scale << " (" << v.high_scaled
-            << " B / " << v.low_scaled << " B), bytes below are modelled at the real sizes\n"
-            << "  time: forward pass modelled (not measured) at " << fixed(opt.step_ms, 3) << " ms; link "
-            << fixed(opt.link_gbps, 1) << " GB/s (PCIe Gen5 x16) moves " << fixed(link_bytes / 1e6, 1)
-            << " MB per pass = " << fixed(link_bytes / static_cast<double>(v.high), 1)
-            << " FP16 experts; update interval " << opt.interval << " passes ("
-            << fixed(opt.step_ms * static_cast<double>(opt.interval), 3) << " ms)\n"
-            << "  policy: hotness EMA alpha " << fixed(opt.alpha, 2)
-            << " over shares of each layer's selections, warmed on the calibration; margin " << fixed(opt.margin, 3)
-            << " (share); rank slack " << opt.slack << " (symmetric)\n";
+      << "  model " << shape->name << ", " << w.layers << " layers x " << E << " experts, top-" << trace.info().top_k
+      << '\n'
+      << "  calibration: " << w.calibration_names.size() << " requests, " << w.calibration.size() << " forward passes ("
+      << w.calibration_names.front() << " .. " << w.calibration_names.back() << ")\n"
+      << "  stream: " << w.stream_names.size() << " requests, " << w.stream.size() << " forward passes, "
+      << w.stream_selections << " expert activations (" << w.stream_names.front() << " .. " << w.stream_names.back()
+      << ")\n"
+      << "  versions: high FP16 " << v.high << " B, low 4-bit (groups of 128) " << v.low
+      << " B per expert; the mechanism's blocks carry them scaled 1:" << v.scale << " (" << v.high_scaled << " B / "
+      << v.low_scaled << " B), bytes below are modelled at the real sizes\n"
+      << "  time: forward pass modelled (not measured) at " << fixed(opt.step_ms, 3) << " ms; link "
+      << fixed(opt.link_gbps, 1) << " GB/s (PCIe Gen5 x16) moves " << fixed(link_bytes / 1e6, 1)
+      << " MB per pass = " << fixed(link_bytes / static_cast<double>(v.high), 1) << " FP16 experts; update interval "
+      << opt.interval << " passes (" << fixed(opt.step_ms * static_cast<double>(opt.interval), 3) << " ms)\n"
+      << "  policy: hotness EMA alpha " << fixed(opt.alpha, 2)
+      << " over shares of each layer's selections, warmed on the calibration; margin " << fixed(opt.margin, 3)
+      << " (share); rank slack " << opt.slack << " (symmetric)\n";
 
   std::vector<budget_case> budgets;
   for (std::uint32_t q : {1u, 2u, 3u}) {
     budgets.push_back(plan_budget(*shape, v, static_cast<std::uint32_t>(E * q / 4), opt.staging));
   }
   out << "  budgets (plan_precision_budget: low versions replaced, k = " << opt.staging
-            << " staging versions, M_res = 0):\n";
+      << " staging versions, M_res = 0):\n";
   examples::text_table bt({"budget", "n_l", "expert region MiB", "high MiB", "low MiB", "staging MiB"});
   for (const auto& b : budgets) {
     const auto mib = [](bytes x) { return fixed(static_cast<double>(x) / (1024.0 * 1024.0), 1); };
@@ -488,8 +486,7 @@ result run(const fs::path& path, const options& opt, std::ostream& out) {
   }
   ot.print(out, "    ");
 
-  out
-      << "  policies (high % = activations served at high precision, as resolved through the handles;\n"
+  out << "  policies (high % = activations served at high precision, as resolved through the handles;\n"
          "  target % = activations of experts in the policy's target set, as if transitions were instantaneous):\n";
   std::vector<std::string> head{"budget", "policy"};
   head.insert(head.end(), result_header.begin(), result_header.end());
@@ -541,10 +538,10 @@ result run(const fs::path& path, const options& opt, std::ostream& out) {
   }
   at.print(out, "    ");
   out << "  MB moved: promotions x " << v.high << " B + demotions x " << v.low
-            << " B (a demotion copies the 4-bit version back in);\n"
-               "  budget waits: admissions the budget tracker or a pool refused (backpressure);\n"
-               "  delay: from the request at an interval end to publication, transitions still queued when\n"
-               "  the stream ends included (the pipeline then runs until idle).\n";
+      << " B (a demotion copies the 4-bit version back in);\n"
+         "  budget waits: admissions the budget tracker or a pool refused (backpressure);\n"
+         "  delay: from the request at an interval end to publication, transitions still queued when\n"
+         "  the stream ends included (the pipeline then runs until idle).\n";
   return res;
 }
 

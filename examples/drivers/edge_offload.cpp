@@ -135,8 +135,11 @@ std::vector<edge_setting> edge_settings() {
     device_spec d;
     d.name = std::move(name);
     d.capacity_bytes = static_cast<bytes>(mem_gib * gib);
-    d.compute = {.peak_flops = peak_tflops * tera, .peak_bits = fp16, .bit_scaled_compute = false,
-                 .memory_bandwidth = bw_gbs * giga, .launch_seconds = 0.0};
+    d.compute = {.peak_flops = peak_tflops * tera,
+                 .peak_bits = fp16,
+                 .bit_scaled_compute = false,
+                 .memory_bandwidth = bw_gbs * giga,
+                 .launch_seconds = 0.0};
     d.weight_link = pcie4(lanes);
     return d;
   };
@@ -153,8 +156,8 @@ std::vector<edge_setting> edge_settings() {
                  "NVIDIA RTX 4060 Ti spec page; Ada whitepaper per-SM tensor rate"});
   // RTX A6000: NVIDIA datasheet — 48 GB GDDR6, 768 GB/s, PCIe 4.0 x16, tensor 309.7
   // TFLOP/s with sparsity = 154.8 dense (FP16/BF16, FP32 accumulate at full rate).
-  out.push_back({"S3", "Qwen2-57B-A14B", gpu("RTX A6000 48GB", 48.0, 154.8, 768.0, 16), 16, 0.25,
-                 "NVIDIA RTX A6000 datasheet"});
+  out.push_back(
+      {"S3", "Qwen2-57B-A14B", gpu("RTX A6000 48GB", 48.0, 154.8, 768.0, 16), 16, 0.25, "NVIDIA RTX A6000 datasheet"});
   return out;
 }
 
@@ -167,8 +170,11 @@ device_spec desktop_cpu() {
   device_spec d;
   d.name = "6 cores of Ryzen 9 5900X";
   d.capacity_bytes = static_cast<bytes>(128.0 * gib);
-  d.compute = {.peak_flops = 6.0 * 32.0 * 3.7 * giga, .peak_bits = fp16, .bit_scaled_compute = false,
-               .memory_bandwidth = 51.2 * giga, .launch_seconds = 0.0};
+  d.compute = {.peak_flops = 6.0 * 32.0 * 3.7 * giga,
+               .peak_bits = fp16,
+               .bit_scaled_compute = false,
+               .memory_bandwidth = 51.2 * giga,
+               .launch_seconds = 0.0};
   d.activation_link = pcie4(16);
   return d;
 }
@@ -228,9 +234,14 @@ routing_trace interleave(const routing_trace& t, std::uint32_t streams) {
           const std::size_t r = ref.first_row + j;
           // Position = stream × 2^16 + row: unique in a (step, layer) and equal across the
           // layers of a stream's token, so the transition predictor pairs them.
-          b.add(trace_row{.request = 0, .kind = phase::decode, .step = static_cast<std::uint32_t>(i + 1),
-                          .position = s * 65536u + j, .layer = ref.layer, .experts = t.experts(r),
-                          .weights = t.weights(r), .scores = t.scores(r)});
+          b.add(trace_row{.request = 0,
+                          .kind = phase::decode,
+                          .step = static_cast<std::uint32_t>(i + 1),
+                          .position = s * 65536u + j,
+                          .layer = ref.layer,
+                          .experts = t.experts(r),
+                          .weights = t.weights(r),
+                          .scores = t.scores(r)});
         }
       }
     }
@@ -253,8 +264,13 @@ class ema_score_policy {
   using config_type = ema_score_config;
 
   ema_score_policy(const cache_shape& shape, const ema_score_config& cfg)
-      : shape_(shape), keep_(cfg.keep), score_(shape.slots(), 0.0), last_(shape.slots(), 0),
-        resident_(shape.slots(), 0), in_use_(shape.slots(), 0), batch_(shape.num_experts, 0.0) {}
+      : shape_(shape),
+        keep_(cfg.keep),
+        score_(shape.slots(), 0.0),
+        last_(shape.slots(), 0),
+        resident_(shape.slots(), 0),
+        in_use_(shape.slots(), 0),
+        batch_(shape.num_experts, 0.0) {}
 
   void on_insert(expert_key k, const access_info&) noexcept {
     resident_[shape_.flat(k)] = 1;
@@ -372,14 +388,17 @@ run_stats simulate(const routing_trace& t, const edge_costs& c, std::uint64_t ca
                    const typename Policy::config_type& pc, const run_config& rc, Predictor& predictor) {
   const trace_info& info = t.info();
   const std::size_t E = info.num_experts;
-  expert_cache<Policy> cache(
-      cache_config{.num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = capacity,
-                   .unit = capacity_unit::experts, .scope = capacity_scope::shared, .expert_bytes = c.expert_bytes},
-      pc);
+  expert_cache<Policy> cache(cache_config{.num_layers = info.num_layers,
+                                          .num_experts = info.num_experts,
+                                          .capacity = capacity,
+                                          .unit = capacity_unit::experts,
+                                          .scope = capacity_scope::shared,
+                                          .expert_bytes = c.expert_bytes},
+                             pc);
   std::optional<expert_cache_router> router;
   if (rc.route) {
-    router.emplace(router_config{.num_experts = info.num_experts, .top_k = info.top_k, .alpha = rc.alpha,
-                                 .prefer_batch_shared = true});
+    router.emplace(router_config{
+        .num_experts = info.num_experts, .top_k = info.top_k, .alpha = rc.alpha, .prefer_batch_shared = true});
   }
   cost_balancer<roofline_cost, roofline_cost> balancer(c.gpu, c.cpu, E);
   prefetch_queue queue(E);
@@ -403,7 +422,11 @@ run_stats simulate(const routing_trace& t, const edge_costs& c, std::uint64_t ca
         ids.resize(b.experts.size());
         weights.resize(b.weights.size());
         const route_result r = router->route(
-            b, [&](expert_id e) { return cache.contains(expert_key{l, e}); }, ids, weights);
+            b,
+            [&](expert_id e) {
+              return cache.contains(expert_key{l, e});
+            },
+            ids, weights);
         out.substituted += r.substituted;
         out.original_mass += r.original_mass;
         out.routed_mass += r.routed_mass;
@@ -449,7 +472,10 @@ run_stats simulate(const routing_trace& t, const edge_costs& c, std::uint64_t ca
             static_cast<void>(balancer.balance_best_prefix(missing, sides));
           }
           for (std::size_t i = 0; i < missing.size(); ++i) {
-            if (sides[i] == balance_side::load) load(missing[i]); else on_cpu(missing[i]);
+            if (sides[i] == balance_side::load)
+              load(missing[i]);
+            else
+              on_cpu(missing[i]);
           }
           break;
       }
@@ -516,9 +542,11 @@ run_stats simulate_static(const routing_trace& t, const edge_costs& c, std::uint
 }
 
 double belady_hit_ratio(const routing_trace& t, std::uint64_t capacity) {
-  const auto r = replay_cache<belady_policy>(
-      t, cache_config{.num_layers = t.info().num_layers, .num_experts = t.info().num_experts, .capacity = capacity,
-                      .unit = capacity_unit::experts, .scope = capacity_scope::shared});
+  const auto r = replay_cache<belady_policy>(t, cache_config{.num_layers = t.info().num_layers,
+                                                             .num_experts = t.info().num_experts,
+                                                             .capacity = capacity,
+                                                             .unit = capacity_unit::experts,
+                                                             .scope = capacity_scope::shared});
   return r.stats.hit_ratio();
 }
 
@@ -534,8 +562,8 @@ struct labelled {
 };
 
 void print_table(const std::vector<labelled>& rows, double belady, std::ostream& out) {
-  examples::text_table tt({"system", "TPOT ms", "vs LRU", "hit %", "PCIe MB/step", "prefetch MB/step",
-                           "CPU ms/step", "subst", "mass kept"});
+  examples::text_table tt({"system", "TPOT ms", "vs LRU", "hit %", "PCIe MB/step", "prefetch MB/step", "CPU ms/step",
+                           "subst", "mass kept"});
   const double lru = rows.front().stats.tpot();
   for (const auto& r : rows) {
     const auto& s = r.stats;
@@ -583,15 +611,14 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   std::size_t decode_steps = 0;
   for (const step_ref& s : trace.steps()) decode_steps += s.kind == phase::decode ? 1 : 0;
 
-  out << "trace: " << path.filename().string() << "\n  model " << shape->name << ": "
-            << trace.info().num_layers << " MoE layers x " << trace.info().num_experts << " experts, top-"
-            << trace.info().top_k << ", " << trace.requests().size() << " request(s), " << decode_steps
-            << " decode steps; router scores: "
-            << (trace.info().has_scores ? "full" : "top-k gate weights only (the router substitutes nothing)") << '\n'
-            << "  expert: 3 x " << shape->hidden_size << " x " << shape->expert_intermediate_size
-            << " BF16 = " << mb(static_cast<double>(eb)) << " MB; non-expert weights "
-            << mb(resident_bytes) << " MB (" << dense->derivation << "), " << mb(step_bytes)
-            << " MB read per decode step; runtime reserve " << fixed(runtime_reserve_bytes / gib, 1) << " GiB\n";
+  out << "trace: " << path.filename().string() << "\n  model " << shape->name << ": " << trace.info().num_layers
+      << " MoE layers x " << trace.info().num_experts << " experts, top-" << trace.info().top_k << ", "
+      << trace.requests().size() << " request(s), " << decode_steps << " decode steps; router scores: "
+      << (trace.info().has_scores ? "full" : "top-k gate weights only (the router substitutes nothing)") << '\n'
+      << "  expert: 3 x " << shape->hidden_size << " x " << shape->expert_intermediate_size
+      << " BF16 = " << mb(static_cast<double>(eb)) << " MB; non-expert weights " << mb(resident_bytes) << " MB ("
+      << dense->derivation << "), " << mb(step_bytes) << " MB read per decode step; runtime reserve "
+      << fixed(runtime_reserve_bytes / gib, 1) << " GiB\n";
 
   std::vector<edge_costs> costs;
   std::vector<std::uint64_t> device_capacity;
@@ -603,11 +630,11 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
     costs.push_back(edge_costs{roofline_cost{s.gpu, *shape}, roofline_cost{cpu_spec, *shape},
                                dense_s / trace.info().num_layers, eb});
     out << "  " << s.id << ": " << s.gpu.name << ", room for " << cap << " experts (" << device_capacity.back()
-              << " of " << all << " cached, " << pct(static_cast<double>(device_capacity.back()) / static_cast<double>(all))
-              << "%); load " << fixed(costs.back().gpu.transfer_seconds(eb) * 1e3, 3) << " ms, GPU "
-              << fixed(costs.back().gpu.compute_seconds({0, 0}, fp16, 1) * 1e3, 3) << " ms, CPU "
-              << fixed(costs.back().cpu.compute_seconds({0, 0}, fp16, 1) * 1e3, 3)
-              << " ms per expert-token; dense " << fixed(dense_s * 1e3, 3) << " ms/step\n";
+        << " of " << all << " cached, " << pct(static_cast<double>(device_capacity.back()) / static_cast<double>(all))
+        << "%); load " << fixed(costs.back().gpu.transfer_seconds(eb) * 1e3, 3) << " ms, GPU "
+        << fixed(costs.back().gpu.compute_seconds({0, 0}, fp16, 1) * 1e3, 3) << " ms, CPU "
+        << fixed(costs.back().cpu.compute_seconds({0, 0}, fp16, 1) * 1e3, 3) << " ms per expert-token; dense "
+        << fixed(dense_s * 1e3, 3) << " ms/step\n";
   }
 
   // Capacities: the device-derived one; when the whole model fits, fractions of the experts
@@ -622,12 +649,13 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
     const routing_trace one = interleave(trace, 1);
     const double compulsory = belady_hit_ratio(one, all);
     out << "  the whole model fits every setting: a cache of all " << all
-              << " experts misses only first uses (hit ratio " << pct(compulsory)
-              << "% at batch 1, every system alike),\n  so the comparison caches fractions of the experts:";
+        << " experts misses only first uses (hit ratio " << pct(compulsory)
+        << "% at batch 1, every system alike),\n  so the comparison caches fractions of the experts:";
     for (double f : fractions) {
       const auto c = static_cast<std::uint64_t>(std::llround(f * static_cast<double>(all)));
       out << ' ' << pct(f) << "% = " << c;
-      caps.push_back({pct(f) + "% of experts (" + std::to_string(c) + ")", std::vector<std::uint64_t>(settings.size(), c)});
+      caps.push_back(
+          {pct(f) + "% of experts (" + std::to_string(c) + ")", std::vector<std::uint64_t>(settings.size(), c)});
     }
     out << '\n';
   } else {
@@ -645,10 +673,13 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
         const edge_costs& c = costs[si];
         const std::uint64_t C = cap.per_setting[si];
         no_prefetch none;
-        transition_config tc{.num_layers = t.info().num_layers, .num_experts = t.info().num_experts,
-                             .top_k = t.info().top_k, .max_batch_tokens = 64};
+        transition_config tc{.num_layers = t.info().num_layers,
+                             .num_experts = t.info().num_experts,
+                             .top_k = t.info().top_k,
+                             .max_batch_tokens = 64};
         std::vector<labelled> rows;
-        rows.push_back({"LRU, fetch on miss", simulate<lru_policy>(t, c, C, {}, {.misses = miss_rule::load_all}, none)});
+        rows.push_back(
+            {"LRU, fetch on miss", simulate<lru_policy>(t, c, C, {}, {.misses = miss_rule::load_all}, none)});
         rows.push_back({"LFU (MoE-Infinity-like)",
                         simulate<lfu_policy>(t, c, C, {.decay = 1.0}, {.misses = miss_rule::load_all}, none)});
         rows.push_back({"static (llama.cpp-like)", simulate_static(t, c, C)});
@@ -676,9 +707,8 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
           rc.alpha = p.alpha;
           p.per_setting.push_back(simulate<score_aware_policy>(t, c, C, {}, rc, tp));
         }
-        out << "\n  " << set.id << " " << set.gpu.name << " (Tab. 1 pairs it with " << set.paper_model
-                  << "), batch " << B << " (" << t.steps().size() << " steps), cache " << C << " experts, "
-                  << cap.label << ":\n";
+        out << "\n  " << set.id << " " << set.gpu.name << " (Tab. 1 pairs it with " << set.paper_model << "), batch "
+            << B << " (" << t.steps().size() << " steps), cache " << C << " experts, " << cap.label << ":\n";
         print_table(rows, belady_hit_ratio(t, C), out);
       }
       sweeps.push_back(std::move(sweep));
@@ -716,8 +746,9 @@ void print_settings(const options& opt, std::ostream& out) {
                  fixed(s.gpu.weight_link.bandwidth / giga, 2) + " GB/s",
              fixed(s.alpha, 2), s.source});
   }
-  dev.add({"CPU", cpu.name, "host", fixed(cpu.compute.peak_flops / tera, 3), fixed(cpu.compute.memory_bandwidth / giga, 1),
-           "-", "-", opt.cpu ? "--machine" : "AMD product page: 3.7 GHz base, DDR4-3200 x2; Zen 3 32 FP32 FLOP/clk"});
+  dev.add({"CPU", cpu.name, "host", fixed(cpu.compute.peak_flops / tera, 3),
+           fixed(cpu.compute.memory_bandwidth / giga, 1), "-", "-",
+           opt.cpu ? "--machine" : "AMD product page: 3.7 GHz base, DDR4-3200 x2; Zen 3 32 FP32 FLOP/clk"});
   dev.print(out, "  ");
   out << "TPOT per layer = dense + GPU(resident) + max(PCIe load + GPU(loaded), CPU); batch B = B decode\n"
          "streams cut from the trace's decode steps and run in lock-step (see the source).\n";

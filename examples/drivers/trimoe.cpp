@@ -31,28 +31,44 @@ constexpr std::size_t num_systems = num_trimoe_systems;
 
 const char* long_name(trimoe_system s) {
   switch (s) {
-    case trimoe_system::gpu_only: return "GPU-only (fetch misses over PCIe)";
-    case trimoe_system::gpu_cpu: return "GPU+CPU, greedy";
-    case trimoe_system::gpu_ndp: return "GPU+NDP (MoNDE-like), greedy";
-    case trimoe_system::greedy: return "TriMoE +CPU (greedy)";
-    case trimoe_system::refined: return "TriMoE +Refinement (paper)";
-    case trimoe_system::relayout: return "TriMoE +Relayout/rebalancing";
-    case trimoe_system::improved: return "TriMoE improved (local search)";
-    case trimoe_system::exact: return "exact optimum (best found)";
+    case trimoe_system::gpu_only:
+      return "GPU-only (fetch misses over PCIe)";
+    case trimoe_system::gpu_cpu:
+      return "GPU+CPU, greedy";
+    case trimoe_system::gpu_ndp:
+      return "GPU+NDP (MoNDE-like), greedy";
+    case trimoe_system::greedy:
+      return "TriMoE +CPU (greedy)";
+    case trimoe_system::refined:
+      return "TriMoE +Refinement (paper)";
+    case trimoe_system::relayout:
+      return "TriMoE +Relayout/rebalancing";
+    case trimoe_system::improved:
+      return "TriMoE improved (local search)";
+    case trimoe_system::exact:
+      return "exact optimum (best found)";
   }
   return "?";
 }
 
 const char* short_name(trimoe_system s) {
   switch (s) {
-    case trimoe_system::gpu_only: return "GPU-only";
-    case trimoe_system::gpu_cpu: return "GPU+CPU";
-    case trimoe_system::gpu_ndp: return "GPU+NDP";
-    case trimoe_system::greedy: return "+CPU";
-    case trimoe_system::refined: return "+Refine";
-    case trimoe_system::relayout: return "+Relayout";
-    case trimoe_system::improved: return "improved";
-    case trimoe_system::exact: return "exact";
+    case trimoe_system::gpu_only:
+      return "GPU-only";
+    case trimoe_system::gpu_cpu:
+      return "GPU+CPU";
+    case trimoe_system::gpu_ndp:
+      return "GPU+NDP";
+    case trimoe_system::greedy:
+      return "+CPU";
+    case trimoe_system::refined:
+      return "+Refine";
+    case trimoe_system::relayout:
+      return "+Relayout";
+    case trimoe_system::improved:
+      return "improved";
+    case trimoe_system::exact:
+      return "exact";
   }
   return "?";
 }
@@ -60,23 +76,29 @@ const char* short_name(trimoe_system s) {
 /// Seed 001 Tab. 3 (GPU / CPU / NDP compute utilisation) for the system each row stands for.
 const char* paper_use(trimoe_system s) {
   switch (s) {
-    case trimoe_system::gpu_only: return "Klotski 28.6 / - / -";
-    case trimoe_system::gpu_cpu: return "En-KTransformers 57.6 / 42.0 / -";
-    case trimoe_system::gpu_ndp: return "MoNDE 33.9 / - / 70.1";
-    case trimoe_system::relayout: return "TriMoE 66.0 / 74.9 / 87.8";
-    default: return "-";
+    case trimoe_system::gpu_only:
+      return "Klotski 28.6 / - / -";
+    case trimoe_system::gpu_cpu:
+      return "En-KTransformers 57.6 / 42.0 / -";
+    case trimoe_system::gpu_ndp:
+      return "MoNDE 33.9 / - / 70.1";
+    case trimoe_system::relayout:
+      return "TriMoE 66.0 / 74.9 / 87.8";
+    default:
+      return "-";
   }
 }
 
-void print_header(const fs::path& path, const routing_trace& trace, const model_shape& shape,
-                  const trimoe_replayer& r, const options& opt, std::ostream& out) {
+void print_header(const fs::path& path, const routing_trace& trace, const model_shape& shape, const trimoe_replayer& r,
+                  const options& opt, std::ostream& out) {
   const auto& sys = r.system();
   const std::size_t S = r.num_steps(), D = r.num_dimms();
   const std::size_t B = opt.batch != 0 ? opt.batch : trimoe_default_batch(trace.info().num_experts);
   out << "trace: " << path.string() << '\n'
       << "  model " << shape.name << ", " << r.num_layers() << " layers x " << r.num_experts() << " experts, top-"
       << trace.info().top_k << "; FP16 weights\n"
-      << "  devices: " << sys.gpu().name() << " + " << sys.cpu().name() << " + " << D << " x " << sys.dimm().name() << '\n'
+      << "  devices: " << sys.gpu().name() << " + " << sys.cpu().name() << " + " << D << " x " << sys.dimm().name()
+      << '\n'
       << "  steps: B = " << B << " concurrent sequences -> " << S << " batched decode steps; step 0 warms the "
       << "predictor, steps 1.." << (S == 0 ? 0 : S - 1) << " replayed\n"
       << "  layout: EMA (alpha = " << fixed(opt.alpha, 2) << ") classes of the previous step: hot GPU-resident, "
@@ -160,8 +182,8 @@ void print_relayout(const trimoe_result& res, const trimoe_replayer& r, std::ost
     const auto i = static_cast<std::size_t>(kind);
     return std::to_string(st.taken[i]) + " of " + std::to_string(st.proposed[i]);
   };
-  out << "  +Relayout planner: " << st.plans << " plans; taken of proposed: prefetch "
-      << k(migration_kind::prefetch) << ", to striped " << k(migration_kind::relayout_to_striped) << ", to localized "
+  out << "  +Relayout planner: " << st.plans << " plans; taken of proposed: prefetch " << k(migration_kind::prefetch)
+      << ", to striped " << k(migration_kind::relayout_to_striped) << ", to localized "
       << k(migration_kind::relayout_to_localized) << ", rebalance " << k(migration_kind::rebalance) << ";\n"
       << "          moved " << fixed(static_cast<double>(st.pcie_bytes) / 1e9, 2) << " GB over PCIe and "
       << fixed(static_cast<double>(st.link_bytes) / 1e9, 2) << " GB over DIMM-Link; window filled "

@@ -117,18 +117,23 @@ class progress {
     f();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
     std::cerr << ' ' << fixed(dt.count(), 1) << " s\n";
+    for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
+    notes_.clear();
   }
+  /// A line printed under the current stage's.
+  void note(std::string line) { notes_.push_back(std::move(line)); }
 
  private:
   std::size_t total_ = 0, done_ = 0;
+  std::vector<std::string> notes_;
 };
 
 /// A file name made of the safe characters of `s`.
 std::string slug(const std::string& s) {
   std::string out;
   for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                    c == '_' || c == '.';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
     out += ok ? c : '_';
   }
   return out.empty() ? std::string("trace") : out;
@@ -155,7 +160,8 @@ std::string device_line(const device_spec& d) {
   std::string s = d.name + ": " + fixed(d.compute.peak_flops / tera, 1) + " TFLOP/s, " +
                   fixed(d.compute.memory_bandwidth / giga, 1) + " GB/s memory";
   if (d.num_units > 1) s += ", " + std::to_string(d.num_units) + " units";
-  if (std::isfinite(d.weight_link.bandwidth)) s += ", weights in at " + fixed(d.weight_link.bandwidth / giga, 1) + " GB/s";
+  if (std::isfinite(d.weight_link.bandwidth))
+    s += ", weights in at " + fixed(d.weight_link.bandwidth / giga, 1) + " GB/s";
   return s;
 }
 
@@ -273,9 +279,9 @@ similarity_data prefill_decode_similarity(const routing_trace& t) {
 }
 
 struct hit_ratio_data {
-  std::vector<std::uint64_t> capacities;  // per layer
-  std::vector<std::string> policies;      // the last one is Belady
-  std::vector<std::vector<double>> ratio; // [policy][capacity]
+  std::vector<std::uint64_t> capacities;   // per layer
+  std::vector<std::string> policies;       // the last one is Belady
+  std::vector<std::vector<double>> ratio;  // [policy][capacity]
   std::uint64_t accesses = 0;
 };
 
@@ -302,10 +308,13 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
     d.policies.push_back(sticky ? std::string(e.name) + " + short-horizon predictor" : std::string(e.name));
     std::vector<double> row;
     for (std::uint64_t c : d.capacities) {
-      const cache_config cc{.num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c,
+      const cache_config cc{.num_layers = info.num_layers,
+                            .num_experts = info.num_experts,
+                            .capacity = c,
                             .scope = capacity_scope::per_layer};
       if (sticky) {
-        short_horizon_predictor p({.num_layers = info.num_layers, .num_experts = info.num_experts, .top_k = info.top_k});
+        short_horizon_predictor p(
+            {.num_layers = info.num_layers, .num_experts = info.num_experts, .top_k = info.top_k});
         row.push_back(replay_cache_with_prefetch<any_eviction_policy>(t, cc, e.defaults, p).stats.hit_ratio());
       } else {
         row.push_back(replay_cache(t, cc, e.defaults).stats.hit_ratio());
@@ -316,7 +325,9 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
   d.policies.emplace_back("Belady (MIN)");
   std::vector<double> row;
   for (std::uint64_t c : d.capacities) {
-    const cache_config cc{.num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c,
+    const cache_config cc{.num_layers = info.num_layers,
+                          .num_experts = info.num_experts,
+                          .capacity = c,
                           .scope = capacity_scope::per_layer};
     row.push_back(replay_cache<belady_policy>(t, cc).stats.hit_ratio());
   }
@@ -326,8 +337,8 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
 
 /// Labels of the TriMoE systems, in `trimoe_system` order.
 constexpr const char* trimoe_labels[num_trimoe_systems] = {
-    "GPU-only",        "GPU+CPU",          "GPU+NDP (MoNDE-like)", "TriMoE +CPU (greedy)",
-    "TriMoE +Refinement (paper)", "TriMoE +Relayout", "TriMoE improved", "exact optimum"};
+    "GPU-only",         "GPU+CPU",         "GPU+NDP (MoNDE-like)", "TriMoE +CPU (greedy)", "TriMoE +Refinement (paper)",
+    "TriMoE +Relayout", "TriMoE improved", "exact optimum"};
 
 /// TriMoE: each system's makespan per MoE layer, with the lower bound.
 std::string trimoe_makespan_plot(const examples::trimoe::result& r) {
@@ -430,13 +441,13 @@ struct section_text {
 };
 
 template <class F>
-section_text capture(const std::string& family, const std::string& trace, F&& f) {
+section_text capture(progress& bar, const std::string& family, F&& f) {
   std::ostringstream os;
   try {
     f(os);
     return {true, os.str()};
   } catch (const std::exception& e) {
-    std::cerr << "\nreport: " << family << " did not run on " << trace << ": " << e.what() << '\n';
+    bar.note(family + " did not run: " + e.what());
     return {false, e.what()};
   }
 }
@@ -465,7 +476,8 @@ void run_report(const report_options& o) {
   std::vector<std::string> used;
   for (const auto& trace_path : o.traces) {
     const fs::path path = trace_path;
-    std::string name = slug(path.has_stem() && !fs::is_directory(path) ? path.stem().string() : path.filename().string());
+    std::string name =
+        slug(path.has_stem() && !fs::is_directory(path) ? path.stem().string() : path.filename().string());
     while (std::find(used.begin(), used.end(), name) != used.end()) name += "_";
     used.push_back(name);
     const fs::path dir = out / name;
@@ -481,8 +493,8 @@ void run_report(const report_options& o) {
        << "`" << trace_path << "`: " << (info.model.empty() ? std::string("model not recorded") : info.model) << "; "
        << info.num_layers << " MoE layers x " << info.num_experts << " experts, top-" << info.top_k << "; "
        << sum.requests.size() << " request(s), " << trace->steps().size() << " steps, " << sum.rows
-       << " rows; tokens: prefill " << sum.prefill_tokens << ", decode " << sum.decode_tokens << "; model preset: "
-       << (shape ? shape->name : std::string("none (the priced families do not run)")) << ".\n\n";
+       << " rows; tokens: prefill " << sum.prefill_tokens << ", decode " << sum.decode_tokens
+       << "; model preset: " << (shape ? shape->name : std::string("none (the priced families do not run)")) << ".\n\n";
 
     // Heatmaps.
     bar.stage(name + ": activation heatmaps", [&] {
@@ -571,7 +583,8 @@ void run_report(const report_options& o) {
     // The drivers.
     bar.stage(name + ": TriMoE scheduling", [&] {
       examples::trimoe::result r;
-      const section_text s = capture("trimoe", name, [&](std::ostream& os) { r = examples::trimoe::run(path, dev.trimoe, os); });
+      const section_text s =
+          capture(bar, "trimoe", [&](std::ostream& os) { r = examples::trimoe::run(path, dev.trimoe, os); });
       md << "### Makespan scheduling on GPU + CPU + DIMM-NDP (TriMoE, seed 001)\n\n";
       if (s.ok && r.replayed_steps > 0) {
         write_file(dir / "makespan-per-layer.svg", trimoe_makespan_plot(r));
@@ -583,7 +596,8 @@ void run_report(const report_options& o) {
     });
     bar.stage(name + ": DynaExq residency", [&] {
       examples::dynaexq::result r;
-      const section_text s = capture("dynaexq", name, [&](std::ostream& os) { r = examples::dynaexq::run(path, {}, os); });
+      const section_text s =
+          capture(bar, "dynaexq", [&](std::ostream& os) { r = examples::dynaexq::run(path, {}, os); });
       md << "### Precision residency (DynaExq, seed 003)\n\n";
       if (s.ok) {
         write_file(dir / "residency-share.svg", residency_share_plot(r));
@@ -597,16 +611,16 @@ void run_report(const report_options& o) {
       examples::context_aware_ndp::options opt = dev.context_aware;
       opt.loss_table = loss_table_for();
       const section_text s =
-          capture("context_aware_ndp", name, [&](std::ostream& os) { examples::context_aware_ndp::run(path, opt, os); });
+          capture(bar, "context_aware_ndp", [&](std::ostream& os) { examples::context_aware_ndp::run(path, opt, os); });
       md << "### Context-aware placement and mixed precision on GPU + CXL-NDP (seed 000)\n\n";
       code_block(md, s);
     });
     bar.stage(name + ": caching over CXL and on the edge", [&] {
       const section_text c =
-          capture("cxl_prefetch", name, [&](std::ostream& os) { examples::cxl_prefetch::run(path, dev.cxl, os); });
+          capture(bar, "cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, dev.cxl, os); });
       md << "### Expert cache and prefetch over CXL vs PCIe (CXL-MoE, seed 002)\n\n";
       code_block(md, c);
-      const section_text e = capture("edge_offload", name, [&](std::ostream& os) {
+      const section_text e = capture(bar, "edge_offload", [&](std::ostream& os) {
         examples::edge_offload::print_settings(dev.edge, os);
         examples::edge_offload::run(path, dev.edge, os);
       });
