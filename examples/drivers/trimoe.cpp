@@ -3,6 +3,7 @@
 #include "drivers/trimoe.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -29,6 +30,39 @@ std::string ms(double s) { return fixed(s * 1e3, 3); }
 
 constexpr std::size_t num_systems = num_trimoe_systems;
 
+/// Per replayed step: each system's time (Σ over layers) and, for the two +Relayout rows,
+/// the activated experts that ran from a localized layout.
+struct step_figures {
+  std::array<seconds, num_systems> makespan{};
+  std::array<std::size_t, 2> localized{};
+};
+
+/// Replays every step, keeping the figures of each replayed step.
+std::vector<step_figures> replay_by_step(trimoe_replayer& r) {
+  std::vector<step_figures> steps;
+  std::array<seconds, num_systems> sum{};
+  std::array<std::size_t, 2> localized{};
+  while (!r.done()) {
+    r.replay_step();
+    const trimoe_result now = r.result();
+    if (now.replayed_steps == 0) continue;
+    const auto n = static_cast<double>(now.replayed_steps);
+    step_figures f;
+    for (std::size_t s = 0; s < num_systems; ++s) {
+      const seconds total = now.systems[s].step.makespan * n;
+      f.makespan[s] = total - sum[s];
+      sum[s] = total;
+    }
+    const std::size_t active[2] = {now.relayout.localized_active, now.relayout_benefit.localized_active};
+    for (std::size_t k = 0; k < 2; ++k) {
+      f.localized[k] = active[k] - localized[k];
+      localized[k] = active[k];
+    }
+    steps.push_back(f);
+  }
+  return steps;
+}
+
 const char* long_name(trimoe_system s) {
   switch (s) {
     case trimoe_system::gpu_only:
@@ -43,6 +77,8 @@ const char* long_name(trimoe_system s) {
       return "TriMoE +Refinement (paper)";
     case trimoe_system::relayout:
       return "TriMoE +Relayout/rebalancing";
+    case trimoe_system::relayout_benefit:
+      return "TriMoE +Relayout (benefit rule)";
     case trimoe_system::improved:
       return "TriMoE improved (local search)";
     case trimoe_system::exact:
@@ -65,6 +101,8 @@ const char* short_name(trimoe_system s) {
       return "+Refine";
     case trimoe_system::relayout:
       return "+Relayout";
+    case trimoe_system::relayout_benefit:
+      return "+RL benefit";
     case trimoe_system::improved:
       return "improved";
     case trimoe_system::exact:
@@ -119,7 +157,12 @@ void print_header(const fs::path& path, const routing_trace& trace, const model_
   } else {
     out << "as many as the class layout holds (the predicted-hot count)";
   }
-  out << '\n';
+  out << '\n'
+      << "  +Relayout relayouts by predicted class (warm/hot localized -> striped, cold striped -> localized); "
+      << "+Relayout (benefit rule)\n"
+      << "          runs the same machinery on its own state but proposes striping any localized expert and "
+      << "localizing any\n"
+      << "          striped expert not predicted hot; both keep a relayout only when the predicted step gains\n";
 }
 
 void print_layers(const trimoe_result& res, std::ostream& out) {
@@ -164,37 +207,44 @@ void print_end_to_end(const trimoe_result& res, std::size_t exact_nodes, std::os
          fixed(base / res.step_bound, 2) + "x", "-", "-", "-", "-", "-"});
   t.print(out, "    ");
   const auto& rl = res.relayout;
+  const auto& rb = res.relayout_benefit;
   out << "  exact: " << res.exact_proven << " of " << res.problems << " class-layout problems and " << rl.proven
       << " of " << res.problems << " +Relayout problems proven optimal within " << exact_nodes
       << " nodes; gaps are makespan / optimum - 1 over those (+Relayout against the optimum of its own layouts, "
-      << ms(rl.exact_step_seconds) << " ms/step)\n";
+      << ms(rl.exact_step_seconds) << " ms/step)\n"
+      << "  exact, +Relayout (benefit rule): " << rb.proven << " of " << res.problems
+      << " problems proven optimal; the optimum of its own layouts is " << ms(rb.exact_step_seconds) << " ms/step\n";
   const auto m = [&](trimoe_system s) { return res[s].step.makespan; };
   using enum trimoe_system;
   out << "  ablation (paper Fig. 8, batch 512: +CPU 1.75x, +Refinement 1.28x, +Relayout 1.16x): +CPU "
       << fixed(m(gpu_ndp) / m(greedy), 2) << "x over GPU+NDP, +Refinement " << fixed(m(greedy) / m(refined), 2)
-      << "x, +Relayout " << fixed(m(refined) / m(relayout), 2) << "x; improved " << fixed(m(refined) / m(improved), 2)
+      << "x, +Relayout " << fixed(m(refined) / m(relayout), 2) << "x (benefit rule "
+      << fixed(m(refined) / m(relayout_benefit), 2) << "x); improved " << fixed(m(refined) / m(improved), 2)
       << "x over +Refinement\n";
 }
 
-void print_relayout(const trimoe_result& res, const trimoe_replayer& r, std::ostream& out) {
-  const auto& st = res.relayout;
+void print_relayout(const trimoe_result& res, const trimoe_replayer& r, const std::vector<step_figures>& by_step,
+                    trimoe_system row, std::ostream& out) {
+  const bool literal = row == trimoe_system::relayout;
+  const char* name = literal ? "+Relayout" : "+Relayout (benefit rule)";
+  const auto& st = res.relayout_stats(row);
   const auto k = [&](migration_kind kind) {
     const auto i = static_cast<std::size_t>(kind);
     return std::to_string(st.taken[i]) + " of " + std::to_string(st.proposed[i]);
   };
-  out << "  +Relayout planner: " << st.plans << " plans; taken of proposed: prefetch " << k(migration_kind::prefetch)
-      << ", to striped " << k(migration_kind::relayout_to_striped) << ", to localized "
+  out << "  " << name << " planner: " << st.plans << " plans; taken of proposed: prefetch "
+      << k(migration_kind::prefetch) << ", to striped " << k(migration_kind::relayout_to_striped) << ", to localized "
       << k(migration_kind::relayout_to_localized) << ", rebalance " << k(migration_kind::rebalance) << ";\n"
       << "          moved " << fixed(static_cast<double>(st.pcie_bytes) / 1e9, 2) << " GB over PCIe and "
       << fixed(static_cast<double>(st.link_bytes) / 1e9, 2) << " GB over DIMM-Link; window filled "
       << pct(st.window_seconds > 0.0 ? st.transfer_seconds / st.window_seconds : 0.0) << " on average, "
       << pct(st.max_fill) << " at most; " << st.evictions << " HBM residents dropped\n";
 
-  // Where +Relayout stands against GPU+CPU, from its per-domain times.
-  const auto& rl = res[trimoe_system::relayout];
+  // Where the row stands against GPU+CPU, from its per-domain times.
+  const auto& rl = res[row];
   const auto& gc = res[trimoe_system::gpu_cpu];
   if (rl.step.makespan <= gc.step.makespan) {
-    out << "  +Relayout is " << fixed(gc.step.makespan / rl.step.makespan, 2) << "x faster than GPU+CPU\n";
+    out << "  " << name << " is " << fixed(gc.step.makespan / rl.step.makespan, 2) << "x faster than GPU+CPU\n";
     return;
   }
   const double ndp_calc = rl.ndp.compute * rl.step.makespan;
@@ -202,7 +252,7 @@ void print_relayout(const trimoe_result& res, const trimoe_replayer& r, std::ost
   for (const auto& x : rl.layers) dimm_bound += x.max_dimm >= std::max(x.gpu, x.cpu) ? std::size_t{1} : std::size_t{0};
   const auto& sys = r.system();
   const expert_key key{0, 0};
-  out << "  +Relayout still trails GPU+CPU (" << ms(rl.step.makespan) << " vs " << ms(gc.step.makespan)
+  out << "  " << name << " still trails GPU+CPU (" << ms(rl.step.makespan) << " vs " << ms(gc.step.makespan)
       << " ms/step). Per domain, summed over layers: max DIMM " << ms(rl.step.max_dimm) << ", GPU " << ms(rl.step.gpu)
       << ", CPU " << ms(rl.step.cpu) << " ms/step;\n"
       << "          the DIMMs average " << ms(rl.step.mean_dimm) << " ms/step busy, " << ms(ndp_calc)
@@ -210,13 +260,35 @@ void print_relayout(const trimoe_result& res, const trimoe_replayer& r, std::ost
   if (st.localized_active == 0) return;
   const double tokens = static_cast<double>(st.localized_tokens) / static_cast<double>(st.localized_active);
   const auto typical = static_cast<std::uint32_t>(std::max(1.0, std::round(tokens)));
-  out << "          The planner stripes only experts predicted warm or hot, so predicted-cold experts stay localized;"
-      << " an activated\n"
-      << "          localized expert carries " << fixed(tokens, 1) << " tokens on average here: its DIMM's NDP runs "
-      << typical << " tokens in " << ms(sys.ndp_seconds(key, fp16, typical)) << " ms and a host read of it takes "
+  if (literal) {
+    out << "          The planner stripes only experts predicted warm or hot, so predicted-cold experts stay localized;"
+        << " an activated\n"
+        << "          localized expert";
+  } else {
+    const bytes w = sys.weight_bytes(key, fp16);
+    out << "          The planner may stripe any localized expert the predicted step gains from, each move "
+        << ms(sys.dimm().transfer_seconds(w)) << " ms over DIMM-Link\n"
+        << "          within the window, starting from step 1's class layout (the same for both rows); an activated"
+        << " localized expert";
+  }
+  out << " carries " << fixed(tokens, 1) << " tokens on average here: its DIMM's NDP runs " << typical << " tokens in "
+      << ms(sys.ndp_seconds(key, fp16, typical)) << " ms and a host read of it takes "
       << ms(sys.dram_seconds(key, fp16, expert_layout::localized(0))) << " ms,\n"
       << "          against " << ms(sys.cpu_seconds(key, fp16, typical, expert_layout::striped()))
       << " ms on the CPU from a striped copy.\n";
+  if (by_step.empty()) return;
+  const auto list = [&](auto value) {
+    std::string x;
+    for (std::size_t i = 0; i < by_step.size(); ++i) x += (i == 0 ? "" : ", ") + value(by_step[i]);
+    return x;
+  };
+  const std::size_t slot = literal ? 0 : 1;
+  out << "          Per replayed step (1.." << by_step.size()
+      << "), ms: " << list([&](const step_figures& f) { return ms(f.makespan[static_cast<std::size_t>(row)]); })
+      << " (GPU+CPU "
+      << list([](const step_figures& f) { return ms(f.makespan[static_cast<std::size_t>(trimoe_system::gpu_cpu)]); })
+      << "); activated localized experts "
+      << list([&](const step_figures& f) { return std::to_string(f.localized[slot]); }) << ".\n";
 }
 
 void print_use(const trimoe_result& res, std::ostream& out) {
@@ -236,8 +308,10 @@ void print_use(const trimoe_result& res, std::ostream& out) {
   }
   t.print(out, "    ");
   const auto& rl = res[trimoe_system::relayout];
+  const auto& rb = res[trimoe_system::relayout_benefit];
   out << "  +Relayout mean compute utilisation over the three domains: "
-      << pct((rl.gpu.compute + rl.cpu.compute + rl.ndp.compute) / 3.0) << " (paper: 76.2 %)\n";
+      << pct((rl.gpu.compute + rl.cpu.compute + rl.ndp.compute) / 3.0) << " (paper: 76.2 %); benefit rule "
+      << pct((rb.gpu.compute + rb.cpu.compute + rb.ndp.compute) / 3.0) << "\n";
 }
 
 void print_prediction(const trimoe_result& res, double alpha, std::ostream& out) {
@@ -275,11 +349,12 @@ result run(const fs::path& path, const options& opt, std::ostream& out) {
     out << "  fewer than 2 batched steps at B = " << B << ": nothing to replay\n";
     return replayer.result();
   }
-  replayer.replay_all();
+  const std::vector<step_figures> by_step = replay_by_step(replayer);
   const trimoe_result res = replayer.result();
   print_layers(res, out);
   print_end_to_end(res, opt.exact_nodes, out);
-  print_relayout(res, replayer, out);
+  print_relayout(res, replayer, by_step, trimoe_system::relayout, out);
+  print_relayout(res, replayer, by_step, trimoe_system::relayout_benefit, out);
   print_use(res, out);
   print_prediction(res, opt.alpha, out);
   return res;

@@ -336,9 +336,15 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
 }
 
 /// Labels of the TriMoE systems, in `trimoe_system` order.
-constexpr const char* trimoe_labels[num_trimoe_systems] = {
-    "GPU-only",         "GPU+CPU",         "GPU+NDP (MoNDE-like)", "TriMoE +CPU (greedy)", "TriMoE +Refinement (paper)",
-    "TriMoE +Relayout", "TriMoE improved", "exact optimum"};
+constexpr const char* trimoe_labels[num_trimoe_systems] = {"GPU-only",
+                                                           "GPU+CPU",
+                                                           "GPU+NDP (MoNDE-like)",
+                                                           "TriMoE +CPU (greedy)",
+                                                           "TriMoE +Refinement (paper)",
+                                                           "TriMoE +Relayout",
+                                                           "TriMoE +Relayout (benefit rule)",
+                                                           "TriMoE improved",
+                                                           "exact optimum"};
 
 /// TriMoE: each system's makespan per MoE layer, with the lower bound.
 std::string trimoe_makespan_plot(const examples::trimoe::result& r) {
@@ -368,8 +374,9 @@ std::string trimoe_makespan_plot(const examples::trimoe::result& r) {
 /// TriMoE: busy time of each device per MoE layer, for each system (the devices run in
 /// parallel, so a layer's makespan is its tallest segment, not the stack).
 std::string trimoe_device_plot(const examples::trimoe::result& r) {
-  const trimoe_system shown_systems[] = {trimoe_system::gpu_only, trimoe_system::gpu_cpu,  trimoe_system::gpu_ndp,
-                                         trimoe_system::refined,  trimoe_system::relayout, trimoe_system::improved};
+  const trimoe_system shown_systems[] = {
+      trimoe_system::gpu_only, trimoe_system::gpu_cpu,          trimoe_system::gpu_ndp, trimoe_system::refined,
+      trimoe_system::relayout, trimoe_system::relayout_benefit, trimoe_system::improved};
   svg::stacked_bars_spec spec;
   spec.title = "Busy time per device and MoE layer (devices run in parallel: the makespan is the largest segment)";
   spec.x_label = "MoE layer";

@@ -1,8 +1,8 @@
 // Tests of sim/trimoe_replay.hpp: every system, the per-layer and end-to-end figures, the
-// utilisation and the prediction block on a hand-worked toy replay; the +Relayout window;
-// the configuration errors; and invariants on the bundled Granite trace, where
-// `replay_step` is also checked to allocate nothing (this executable counts every global
-// operator new).
+// utilisation and the prediction block on a hand-worked toy replay; the +Relayout window
+// (both rows: the class-change and the benefit relayout rule); the configuration errors;
+// and invariants on the bundled Granite trace, where `replay_step` is also checked to
+// allocate nothing (this executable counts every global operator new).
 #include "moepolicy/sim/trimoe_replay.hpp"
 
 #include <doctest/doctest.h>
@@ -130,7 +130,21 @@ TEST_CASE("hand-worked toy replay: every system, the figures per layer and per s
   CHECK(st.localized_tokens == 3);
   CHECK(st.proven == 2);
   CHECK(st.exact_step_seconds == doctest::Approx(1.25 * ms));
-  for (trimoe_system s : {greedy, refined, improved, relayout}) {
+  // +Relayout, benefit rule: besides striping e2, e1 (warm, striped, predicted 3 tokens) is a
+  // candidate to localize on DIMM 0 (neither DIMM holds predicted cold NDP time; the first);
+  // its 1 ms read there would lift DIMM 0 from 1.5 to 2 ms in the predicted step, so it is
+  // not proposed, and the row makes the same move as +Relayout.
+  check_times(r[relayout_benefit].layers[0], 1.25 * ms, 0.504 * ms, 0.75 * ms, 1.25 * ms, 1.0 * ms);
+  const auto& sb = r.relayout_benefit;
+  CHECK(sb.plans == 1);
+  CHECK(sb.proposed == std::array<std::size_t, 4>{0, 1, 0, 0});
+  CHECK(sb.taken == std::array<std::size_t, 4>{0, 1, 0, 0});
+  CHECK(sb.link_bytes == 6'000'000);
+  CHECK(sb.window_seconds == doctest::Approx(1.5 * ms));
+  CHECK(sb.localized_active == 1);
+  CHECK(sb.proven == 2);
+  CHECK(sb.exact_step_seconds == doctest::Approx(1.25 * ms));
+  for (trimoe_system s : {greedy, refined, improved, relayout, relayout_benefit}) {
     CHECK(r[s].has_gap);
     CHECK(r[s].proven == 2);
     CHECK(r[s].gap_max == doctest::Approx(0.0));
@@ -183,6 +197,8 @@ TEST_CASE("+Relayout takes a move only when its transfer fits the window") {
     CHECK(r.relayout.proposed == std::array<std::size_t, 4>{0, 1, 0, 0});
     CHECK(r.relayout.taken == std::array<std::size_t, 4>{0, 0, 0, 0});
     CHECK(r.relayout.window_seconds == doctest::Approx(0.75 * ms));
+    CHECK(r.relayout_benefit.taken == std::array<std::size_t, 4>{0, 0, 0, 0});
+    CHECK(rp.relayout_layouts(0, relayout_benefit)[2] == expert_layout::localized(0));
     CHECK(r.relayout.max_fill == 0.0);
     CHECK(rp.last_taken(0).empty());
     CHECK(rp.relayout_layouts(0)[2] == expert_layout::localized(0));
@@ -203,13 +219,19 @@ TEST_CASE("+Relayout takes a move only when its transfer fits the window") {
     CHECK(rp.last_window(0) == 1.0 * ms);
     CHECK(rp.relayout_layouts(0)[2] == expert_layout::striped());
     CHECK(rp.result()[relayout].step.makespan == doctest::Approx(1.25 * ms));
+    REQUIRE(rp.last_taken(0, relayout_benefit).size() == 1);
+    CHECK(rp.last_taken(0, relayout_benefit)[0].expert == 2);
+    CHECK(rp.last_window(0, relayout_benefit) == 1.0 * ms);
+    CHECK(rp.relayout_layouts(0, relayout_benefit)[2] == expert_layout::striped());
   }
   SUBCASE("a zero window moves nothing") {
     trimoe_replay_config c;
     c.relayout.window_scale = 0.0;
     const trimoe_result r = replay_trimoe(steps, toy, toy_machine(), c);
     CHECK(r.relayout.taken == std::array<std::size_t, 4>{0, 0, 0, 0});
+    CHECK(r.relayout_benefit.taken == std::array<std::size_t, 4>{0, 0, 0, 0});
     CHECK(r[relayout].step.makespan == doctest::Approx(1.5 * ms));
+    CHECK(r[relayout_benefit].step.makespan == doctest::Approx(1.5 * ms));
   }
 }
 
@@ -258,10 +280,11 @@ TEST_CASE("fewer than two steps: nothing replayed, zero figures") {
   CHECK(r.replayed_steps == 0);
   CHECK(r.problems == 0);
   CHECK(r[relayout].step.makespan == 0.0);
+  CHECK(r[relayout_benefit].step.makespan == 0.0);
   CHECK(r[gpu_only].gpu.busy == 0.0);
 }
 
-TEST_CASE("bundled Granite trace: invariants, +Relayout's moves, and no allocation per step") {
+TEST_CASE("bundled Granite trace: invariants, both +Relayout rows' moves, and no allocation per step") {
   const routing_trace trace =
       read_canonical(test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace");
   const model_shape shape = models::granite_3_1_1b_a400m();
@@ -274,14 +297,20 @@ TEST_CASE("bundled Granite trace: invariants, +Relayout's moves, and no allocati
 
   // An independent EMA, fed the same loads, for the expected classes.
   ema_load_predictor ema(L, E);
-  std::vector<expert_layout> before(L * E);
-  std::vector<std::uint8_t> before_res(L * E);
+  constexpr trimoe_system rows[2] = {relayout, relayout_benefit};
+  std::vector<expert_layout> before[2] = {std::vector<expert_layout>(L * E), std::vector<expert_layout>(L * E)};
+  std::vector<std::uint8_t> before_res[2] = {std::vector<std::uint8_t>(L * E), std::vector<std::uint8_t>(L * E)};
+  const bytes w = rp.system().weight_bytes(expert_key{0, 0}, fp16);
+  std::size_t benefit_only = 0;  // relayouts of the benefit row the class rule would not propose
   long allocated = 0;
   for (std::size_t t = 0; t < S; ++t) {
-    for (std::size_t l = 0; l < L; ++l) {
-      const auto lid = static_cast<layer_id>(l);
-      std::copy_n(rp.relayout_layouts(lid).begin(), E, before.begin() + static_cast<std::ptrdiff_t>(l * E));
-      std::copy_n(rp.relayout_resident(lid).begin(), E, before_res.begin() + static_cast<std::ptrdiff_t>(l * E));
+    for (std::size_t k = 0; k < 2; ++k) {
+      for (std::size_t l = 0; l < L; ++l) {
+        const auto lid = static_cast<layer_id>(l);
+        const auto at = static_cast<std::ptrdiff_t>(l * E);
+        std::copy_n(rp.relayout_layouts(lid, rows[k]).begin(), E, before[k].begin() + at);
+        std::copy_n(rp.relayout_resident(lid, rows[k]).begin(), E, before_res[k].begin() + at);
+      }
     }
     allocated += static_cast<long>(count_allocations([&] { rp.replay_step(); }));
     for (std::size_t l = 0; l < L; ++l) {
@@ -289,52 +318,85 @@ TEST_CASE("bundled Granite trace: invariants, +Relayout's moves, and no allocati
       const auto loads = steps.loads(t, l);
       ema.update(lid, loads);
       const auto classes = ema.predicted_classes(lid);
-      const auto lay = rp.relayout_layouts(lid);
-      const auto res = rp.relayout_resident(lid);
+      const auto predicted = ema.predicted_loads(lid);
       const std::size_t hot = static_cast<std::size_t>(std::count(classes.begin(), classes.end(), hotness::hot));
-      INFO("step ", t, " layer ", l);
-      if (t == 0) {
-        // The start: step 1's class layout.
+      for (std::size_t k = 0; k < 2; ++k) {
+        const trimoe_system row = rows[k];
+        const auto lay = rp.relayout_layouts(lid, row);
+        const auto res = rp.relayout_resident(lid, row);
+        INFO("step ", t, " layer ", l, " ", to_string(row));
+        if (t == 0) {
+          // The start: step 1's class layout.
+          for (std::size_t e = 0; e < E; ++e) {
+            const bool cold = classes[e] == hotness::cold;
+            CHECK(lay[e] == (cold ? expert_layout::localized(static_cast<std::uint16_t>((l * E + e) % D))
+                                  : expert_layout::striped()));
+            CHECK(res[e] == (classes[e] == hotness::hot ? 1 : 0));
+          }
+          continue;
+        }
+        const bool active = std::any_of(loads.begin(), loads.end(), [](std::uint32_t x) { return x > 0; });
+        const bool planned = active && t + 1 < S;
+        // The state after the plan is the state before with the taken tasks applied; the
+        // taken tasks fit the window and follow the row's relayout rule; residents stay
+        // within the slots (the hot count).
+        const auto at = static_cast<std::ptrdiff_t>(l * E), to = static_cast<std::ptrdiff_t>((l + 1) * E);
+        std::vector<expert_layout> expect(before[k].begin() + at, before[k].begin() + to);
+        std::vector<std::uint8_t> grown(before_res[k].begin() + at, before_res[k].begin() + to);
+        if (planned) {
+          seconds used = 0.0;
+          for (const auto& task : rp.last_taken(lid, row)) {
+            CHECK(task.taken);
+            used += task.transfer_seconds;
+            const std::size_t e = task.expert;
+            if (task.kind == migration_kind::relayout_to_striped) {
+              CHECK(expect[e].is_localized());
+              CHECK((row == relayout ? classes[e] != hotness::cold : predicted[e] > 0.0));
+              if (row == relayout_benefit && classes[e] == hotness::cold) ++benefit_only;
+            } else if (task.kind == migration_kind::relayout_to_localized) {
+              CHECK(expect[e].is_striped());
+              CHECK((row == relayout ? classes[e] == hotness::cold : classes[e] != hotness::hot));
+              if (row == relayout_benefit && classes[e] != hotness::cold) ++benefit_only;
+            }
+          }
+          CHECK(used <= rp.last_window(lid, row) * (1 + 1e-12));
+          // The window is the layer's executed makespan of the row (the last layer's is at hand).
+          if (l + 1 == L) CHECK(rp.last_window(lid, row) == rp.last_schedule(row).makespan);
+          apply_migrations(rp.last_taken(lid, row), expect, grown);
+          CHECK(static_cast<std::size_t>(std::count(res.begin(), res.end(), 1)) <= hot);
+        }
         for (std::size_t e = 0; e < E; ++e) {
-          const bool cold = classes[e] == hotness::cold;
-          CHECK(lay[e] == (cold ? expert_layout::localized(static_cast<std::uint16_t>((l * E + e) % D))
-                                : expert_layout::striped()));
-          CHECK(res[e] == (classes[e] == hotness::hot ? 1 : 0));
+          CHECK(lay[e] == expect[e]);
+          CHECK(res[e] <= grown[e]);  // residents are kept or dropped, never added outside the plan
         }
-        continue;
-      }
-      const bool active = std::any_of(loads.begin(), loads.end(), [](std::uint32_t x) { return x > 0; });
-      const bool planned = active && t + 1 < S;
-      // The state after the plan is the state before with the taken tasks applied; the
-      // taken tasks fit the window; residents stay within the slots (the hot count).
-      std::vector<expert_layout> expect(before.begin() + static_cast<std::ptrdiff_t>(l * E),
-                                        before.begin() + static_cast<std::ptrdiff_t>((l + 1) * E));
-      std::vector<std::uint8_t> grown(before_res.begin() + static_cast<std::ptrdiff_t>(l * E),
-                                      before_res.begin() + static_cast<std::ptrdiff_t>((l + 1) * E));
-      if (planned) {
-        seconds used = 0.0;
-        for (const auto& task : rp.last_taken(lid)) {
-          CHECK(task.taken);
-          used += task.transfer_seconds;
-        }
-        CHECK(used <= rp.last_window(lid) * (1 + 1e-12));
-        // The window is the layer's executed +Relayout makespan (the last layer's is at hand).
-        if (l + 1 == L) CHECK(rp.last_window(lid) == rp.last_schedule(relayout).makespan);
-        apply_migrations(rp.last_taken(lid), expect, grown);
-        CHECK(static_cast<std::size_t>(std::count(res.begin(), res.end(), 1)) <= hot);
-      }
-      for (std::size_t e = 0; e < E; ++e) {
-        CHECK(lay[e] == expect[e]);
-        CHECK(res[e] <= grown[e]);  // residents are kept or dropped, never added outside the plan
       }
     }
   }
   CHECK(allocated == 0);
+  CHECK(benefit_only > 0);  // the benefit rule does move experts the class rule would leave
 
   const trimoe_result r = rp.result();
   CHECK(r.problems == (S - 1) * L);
-  CHECK(r.relayout.plans == (S - 2) * L);
-  CHECK(r.relayout.max_fill <= 1.0 + 1e-12);
+  for (const trimoe_system row : rows) {
+    INFO(to_string(row));
+    const trimoe_relayout_stats& st = r.relayout_stats(row);
+    CHECK(st.plans == (S - 2) * L);
+    CHECK(st.max_fill <= 1.0 + 1e-12);
+    std::size_t link_moves = 0;
+    for (std::size_t k = 0; k < 4; ++k) {
+      CHECK(st.taken[k] <= st.proposed[k]);
+      link_moves += k == static_cast<std::size_t>(migration_kind::prefetch) ? 0 : st.taken[k];
+    }
+    CHECK(st.pcie_bytes == st.taken[static_cast<std::size_t>(migration_kind::prefetch)] * w);
+    CHECK(st.link_bytes == link_moves * w);
+    CHECK(st.transfer_seconds <= st.window_seconds * (1 + 1e-12));
+    CHECK(st.proven == r.problems);
+    CHECK(st.exact_step_seconds <= r[row].step.makespan * (1 + 1e-9));
+  }
+  // The default row is the class-change rule, the new row the benefit rule.
+  CHECK(r.relayout.proposed != r.relayout_benefit.proposed);
+  CHECK(&r.relayout_stats(relayout) == &r.relayout);
+  CHECK(&r.relayout_stats(relayout_benefit) == &r.relayout_benefit);
   const double tol = 1e-9;
   for (const auto& s : r.systems) {
     INFO(to_string(s.system));
@@ -355,8 +417,9 @@ TEST_CASE("bundled Granite trace: invariants, +Relayout's moves, and no allocati
       CHECK(d->busy <= 1.0 + tol);
       CHECK(d->flops >= 0.0);
     }
+    CHECK(s.has_gap == (s.system == greedy || s.system == refined || s.system == improved || is_relayout(s.system)));
     if (s.has_gap) {
-      CHECK(s.proven == (s.system == relayout ? r.relayout.proven : r.exact_proven));
+      CHECK(s.proven == (is_relayout(s.system) ? r.relayout_stats(s.system).proven : r.exact_proven));
       CHECK(s.gap_mean >= 0.0);
       CHECK(s.gap_max >= s.gap_mean);
     }
@@ -366,7 +429,6 @@ TEST_CASE("bundled Granite trace: invariants, +Relayout's moves, and no allocati
   CHECK(r[exact].step.makespan <= r[refined].step.makespan * (1 + tol));
   CHECK(r[refined].step.makespan <= r[greedy].step.makespan * (1 + tol));
   CHECK(r.step_bound <= r[exact].step.makespan * (1 + tol));
-  CHECK(r.relayout.exact_step_seconds <= r[relayout].step.makespan * (1 + tol));
   // Systems without a domain leave it idle.
   CHECK(r[gpu_only].gpu.busy == doctest::Approx(1.0));
   CHECK(r[gpu_only].cpu.busy == 0.0);
@@ -378,7 +440,7 @@ TEST_CASE("bundled Granite trace: invariants, +Relayout's moves, and no allocati
   CHECK(r.prediction[0].confusion.total() == r.problems * E);
 }
 
-TEST_CASE("+Relayout keeps at most the configured experts per layer in HBM") {
+TEST_CASE("both +Relayout rows keep at most the configured experts per layer in HBM") {
   const routing_trace trace =
       read_canonical(test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace");
   const model_shape shape = models::granite_3_1_1b_a400m();
@@ -389,11 +451,14 @@ TEST_CASE("+Relayout keeps at most the configured experts per layer in HBM") {
   rp.replay_step();
   rp.replay_step();  // step 1: every layer plans and applies
   for (std::size_t l = 0; l < steps.num_layers(); ++l) {
-    const auto res = rp.relayout_resident(static_cast<layer_id>(l));
-    CHECK(std::count(res.begin(), res.end(), 1) <= 2);
+    for (const trimoe_system row : {relayout, relayout_benefit}) {
+      const auto res = rp.relayout_resident(static_cast<layer_id>(l), row);
+      CHECK(std::count(res.begin(), res.end(), 1) <= 2);
+    }
   }
   rp.replay_all();
   CHECK(rp.result().relayout.evictions > 0);
+  CHECK(rp.result().relayout_benefit.evictions > 0);
 }
 
 TEST_CASE("the trace overload batches as the default rule says") {
@@ -406,4 +471,9 @@ TEST_CASE("the trace overload batches as the default rule says") {
   CHECK(trimoe_default_batch(8) == 64);
   CHECK(trimoe_default_batch(32) == 32);
   CHECK(to_string(trimoe_system::relayout) == "relayout");
+  CHECK(to_string(trimoe_system::relayout_benefit) == "relayout_benefit");
+  CHECK(num_trimoe_systems == 9);
+  CHECK(static_cast<std::size_t>(trimoe_system::exact) + 1 == num_trimoe_systems);
+  CHECK(is_relayout(trimoe_system::relayout_benefit));
+  CHECK_FALSE(is_relayout(trimoe_system::refined));
 }

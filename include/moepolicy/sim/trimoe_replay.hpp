@@ -23,8 +23,8 @@
 // runs; its classes (hot / warm / cold by token share, stats/analysis.hpp) for a layer's
 // next step are what that step's layout is built from.
 //
-// Class layout (every system but +Relayout): at step t, layer l, from the classes the EMA
-// predicted after step t − 1:
+// Class layout (every system but the two +Relayout rows): at step t, layer l, from the
+// classes the EMA predicted after step t − 1:
 //   hot   resident in GPU HBM (and striped in host memory);
 //   warm  striped over the D DIMMs;
 //   cold  localized on DIMM (l · E + e) mod D (round robin).
@@ -42,7 +42,12 @@
 //              no refinement move);
 //   refined    TriMoE "+Refinement": the paper's bottleneck-aware refinement (§4.2);
 //   relayout   TriMoE "+Relayout": the paper's scheduler on a layout that evolves by the
-//              migration planner (below);
+//              migration planner (below), relayouts by predicted class (the planner's
+//              `relayout_rule::class_change`, the paper's literal reading);
+//   relayout_benefit  the same machinery with the planner's `relayout_rule::benefit`: any
+//              localized expert may be striped and any striped expert not predicted hot
+//              localized, each only when the predicted step gains
+//              (balance/migration_planner.hpp says why);
 //   improved   this project's local search (sched/local_search.hpp) on the class layout;
 //   exact      the exact optimum on the class layout (sched/exact.hpp, seeded with the
 //              improved schedule, `exact_max_experts` and `exact_nodes` bound it); a
@@ -50,9 +55,11 @@
 // Beside them: a lower bound on the class layout (sched/lower_bound.hpp's bound, raised by
 // `bound_rounds` multiplicative-weights rounds of its dual).
 //
-// +Relayout (§4.3 "Expert Migration Decision"; balance/migration_planner.hpp). A state per
-// layer — each expert's layout and GPU residency — starts as the class layout of step 1
-// (the EMA's classes after step 0) and from then on changes only by planned migrations:
+// +Relayout (§4.3 "Expert Migration Decision"; balance/migration_planner.hpp). Each of
+// the two +Relayout rows has its own planner and its own state per layer — each expert's
+// layout and GPU residency — which starts as the class layout of step 1 (the EMA's classes
+// after step 0) and from then on changes only by that row's planned migrations (the rows
+// share the EMA and differ only in the planner's `relayout_when`):
 //   1. after (t, l) runs under the paper's scheduler and the EMA has taken its loads, the
 //      planner plans layer l's migrations for step t + 1 from the EMA's predicted loads and
 //      classes (prefetch of predicted-hot experts over PCIe, relayout striped ↔ localized
@@ -62,8 +69,8 @@
 //      the result. No plan is made after the last step or for a layer idle at step t.
 // Window. The paper hides migrations behind "the current layer's MLP and Attention". The
 // model has no attention time, so the window is the layer's just-executed MoE makespan
-// under +Relayout, times `window_scale` (1 by default); leaving attention out only
-// shortens the window, so this is conservative. `relayout_window::fixed` uses
+// under the row's own state, times `window_scale` (1 by default); leaving attention out
+// only shortens the window, so this is conservative. `relayout_window::fixed` uses
 // `window_seconds` instead. PCIe and DIMM-Link share the window unless the planner's
 // `separate_links` says otherwise. Migration traffic is not charged to the DIMMs' Eq. 6
 // time (the paper hides it).
@@ -93,8 +100,9 @@
 // "compute utilization".
 //
 // Gap to the exact optimum, over the problems the exact solver proved: makespan / optimum
-// − 1 of greedy, refined and improved against the class layout's optimum, and of +Relayout
-// against the optimum of its own problems (solved too, seeded with its schedule).
+// − 1 of greedy, refined and improved against the class layout's optimum, and of each
+// +Relayout row against the optimum of its own problems (solved too, seeded with its
+// schedule).
 //
 // Prediction block. For the EMA, a last-value predictor (α = 1) and the oracle (the step's
 // true classes): class accuracy against the true classes (the same share rule on the
@@ -102,10 +110,10 @@
 // or wrong per expert, averaged), and the improved solver's step time under each one's
 // class layout.
 //
-// Cost. Construction sizes every buffer (problems, schedules, solvers, planner, predictor
-// tables, per-layer accumulators); `replay_step` allocates nothing after it (tested with a
-// counting allocator). The exact solver is exponential in the worst case, bounded by
-// `exact_nodes` per problem.
+// Cost. Construction sizes every buffer (problems, schedules, solvers, both planners,
+// predictor tables, per-layer accumulators); `replay_step` allocates nothing after it
+// (tested with a counting allocator). The exact solver is exponential in the worst case,
+// bounded by `exact_nodes` per problem.
 #pragma once
 
 #include <algorithm>
@@ -141,12 +149,23 @@
 namespace moepolicy {
 
 /// The systems `trimoe_replayer` compares, in report order (see the header comment).
-enum class trimoe_system : std::uint8_t { gpu_only, gpu_cpu, gpu_ndp, greedy, refined, relayout, improved, exact };
+enum class trimoe_system : std::uint8_t {
+  gpu_only,
+  gpu_cpu,
+  gpu_ndp,
+  greedy,
+  refined,
+  relayout,
+  relayout_benefit,
+  improved,
+  exact
+};
 
 /// The number of `trimoe_system` values.
-inline constexpr std::size_t num_trimoe_systems = 8;
+inline constexpr std::size_t num_trimoe_systems = 9;
 
-/// "gpu_only", "gpu_cpu", "gpu_ndp", "greedy", "refined", "relayout", "improved" or "exact".
+/// "gpu_only", "gpu_cpu", "gpu_ndp", "greedy", "refined", "relayout", "relayout_benefit",
+/// "improved" or "exact".
 [[nodiscard]] constexpr std::string_view to_string(trimoe_system s) noexcept {
   switch (s) {
     case trimoe_system::gpu_only: return "gpu_only";
@@ -155,6 +174,7 @@ inline constexpr std::size_t num_trimoe_systems = 8;
     case trimoe_system::greedy: return "greedy";
     case trimoe_system::refined: return "refined";
     case trimoe_system::relayout: return "relayout";
+    case trimoe_system::relayout_benefit: return "relayout_benefit";
     case trimoe_system::improved: return "improved";
     case trimoe_system::exact: return "exact";
   }
@@ -181,7 +201,12 @@ struct trimoe_machine {
   device_spec ndp = presets::dimm_ndp();
 };
 
-/// Configuration of the +Relayout system.
+/// Whether `s` is one of the two +Relayout rows.
+[[nodiscard]] constexpr bool is_relayout(trimoe_system s) noexcept {
+  return s == trimoe_system::relayout || s == trimoe_system::relayout_benefit;
+}
+
+/// Configuration of the +Relayout systems.
 struct trimoe_relayout_config {
   relayout_window window = relayout_window::moe_makespan;
   /// Multiplier of the executed makespan (`moe_makespan`), finite and >= 0.
@@ -191,7 +216,9 @@ struct trimoe_relayout_config {
   /// Experts per layer in GPU HBM at most; 0: as many as the experts predicted hot for the
   /// planned step (the class layout's residency).
   std::size_t gpu_slots_per_layer = 0;
-  /// The planner's configuration (prefetch, relayout and rebalancing on; one shared budget).
+  /// The planner's configuration (prefetch, relayout and rebalancing on; one shared budget)
+  /// of the `relayout` row; the `relayout_benefit` row uses it with `relayout_when` =
+  /// `relayout_rule::benefit`.
   migration_planner_config planner{};
 };
 
@@ -208,7 +235,7 @@ struct trimoe_replay_config {
   std::size_t exact_nodes = 1'000'000;
   /// Multiplicative-weights rounds of the lower bound's dual (0: the closed-form bound only).
   std::size_t bound_rounds = 64;
-  /// The +Relayout system.
+  /// The +Relayout systems.
   trimoe_relayout_config relayout{};
 };
 
@@ -266,7 +293,7 @@ struct trimoe_prediction_score {
   seconds step_seconds = 0.0;
 };
 
-/// What the +Relayout system's planner did.
+/// What a +Relayout system's planner did.
 struct trimoe_relayout_stats {
   /// Plans made ((step, layer) pairs followed by a next step).
   std::size_t plans = 0;
@@ -283,12 +310,12 @@ struct trimoe_relayout_stats {
   double max_fill = 0.0;
   /// Residents dropped to stay within the HBM slots.
   std::size_t evictions = 0;
-  /// Activated experts that ran from a localized layout in +Relayout's problems, and their
+  /// Activated experts that ran from a localized layout in the row's problems, and their
   /// tokens (the loads the layout puts on one DIMM's NDP unit or host bandwidth).
   std::size_t localized_active = 0;
   std::uint64_t localized_tokens = 0;
-  /// Problems of +Relayout proven optimal, and its optimum's time per batched step (the
-  /// exact schedule on the +Relayout layouts; the improved schedule where unproven).
+  /// The row's problems proven optimal, and its optimum's time per batched step (the exact
+  /// schedule on the row's layouts; the improved schedule where unproven).
   std::size_t proven = 0;
   seconds exact_step_seconds = 0.0;
 };
@@ -313,10 +340,19 @@ struct trimoe_result {
   seconds step_bound = 0.0;
   /// Indexed by `trimoe_predictor`.
   std::array<trimoe_prediction_score, num_trimoe_predictors> prediction{};
+  /// The planners of the `relayout` and the `relayout_benefit` rows.
   trimoe_relayout_stats relayout;
+  trimoe_relayout_stats relayout_benefit;
 
   [[nodiscard]] const trimoe_system_result& operator[](trimoe_system s) const noexcept {
     return systems[static_cast<std::size_t>(s)];
+  }
+  /// The planner statistics of +Relayout row `s`.
+  ///
+  /// Preconditions: `is_relayout(s)`.
+  [[nodiscard]] const trimoe_relayout_stats& relayout_stats(trimoe_system s) const noexcept {
+    MOEPOLICY_ASSERT(is_relayout(s));
+    return s == trimoe_system::relayout_benefit ? relayout_benefit : relayout;
   }
 };
 
@@ -346,12 +382,12 @@ class trimoe_replayer {
         D_(full_.num_dimms()),
         greedy_({.max_iterations = 0}),
         exact_({.max_experts = config.exact_max_experts, .node_limit = config.exact_nodes}),
-        planner_(full_, E_, config.relayout.planner),
+        relay_{{relay_state(full_, L_, E_, config_.relayout.planner),
+                relay_state(full_, L_, E_, with_rule(config_.relayout.planner, relayout_rule::benefit))}},
         ema_(L_, E_, {.alpha = config.alpha}),
         last_(L_, E_, {.alpha = 1.0}) {
-    for (auto* p : {&p_gpu_, &p_gc_, &p_gn_, &p_full_, &p_relay_, &p_pred_}) *p = makespan_problem(D_, E_);
+    for (auto* p : {&p_gpu_, &p_gc_, &p_gn_, &p_full_, &p_pred_}) *p = makespan_problem(D_, E_);
     for (auto& o : out_) o = makespan_schedule(E_, D_);
-    exact_relay_ = makespan_schedule(E_, D_);
     scratch_sched_ = makespan_schedule(E_, D_);
     greedy_.reserve(E_, D_);
     refined_.reserve(E_, D_);
@@ -368,12 +404,6 @@ class trimoe_replayer {
     actual_.assign(E_, 0.0);
     truth_.assign(E_, hotness::cold);
     order_.assign(E_, 0);
-    relay_layout_.assign(L_ * E_, expert_layout{});
-    relay_resident_.assign(L_ * E_, 0);
-    task_cap_ = 2 * E_ + config.relayout.planner.rebalancing.max_moves;
-    last_tasks_.assign(L_ * task_cap_, migration_task{});
-    last_count_.assign(L_, 0);
-    last_window_.assign(L_, 0.0);
 
     for (auto& a : acc_) a.layers.assign(L_, trimoe_times{});
     layer_bound_.assign(L_, 0.0);
@@ -391,26 +421,36 @@ class trimoe_replayer {
   [[nodiscard]] std::size_t next_step() const noexcept { return next_; }
   [[nodiscard]] bool done() const noexcept { return next_ >= steps_->num_steps(); }
 
-  /// The +Relayout state of `layer`: each expert's layout and GPU residency, as the next
-  /// step of the layer will run on them.
-  [[nodiscard]] std::span<const expert_layout> relayout_layouts(layer_id layer) const noexcept {
-    MOEPOLICY_ASSERT(layer < L_);
-    return std::span<const expert_layout>(relay_layout_).subspan(static_cast<std::size_t>(layer) * E_, E_);
+  /// The state of +Relayout row `row` at `layer`: each expert's layout and GPU residency,
+  /// as the next step of the layer will run on them.
+  ///
+  /// Preconditions: `layer` < the layers; `is_relayout(row)`.
+  [[nodiscard]] std::span<const expert_layout> relayout_layouts(
+      layer_id layer, trimoe_system row = trimoe_system::relayout) const noexcept {
+    MOEPOLICY_ASSERT(layer < L_ && is_relayout(row));
+    return std::span<const expert_layout>(relay_[relay_index(row)].layout)
+        .subspan(static_cast<std::size_t>(layer) * E_, E_);
   }
-  [[nodiscard]] std::span<const std::uint8_t> relayout_resident(layer_id layer) const noexcept {
-    MOEPOLICY_ASSERT(layer < L_);
-    return std::span<const std::uint8_t>(relay_resident_).subspan(static_cast<std::size_t>(layer) * E_, E_);
+  [[nodiscard]] std::span<const std::uint8_t> relayout_resident(
+      layer_id layer, trimoe_system row = trimoe_system::relayout) const noexcept {
+    MOEPOLICY_ASSERT(layer < L_ && is_relayout(row));
+    return std::span<const std::uint8_t>(relay_[relay_index(row)].resident)
+        .subspan(static_cast<std::size_t>(layer) * E_, E_);
   }
-  /// The tasks the planner took in `layer`'s last plan (none before its first plan), in
-  /// rank order, and that plan's window in seconds.
-  [[nodiscard]] std::span<const migration_task> last_taken(layer_id layer) const noexcept {
-    MOEPOLICY_ASSERT(layer < L_);
-    return std::span<const migration_task>(last_tasks_).subspan(static_cast<std::size_t>(layer) * task_cap_,
-                                                                last_count_[layer]);
+  /// The tasks row `row`'s planner took in `layer`'s last plan (none before its first
+  /// plan), in rank order, and that plan's window in seconds.
+  ///
+  /// Preconditions: as `relayout_layouts`.
+  [[nodiscard]] std::span<const migration_task> last_taken(layer_id layer,
+                                                           trimoe_system row = trimoe_system::relayout) const noexcept {
+    MOEPOLICY_ASSERT(layer < L_ && is_relayout(row));
+    const relay_state& r = relay_[relay_index(row)];
+    return std::span<const migration_task>(r.last_tasks)
+        .subspan(static_cast<std::size_t>(layer) * r.task_cap, r.last_count[layer]);
   }
-  [[nodiscard]] seconds last_window(layer_id layer) const noexcept {
-    MOEPOLICY_ASSERT(layer < L_);
-    return last_window_[layer];
+  [[nodiscard]] seconds last_window(layer_id layer, trimoe_system row = trimoe_system::relayout) const noexcept {
+    MOEPOLICY_ASSERT(layer < L_ && is_relayout(row));
+    return relay_[relay_index(row)].last_window[layer];
   }
   /// The schedule of `s` at the last replayed (step, layer) problem.
   [[nodiscard]] const makespan_schedule& last_schedule(trimoe_system s) const noexcept {
@@ -471,7 +511,7 @@ class trimoe_replayer {
       o.ndp = {share(a.mean_dimm), share(a.ndp_calc / d), share(a.ndp_flops / (d * ndp_peak()))};
       const trimoe_system sys = o.system;
       o.has_gap = sys == trimoe_system::greedy || sys == trimoe_system::refined || sys == trimoe_system::improved ||
-                  sys == trimoe_system::relayout;
+                  is_relayout(sys);
       o.proven = o.has_gap ? a.proven : 0;
       o.gap_mean = o.proven > 0 ? a.gap_sum / static_cast<double>(o.proven) : 0.0;
       o.gap_max = o.proven > 0 ? a.gap_max : 0.0;
@@ -489,8 +529,11 @@ class trimoe_replayer {
       p.decision_accuracy = total > 0.0 ? scores_[k].decisions / total : 0.0;
       p.step_seconds = scores_[k].step_seconds / n;
     }
-    r.relayout = stats_;
-    r.relayout.exact_step_seconds = stats_.exact_step_seconds / n;
+    trimoe_relayout_stats* stats_of[num_relays] = {&r.relayout, &r.relayout_benefit};
+    for (std::size_t k = 0; k < num_relays; ++k) {
+      *stats_of[k] = relay_[k].stats;
+      stats_of[k]->exact_step_seconds = relay_[k].stats.exact_step_seconds / n;
+    }
     return r;
   }
 
@@ -509,7 +552,45 @@ class trimoe_replayer {
     seconds step_seconds = 0.0;
   };
 
+  /// One +Relayout row: its planner, its state per layer (layouts and residency), its
+  /// problem, optimum and last plans, and its statistics.
+  struct relay_state {
+    relay_state(const system_type& sys, std::size_t L, std::size_t E, const migration_planner_config& c)
+        : planner(sys, E, c),
+          problem(sys.num_dimms(), E),
+          exact(E, sys.num_dimms()),
+          layout(L * E, expert_layout{}),
+          resident(L * E, 0),
+          task_cap(2 * E + c.rebalancing.max_moves),
+          last_tasks(L * task_cap, migration_task{}),
+          last_count(L, 0),
+          last_window(L, 0.0) {}
+
+    migration_planner<roofline_cost, roofline_cost, roofline_cost> planner;
+    makespan_problem problem;
+    makespan_schedule exact;
+    std::vector<expert_layout> layout;
+    std::vector<std::uint8_t> resident;
+    std::size_t task_cap;
+    std::vector<migration_task> last_tasks;
+    std::vector<std::size_t> last_count;
+    std::vector<seconds> last_window;
+    trimoe_relayout_stats stats;
+  };
+
+  /// The +Relayout rows, in `relay_` order.
+  static constexpr std::size_t num_relays = 2;
+  static constexpr trimoe_system relay_systems[num_relays] = {trimoe_system::relayout,
+                                                              trimoe_system::relayout_benefit};
+
   [[nodiscard]] static constexpr std::size_t idx(trimoe_system s) noexcept { return static_cast<std::size_t>(s); }
+  [[nodiscard]] static constexpr std::size_t relay_index(trimoe_system s) noexcept {
+    return s == trimoe_system::relayout_benefit ? 1 : 0;
+  }
+  [[nodiscard]] static migration_planner_config with_rule(migration_planner_config c, relayout_rule r) noexcept {
+    c.relayout_when = r;
+    return c;
+  }
 
   static trimoe_replay_config check(const batched_steps& steps, const model_shape& shape,
                                     const trimoe_replay_config& c) {
@@ -553,11 +634,11 @@ class trimoe_replayer {
     }
   }
 
-  [[nodiscard]] std::span<expert_layout> relay_layout(std::size_t l) noexcept {
-    return std::span<expert_layout>(relay_layout_).subspan(l * E_, E_);
+  [[nodiscard]] std::span<expert_layout> relay_layout(std::size_t k, std::size_t l) noexcept {
+    return std::span<expert_layout>(relay_[k].layout).subspan(l * E_, E_);
   }
-  [[nodiscard]] std::span<std::uint8_t> relay_resident(std::size_t l) noexcept {
-    return std::span<std::uint8_t>(relay_resident_).subspan(l * E_, E_);
+  [[nodiscard]] std::span<std::uint8_t> relay_resident(std::size_t k, std::size_t l) noexcept {
+    return std::span<std::uint8_t>(relay_[k].resident).subspan(l * E_, E_);
   }
 
   /// Adds schedule `s` of problem `p` to system `k`'s sums at layer `l`.
@@ -625,10 +706,12 @@ class trimoe_replayer {
     ema_.update(lid, loads);
     last_.update(lid, loads);
     if (t == 0) {
-      // +Relayout starts from the class layout of step 1.
-      layout_from(ema_.predicted_classes(lid), l, false, relay_layout(l), relay_resident(l));
+      // Both +Relayout rows start from the class layout of step 1.
+      for (std::size_t k = 0; k < num_relays; ++k) {
+        layout_from(ema_.predicted_classes(lid), l, false, relay_layout(k, l), relay_resident(k, l));
+      }
     } else if (active && t + 1 < steps_->num_steps()) {
-      plan_layer(l);
+      for (std::size_t k = 0; k < num_relays; ++k) plan_layer(k, l);
     }
   }
 
@@ -643,40 +726,48 @@ class trimoe_replayer {
     gpu_cpu_.build_layer(lid, loads, striped_layout_, class_resident_, fp16, p_gc_);
     gpu_ndp_.build_layer(lid, loads, class_layout_, class_resident_, fp16, p_gn_);
     full_.build_layer(lid, loads, class_layout_, class_resident_, fp16, p_full_);
-    full_.build_layer(lid, loads, relay_layout(l), relay_resident(l), fp16, p_relay_);
+    for (std::size_t k = 0; k < num_relays; ++k) {
+      full_.build_layer(lid, loads, relay_layout(k, l), relay_resident(k, l), fp16, relay_[k].problem);
+    }
 
     greedy_.solve(p_gpu_, out_[idx(gpu_only)]);
     greedy_.solve(p_gc_, out_[idx(gpu_cpu)]);
     greedy_.solve(p_gn_, out_[idx(gpu_ndp)]);
     greedy_.solve(p_full_, out_[idx(greedy)]);
     refined_.solve(p_full_, out_[idx(refined)]);
-    refined_.solve(p_relay_, out_[idx(relayout)]);
+    for (std::size_t k = 0; k < num_relays; ++k) refined_.solve(relay_[k].problem, out_[idx(relay_systems[k])]);
     improved_.solve(p_full_, out_[idx(improved)]);
     exact_.solve_from(p_full_, out_[idx(improved)].assignment, out_[idx(exact)]);
     const bool proven = out_[idx(exact)].status == solve_status::optimal;
     if (out_[idx(exact)].status == solve_status::too_large) copy_schedule(out_[idx(improved)], out_[idx(exact)]);
-    exact_.solve_from(p_relay_, out_[idx(relayout)].assignment, exact_relay_);
-    if (exact_relay_.status == solve_status::too_large) {
-      improved_.solve(p_relay_, exact_relay_);
-      exact_relay_.status = solve_status::too_large;
+    for (std::size_t k = 0; k < num_relays; ++k) {
+      relay_state& rs = relay_[k];
+      exact_.solve_from(rs.problem, out_[idx(relay_systems[k])].assignment, rs.exact);
+      if (rs.exact.status == solve_status::too_large) {
+        improved_.solve(rs.problem, rs.exact);
+        rs.exact.status = solve_status::too_large;
+      }
     }
 
-    const makespan_problem* problem_of[num_trimoe_systems] = {&p_gpu_,   &p_gc_,    &p_gn_,    &p_full_,
-                                                                &p_full_,  &p_relay_, &p_full_,  &p_full_};
+    const makespan_problem* problem_of[num_trimoe_systems] = {
+        &p_gpu_, &p_gc_, &p_gn_, &p_full_, &p_full_, &relay_[0].problem, &relay_[1].problem, &p_full_, &p_full_};
     for (std::size_t k = 0; k < num_trimoe_systems; ++k) add(k, l, *problem_of[k], out_[k]);
     if (proven) {
       ++exact_proven_;
       for (trimoe_system s : {greedy, refined, improved}) add_gap(idx(s), out_[idx(s)].makespan, out_[idx(exact)].makespan);
     }
-    if (exact_relay_.status == solve_status::optimal) {
-      add_gap(idx(relayout), out_[idx(relayout)].makespan, exact_relay_.makespan);
-      ++stats_.proven;
-    }
-    stats_.exact_step_seconds += exact_relay_.makespan;
-    for (const auto& e : p_relay_.experts()) {
-      if (!e.layout.is_localized()) continue;
-      ++stats_.localized_active;
-      stats_.localized_tokens += e.load;
+    for (std::size_t k = 0; k < num_relays; ++k) {
+      relay_state& rs = relay_[k];
+      if (rs.exact.status == solve_status::optimal) {
+        add_gap(idx(relay_systems[k]), out_[idx(relay_systems[k])].makespan, rs.exact.makespan);
+        ++rs.stats.proven;
+      }
+      rs.stats.exact_step_seconds += rs.exact.makespan;
+      for (const auto& e : rs.problem.experts()) {
+        if (!e.layout.is_localized()) continue;
+        ++rs.stats.localized_active;
+        rs.stats.localized_tokens += e.load;
+      }
     }
 
     dual_.compute(p_full_, config_.bound_rounds);
@@ -705,18 +796,20 @@ class trimoe_replayer {
     }
   }
 
-  /// Plans layer `l`'s migrations for its next step, applies the taken ones, and keeps the
-  /// residents within the slots.
-  void plan_layer(std::size_t l) {
+  /// Plans layer `l`'s migrations for its next step in +Relayout row `k`, applies the taken
+  /// ones, and keeps the residents within the slots.
+  void plan_layer(std::size_t k, std::size_t l) {
     const auto lid = static_cast<layer_id>(l);
     const auto& rc = config_.relayout;
+    relay_state& rs = relay_[k];
+    trimoe_relayout_stats& stats = rs.stats;
     const std::span<const double> predicted = ema_.predicted_loads(lid);
     const std::span<const hotness> classes = ema_.predicted_classes(lid);
-    const std::span<expert_layout> layouts = relay_layout(l);
-    const std::span<std::uint8_t> resident = relay_resident(l);
+    const std::span<expert_layout> layouts = relay_layout(k, l);
+    const std::span<std::uint8_t> resident = relay_resident(k, l);
 
     const seconds window = rc.window == relayout_window::fixed ? rc.window_seconds
-                                                               : rc.window_scale * out_[idx(trimoe_system::relayout)].makespan;
+                                                               : rc.window_scale * out_[idx(relay_systems[k])].makespan;
     std::size_t hot = 0, resident_hot = 0;
     for (std::size_t e = 0; e < E_; ++e) {
       const bool h = classes[e] == hotness::hot;
@@ -727,32 +820,32 @@ class trimoe_replayer {
     const bytes w = full_.weight_bytes(expert_key{lid, 0}, rc.planner.bits);
     const bytes gpu_free = slots > resident_hot ? static_cast<bytes>(slots - resident_hot) * w : 0;
 
-    const auto tasks = planner_.plan(lid, predicted, classes, layouts, resident, window, gpu_free);
-    ++stats_.plans;
-    stats_.window_seconds += window;
+    const auto tasks = rs.planner.plan(lid, predicted, classes, layouts, resident, window, gpu_free);
+    ++stats.plans;
+    stats.window_seconds += window;
     std::size_t n = 0;
     seconds pcie = 0.0, link = 0.0;
-    migration_task* keep = last_tasks_.data() + l * task_cap_;
+    migration_task* keep = rs.last_tasks.data() + l * rs.task_cap;
     for (const auto& task : tasks) {
       const auto kind = static_cast<std::size_t>(task.kind);
-      ++stats_.proposed[kind];
+      ++stats.proposed[kind];
       if (!task.taken) continue;
-      ++stats_.taken[kind];
+      ++stats.taken[kind];
       if (task.kind == migration_kind::prefetch) {
-        stats_.pcie_bytes += task.size;
+        stats.pcie_bytes += task.size;
         pcie += task.transfer_seconds;
       } else {
-        stats_.link_bytes += task.size;
+        stats.link_bytes += task.size;
         link += task.transfer_seconds;
       }
-      if (n < task_cap_) keep[n++] = task;
+      if (n < rs.task_cap) keep[n++] = task;
     }
-    last_count_[l] = n;
-    last_window_[l] = window;
-    stats_.transfer_seconds += pcie + link;
+    rs.last_count[l] = n;
+    rs.last_window[l] = window;
+    stats.transfer_seconds += pcie + link;
     if (window > 0.0) {
       const double fill = rc.planner.separate_links ? std::max(pcie, link) / window : (pcie + link) / window;
-      stats_.max_fill = std::max(stats_.max_fill, fill);
+      stats.max_fill = std::max(stats.max_fill, fill);
     }
     apply_migrations(tasks, layouts, resident);
 
@@ -772,7 +865,7 @@ class trimoe_replayer {
       }
       resident[victim] = 0;
       --count;
-      ++stats_.evictions;
+      ++stats.evictions;
     }
   }
 
@@ -787,29 +880,22 @@ class trimoe_replayer {
   exact_makespan_scheduler exact_;
   detail::dual_weights dual_;
   std::vector<double> bound_scratch_;
-  migration_planner<roofline_cost, roofline_cost, roofline_cost> planner_;
+  std::array<relay_state, num_relays> relay_;
   ema_load_predictor ema_, last_;
 
-  makespan_problem p_gpu_{1}, p_gc_{1}, p_gn_{1}, p_full_{1}, p_relay_{1}, p_pred_{1};
+  makespan_problem p_gpu_{1}, p_gc_{1}, p_gn_{1}, p_full_{1}, p_pred_{1};
   std::array<makespan_schedule, num_trimoe_systems> out_{};
-  makespan_schedule exact_relay_, scratch_sched_;
+  makespan_schedule scratch_sched_;
 
   std::vector<expert_layout> class_layout_, striped_layout_;
   std::vector<std::uint8_t> class_resident_, pred_resident_;
   std::vector<double> actual_;
   std::vector<hotness> truth_;
   std::vector<std::uint32_t> order_;
-  std::vector<expert_layout> relay_layout_;
-  std::vector<std::uint8_t> relay_resident_;
-  std::size_t task_cap_ = 0;
-  std::vector<migration_task> last_tasks_;
-  std::vector<std::size_t> last_count_;
-  std::vector<seconds> last_window_;
 
   std::array<accumulator, num_trimoe_systems> acc_{};
   std::vector<seconds> layer_bound_;
   std::array<score, num_trimoe_predictors> scores_{};
-  trimoe_relayout_stats stats_;
   std::size_t problems_ = 0, exact_proven_ = 0;
   std::size_t next_ = 0;
 };

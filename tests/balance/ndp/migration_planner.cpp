@@ -1,5 +1,6 @@
-// Tests of balance/migration_planner.hpp: benefits, ranking and the window budget on
-// hand-worked cases, then invariants on random layers of the TriMoE machine.
+// Tests of balance/migration_planner.hpp: benefits, ranking, the window budget and the two
+// relayout rules on hand-worked cases, then invariants on random layers of the TriMoE
+// machine under both rules.
 #include "moepolicy/balance/migration_planner.hpp"
 
 #include <doctest/doctest.h>
@@ -55,7 +56,7 @@ constexpr auto striped = expert_layout::striped();
 
 }  // namespace
 
-TEST_CASE("prefetch pays off; relayouts that would load the bottleneck DIMM are not proposed") {
+TEST_CASE("prefetch pays off, and relayouts that would load the bottleneck DIMM are not proposed") {
   // Predicted step (x = predicted load; prices per the toy machine, fractional x
   // interpolated from f(0) = 0, reads scaled by min(1, x)):
   //   e0 hot,  striped,  x = 4:   GPU miss 1, CPU 0.5, read 0.5 per DIMM
@@ -169,6 +170,69 @@ TEST_CASE("a rebalance move is valued by the makespan it saves") {
   CHECK_FALSE(tasks[0].taken);
 }
 
+TEST_CASE("relayout rule: class_change is the default, and benefit stripes a busy localized cold expert") {
+  CHECK(migration_planner_config{}.relayout_when == relayout_rule::class_change);
+  CHECK(to_string(relayout_rule::class_change) == "class_change");
+  CHECK(to_string(relayout_rule::benefit) == "benefit");
+  // e0 cold but busy, localized on DIMM 0, x = 4: GPU miss max(4 µs, 1, 1) = 1, CPU
+  // max(0.4, 1) = 1, NDP 4, read 1 on DIMM 0; striped it would cost CPU max(0.4, 0.5) = 0.5
+  // and read 0.5 per DIMM. e1 hot and resident, x = 20: GPU hit 20 µs, no read.
+  // Predicted step: e1 GPU, e0 CPU: GPU 0.02, CPU 1, DIMM0 1, DIMM1 0: makespan 1 ms.
+  // class_change: e0 is cold and localized, e1 hot and resident: no relayout, no prefetch;
+  // rebalance: one cold expert (4 ms of NDP on DIMM 0), 4 < gap 4 fails: nothing at all.
+  // benefit: e0 (localized, x > 0) may be striped: on the CPU at 0.5 ms with 0.5 per DIMM:
+  // makespan 0.5, benefit 0.5 ms; Σ T² falls from 0.02² + 1 + 1 to 0.02² + 3 · 0.25.
+  // e1 is predicted hot: no localizing candidate.
+  const std::array<double, 2> predicted{4.0, 20.0};
+  const std::array<hotness, 2> classes{cold, hot};
+  const std::array<expert_layout, 2> layouts{loc(0), striped};
+  const std::array<std::uint8_t, 2> resident{0, 1};
+
+  migration_planner literal(make_toy(), 2);
+  CHECK(literal.config().relayout_when == relayout_rule::class_change);
+  CHECK(literal.plan(0, predicted, classes, layouts, resident, 10 * ms, 0).empty());
+  CHECK(literal.predicted_schedule().makespan == doctest::Approx(1.0 * ms));
+
+  migration_planner by_benefit(make_toy(), 2, {.relayout_when = relayout_rule::benefit});
+  const auto tasks = by_benefit.plan(0, predicted, classes, layouts, resident, 1.0 * ms, 0);
+  CHECK(by_benefit.predicted_schedule().makespan == doctest::Approx(1.0 * ms));
+  REQUIRE(tasks.size() == 1);
+  CHECK(tasks[0].kind == migration_kind::relayout_to_striped);
+  CHECK(tasks[0].expert == 0);
+  CHECK(tasks[0].from == loc(0));
+  CHECK(tasks[0].to == striped);
+  CHECK(tasks[0].benefit == doctest::Approx(0.5 * ms));
+  CHECK(tasks[0].balance_gain == doctest::Approx(1.25 * ms * ms));
+  CHECK(tasks[0].transfer_seconds == doctest::Approx(1.0 * ms));
+  CHECK(tasks[0].taken);  // 1 ms of DIMM-Link in a 1 ms window
+  std::array<expert_layout, 2> lay = layouts;
+  std::array<std::uint8_t, 2> res = resident;
+  apply_migrations(tasks, lay, res);
+  CHECK(lay[0] == striped);
+  CHECK(res == resident);
+}
+
+TEST_CASE("relayout rule benefit: nothing is proposed when no relayout helps") {
+  // D = 2. e0 and e1 cold, x = 1, localized on DIMM 0 and DIMM 1: every option costs 1 ms
+  // and puts 1 ms on its DIMM. e2 warm, striped, x = 2: GPU miss 1, CPU max(0.2, 0.5) =
+  // 0.5, read 0.5 per DIMM. Every schedule leaves each DIMM at 1.5 ms: makespan 1.5.
+  // Candidates under benefit:
+  //   stripe e0: its 1 ms leaves DIMM 0 and 0.5 lands on each: DIMM1 = 2: worse (e1 alike);
+  //   localize e2 (not hot) on DIMM 0 (the least predicted cold NDP time, 1 and 1: the
+  //   first): its stripes leave, 1 ms lands on DIMM 0 (read or NDP 2): DIMM0 = 2: worse.
+  // No hot expert, no skew (equal cold loads): the plan is empty under either rule.
+  const std::array<double, 3> predicted{1.0, 1.0, 2.0};
+  const std::array<hotness, 3> classes{cold, cold, warm};
+  const std::array<expert_layout, 3> layouts{loc(0), loc(1), striped};
+  const std::array<std::uint8_t, 3> resident{0, 0, 0};
+  for (const relayout_rule rule : {relayout_rule::class_change, relayout_rule::benefit}) {
+    INFO(to_string(rule));
+    migration_planner planner(make_toy(), 3, {.relayout_when = rule});
+    CHECK(planner.plan(0, predicted, classes, layouts, resident, 10 * ms, 0).empty());
+    CHECK(planner.predicted_schedule().makespan == doctest::Approx(1.5 * ms));
+  }
+}
+
 TEST_CASE("migration_planner: checks its inputs") {
   migration_planner planner(make_toy(), 3);
   const std::array<double, 2> short_pred{1.0, 1.0};
@@ -202,7 +266,10 @@ TEST_CASE("migration_planner on random layers of the TriMoE machine: budget, ran
   std::exponential_distribution<double> load(0.25);
   for (int trial = 0; trial < 40; ++trial) {
     const bool separate = trial % 2 == 0;
-    migration_planner planner(sys, E, {.separate_links = separate, .stop_at_first_misfit = trial % 5 == 0});
+    const relayout_rule rule = trial % 3 == 1 ? relayout_rule::benefit : relayout_rule::class_change;
+    const bool by_class = rule == relayout_rule::class_change;
+    migration_planner planner(
+        sys, E, {.relayout_when = rule, .separate_links = separate, .stop_at_first_misfit = trial % 5 == 0});
     std::vector<double> predicted(E);
     for (auto& x : predicted) x = rng() % 3 == 0 ? 0.0 : load(rng);
     std::vector<hotness> classes(E);
@@ -223,8 +290,12 @@ TEST_CASE("migration_planner on random layers of the TriMoE machine: budget, ran
       const std::size_t e = t.expert;
       switch (t.kind) {
         case migration_kind::prefetch: CHECK((classes[e] == hot && resident[e] == 0)); break;
-        case migration_kind::relayout_to_striped: CHECK((classes[e] != cold && layouts[e].is_localized() && t.to.is_striped())); break;
-        case migration_kind::relayout_to_localized: CHECK((classes[e] == cold && layouts[e].is_striped() && t.to.is_localized())); break;
+        case migration_kind::relayout_to_striped:
+          CHECK(((by_class ? classes[e] != cold : predicted[e] > 0.0) && layouts[e].is_localized() && t.to.is_striped()));
+          break;
+        case migration_kind::relayout_to_localized:
+          CHECK(((by_class ? classes[e] == cold : classes[e] != hot) && layouts[e].is_striped() && t.to.is_localized()));
+          break;
         case migration_kind::rebalance:
           CHECK((classes[e] == cold && t.from.is_localized() && t.to.is_localized()));
           CHECK(t.chain == last_chain + 1);  // chains are ranked in order
