@@ -6,7 +6,7 @@
 #   ./run.sh test   build and run every test: g++ with ASan+UBSan and -Werror, clang 14
 #                   with -Werror, header self-containment, packaging, benchmarks (smoke),
 #                   ThreadSanitizer on the concurrent residency mechanism, and a libFuzzer
-#                   run per trace reader
+#                   run per reader (traces, machine files)
 # Each installs the Debian packages it needs when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -99,7 +99,7 @@ run_test() {
   cmake --build build/ci-tsan -j"$jobs" --target $tsan_targets
   TSAN_OPTIONS=halt_on_error=1 run_ctest build/ci-tsan -j"$jobs" --output-on-failure -R residency
 
-  echo "== libFuzzer: each trace reader for ${fuzz_seconds}s"
+  echo "== libFuzzer: each reader (traces, machine files) for ${fuzz_seconds}s"
   configure build/ci-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DMOEPOLICY_BUILD_FUZZERS=ON -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_EXAMPLES=OFF \
     -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_FUZZ_SECONDS="$fuzz_seconds"
