@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/driver_main.hpp"
 #include "drivers/context_aware_ndp.hpp"
 
 namespace fs = std::filesystem;
@@ -30,24 +31,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   opt.loss_table = loss;
   if (traces.empty()) {
-    traces.push_back((here / "examples" / "traces" / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace").string());
-    const fs::path raw = here / ".." / "shared" / "traces" / "mixtral-8x7b-decode" / "routing_raw.jsonl";
-    if (fs::exists(raw)) {
-      traces.push_back(raw.string());
-    } else {
-      std::cout << "note: " << raw.string() << " not found; replaying the bundled trace only\n";
-    }
+    traces =
+        examples::bundled_and_shared(here, examples::shared_trace(here, "mixtral-8x7b-decode", "routing_raw.jsonl"));
   }
-  try {
-    bool first = true;
-    for (const auto& t : traces) {
-      if (!first) std::cout << '\n';
-      first = false;
-      examples::context_aware_ndp::run(t, opt, std::cout);
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "context_aware_ndp: " << e.what() << '\n';
-    return 1;
-  }
-  return 0;
+  return examples::run_each("context_aware_ndp", traces,
+                            [&](const std::string& t) { examples::context_aware_ndp::run(t, opt, std::cout); });
 }

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/driver_main.hpp"
 #include "drivers/cxl_prefetch.hpp"
 
 namespace fs = std::filesystem;
@@ -35,25 +36,14 @@ int main(int argc, char** argv) {
   app.add_option("--depth", opt.depth, "Experts queued per layer (default 0: n x top-k)");
   CLI11_PARSE(app, argc, argv);
   if (traces.empty()) {
-    const fs::path shared = here / ".." / "shared" / "traces" / "mixtral-8x7b-decode" / "humaneval_2_routing.jsonl";
+    const fs::path shared = examples::shared_trace(here, "mixtral-8x7b-decode", "humaneval_2_routing.jsonl");
     if (fs::exists(shared)) {
       traces.push_back(shared.string());
     } else {
       std::cout << "note: " << shared.string() << " not found; replaying the bundled Granite trace\n";
-      traces.push_back(
-          (here / "examples" / "traces" / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace").string());
+      traces.push_back(examples::bundled_granite(here).string());
     }
   }
-  try {
-    bool first = true;
-    for (const auto& t : traces) {
-      if (!first) std::cout << '\n';
-      first = false;
-      examples::cxl_prefetch::run(t, opt, std::cout);
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "cxl_prefetch: " << e.what() << '\n';
-    return 1;
-  }
-  return 0;
+  return examples::run_each("cxl_prefetch", traces,
+                            [&](const std::string& t) { examples::cxl_prefetch::run(t, opt, std::cout); });
 }

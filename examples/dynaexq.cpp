@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/driver_main.hpp"
 #include "drivers/dynaexq.hpp"
 
 namespace fs = std::filesystem;
@@ -14,7 +15,7 @@ using namespace moepolicy;
 int main(int argc, char** argv) {
   CLI::App app{"DynaExq (seed 003): hotness-driven FP16/4-bit expert residency on recorded routing"};
   const fs::path here = fs::path(MOEPOLICY_SOURCE_DIR);
-  std::string trace = (here / "examples" / "traces" / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace").string();
+  std::string trace = examples::bundled_granite(here).string();
   examples::dynaexq::options opt;
   app.add_option("--trace", trace,
                  "Trace with *-cal-* and *-eval-* requests (else: the first half of the requests calibrate)")

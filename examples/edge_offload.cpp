@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/driver_main.hpp"
 #include "drivers/edge_offload.hpp"
 
 namespace fs = std::filesystem;
@@ -29,13 +30,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
   if (traces.empty()) {
-    traces.push_back((here / "examples" / "traces" / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace").string());
-    const fs::path decode = here / ".." / "shared" / "traces" / "mixtral-8x7b-decode" / "humaneval_2_routing.jsonl";
-    if (fs::exists(decode)) {
-      traces.push_back(decode.string());
-    } else {
-      std::cout << "note: " << decode.string() << " not found; replaying the bundled trace only\n";
-    }
+    traces = examples::bundled_and_shared(
+        here, examples::shared_trace(here, "mixtral-8x7b-decode", "humaneval_2_routing.jsonl"));
   }
   try {
     examples::edge_offload::print_settings(opt, std::cout);

@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/driver_main.hpp"
 #include "drivers/trimoe.hpp"
 
 namespace fs = std::filesystem;
@@ -38,25 +39,10 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-slots", opt.gpu_slots,
                  "+Relayout experts per layer in GPU HBM (default 0: as many as the class layout holds)");
   CLI11_PARSE(app, argc, argv);
+  namespace ex = moepolicy::examples;
   if (traces.empty()) {
-    traces.push_back((here / "examples" / "traces" / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace").string());
-    const fs::path mixtral = here / ".." / "shared" / "traces" / "mixtral-8x7b-decode" / "humaneval_2_routing.jsonl";
-    if (fs::exists(mixtral)) {
-      traces.push_back(mixtral.string());
-    } else {
-      std::cout << "note: " << mixtral.string() << " not found; replaying the bundled trace only\n";
-    }
+    traces = ex::bundled_and_shared(here, ex::shared_trace(here, "mixtral-8x7b-decode", "humaneval_2_routing.jsonl"));
   }
-  try {
-    bool first = true;
-    for (const auto& t : traces) {
-      if (!first) std::cout << '\n';
-      first = false;
-      static_cast<void>(moepolicy::examples::trimoe::run(t, opt, std::cout));
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "trimoe: " << e.what() << '\n';
-    return 1;
-  }
-  return 0;
+  return ex::run_each("trimoe", traces,
+                      [&](const std::string& t) { static_cast<void>(ex::trimoe::run(t, opt, std::cout)); });
 }

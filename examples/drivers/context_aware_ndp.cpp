@@ -14,6 +14,7 @@
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/io/tables_json.hpp"
 #include "moepolicy/sim/gpu_ndp_replay.hpp"
+#include "moepolicy/stats/analysis.hpp"
 
 namespace moepolicy::examples::context_aware_ndp {
 
@@ -63,13 +64,8 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   out << "  prefill <-> decode cosine similarity of expert activations (seed 000 Sec. 3.2 reports 0.89):\n";
   examples::text_table sim({"request", "prefill tokens", "mean over layers", "min layer", "max layer"});
   for (const auto& r : results) {
-    double lo = 1.0, hi = 0.0;
-    for (double s : r.similarity) {
-      if (std::isnan(s)) continue;
-      lo = std::min(lo, s);
-      hi = std::max(hi, s);
-    }
-    sim.add({r.name, std::to_string(r.prefill_tokens), fixed(r.mean_similarity, 3), fixed(lo, 3), fixed(hi, 3)});
+    const defined_summary d = summarize_defined(r.similarity);
+    sim.add({r.name, std::to_string(r.prefill_tokens), fixed(d.mean, 3), fixed(d.min, 3), fixed(d.max, 3)});
   }
   sim.print(out, "    ");
   if (per_layer) {

@@ -249,7 +249,6 @@ std::vector<std::pair<std::string, std::string>> activation_heatmaps(const routi
 struct similarity_data {
   std::vector<std::string> requests;
   std::vector<std::vector<double>> per_layer;  // NaN where a phase has no activation
-  std::vector<double> mean;
 };
 
 similarity_data prefill_decode_similarity(const routing_trace& t) {
@@ -266,14 +265,6 @@ similarity_data prefill_decode_similarity(const routing_trace& t) {
     if (!prefill || !decode) continue;
     d.requests.push_back(r.name);
     d.per_layer.push_back(layer_cosine_similarity(c.counts(phase::prefill), c.counts(phase::decode)));
-    double sum = 0.0;
-    std::size_t n = 0;
-    for (double s : d.per_layer.back()) {
-      if (std::isnan(s)) continue;
-      sum += s;
-      ++n;
-    }
-    d.mean.push_back(n == 0 ? std::nan("") : sum / static_cast<double>(n));
   }
   return d;
 }
@@ -540,13 +531,8 @@ void run_report(const report_options& o) {
       md << "![prefill-decode similarity](" << name << "/similarity.svg)\n\n"
          << "| request | mean over layers | min layer | max layer |\n|---|---:|---:|---:|\n";
       for (std::size_t i = 0; i < s.requests.size(); ++i) {
-        double lo = 1.0, hi = 0.0;
-        for (double v : s.per_layer[i]) {
-          if (std::isnan(v)) continue;
-          lo = std::min(lo, v);
-          hi = std::max(hi, v);
-        }
-        md << "| " << s.requests[i] << " | " << fixed(s.mean[i], 3) << " | " << fixed(lo, 3) << " | " << fixed(hi, 3)
+        const defined_summary d = summarize_defined(s.per_layer[i]);
+        md << "| " << s.requests[i] << " | " << fixed(d.mean, 3) << " | " << fixed(d.min, 3) << " | " << fixed(d.max, 3)
            << " |\n";
       }
       md << "\nSeed 000 §3.2 reports 0.89 on Mixtral-8x7B.\n\n";

@@ -46,3 +46,20 @@ TEST_CASE("hot, warm and cold by share of tokens") {
   CHECK_THROWS_WITH_AS(classify_by_share(neg, c2), "moepolicy::classify_by_share: loads must be finite and >= 0, got -1",
                        invalid_argument);
 }
+
+TEST_CASE("summarize_defined skips the NaN of layers one phase never reached") {
+  const double nan = std::nan("");
+  const std::vector<double> v{0.5, nan, 0.9, 0.7};
+  const defined_summary d = summarize_defined(v);
+  CHECK(d.count == 3);
+  CHECK(d.mean == doctest::Approx(0.7));
+  CHECK(d.min == 0.5);
+  CHECK(d.max == 0.9);
+  const std::vector<double> none{nan, nan};
+  const defined_summary e = summarize_defined(none);
+  CHECK(e.count == 0);
+  CHECK(std::isnan(e.mean));
+  CHECK(std::isnan(e.min));
+  CHECK(std::isnan(e.max));
+  CHECK(summarize_defined({}).count == 0);
+}

@@ -258,15 +258,7 @@ template <DeviceCost Gpu, DeviceCost Ndp>
     rr.name = r.name;
     rr.prefill_tokens = prefill_tokens;
     rr.similarity = layer_cosine_similarity(req.counts(phase::prefill), req.counts(phase::decode));
-    double sum = 0.0;
-    std::size_t n = 0;
-    for (double s : rr.similarity) {
-      if (!std::isnan(s)) {
-        sum += s;
-        ++n;
-      }
-    }
-    rr.mean_similarity = n == 0 ? std::nan("") : sum / static_cast<double>(n);
+    rr.mean_similarity = summarize_defined(rr.similarity).mean;
 
     for (const auto& sys : systems) {
       gpu_ndp_outcome out;

@@ -4,6 +4,8 @@
 //                               request's prefill and decode distributions per layer and
 //                               reports 0.89 averaged over layers for Mixtral-8x7B);
 //   layer_cosine_similarity     that, row by row, for two layers × experts matrices;
+//   summarize_defined           mean, minimum and maximum of those per-layer values,
+//                               skipping the NaN of layers one phase never reached;
 //   classify_by_share           hot / warm / cold experts by their share of tokens (seed 001
 //                               §3: a long cold tail holds few tokens, warm experts many).
 #pragma once
@@ -55,6 +57,34 @@ namespace moepolicy {
         (na == 0.0 || nb == 0.0) ? std::nan("") : a.row(l).dot(b.row(l)) / (na * nb);
   }
   return out;
+}
+
+/// Mean, minimum and maximum of the values of a series that are not NaN.
+struct defined_summary {
+  /// Values that are not NaN.
+  std::size_t count = 0;
+  /// NaN when `count` is 0.
+  double mean = std::nan("");
+  double min = std::nan("");
+  double max = std::nan("");
+};
+
+/// Summarises `values`, skipping NaN (as `layer_cosine_similarity` gives for a layer one
+/// phase never reached).
+///
+/// Complexity: O(n); no allocation.
+[[nodiscard]] inline defined_summary summarize_defined(std::span<const double> values) noexcept {
+  defined_summary s;
+  double sum = 0.0;
+  for (double v : values) {
+    if (std::isnan(v)) continue;
+    sum += v;
+    s.min = s.count == 0 ? v : std::min(s.min, v);
+    s.max = s.count == 0 ? v : std::max(s.max, v);
+    ++s.count;
+  }
+  if (s.count > 0) s.mean = sum / static_cast<double>(s.count);
+  return s;
 }
 
 /// Hotness classes.
