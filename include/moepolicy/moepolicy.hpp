@@ -68,8 +68,12 @@
 #include "moepolicy/score/importance.hpp"
 
 #include "moepolicy/sim/cache_replay.hpp"
+#include "moepolicy/sim/forward_pass.hpp"
 #include "moepolicy/sim/gpu_ndp.hpp"
 #include "moepolicy/sim/gpu_ndp_replay.hpp"
+#include "moepolicy/sim/timed_residency.hpp"
+#include "moepolicy/sim/timeline.hpp"
+#include "moepolicy/sim/trimoe_replay.hpp"
 
 #include "moepolicy/stats/analysis.hpp"
 #include "moepolicy/stats/routing_stats.hpp"

@@ -69,3 +69,20 @@ TEST_CASE("validate names the bad field") {
   s.num_dense_layers = 16;
   CHECK_THROWS_AS(s.validate(), invalid_argument);
 }
+
+TEST_CASE("presets describe the forward pass; a broken attention block is named") {
+  for (auto make : models::all) CHECK(make().describes_forward_pass());
+  CHECK(models::glm_4_5_air().attention.head_dim == 128);  // explicit, not hidden / heads
+  CHECK(models::qwen3_235b_a22b().attention.num_kv_heads == 4);
+  CHECK(models::deepseek_v2().dense_intermediate_size == 12288);
+  model_shape s = models::mixtral_8x7b();
+  s.attention.num_kv_heads = 5;
+  CHECK_THROWS_WITH_AS(s.validate(), "moepolicy::model_shape::validate: attention.num_kv_heads must be > 0 and divide "
+                                     "num_heads, got 5",
+                       invalid_argument);
+  s = models::deepseek_v3();
+  s.dense_intermediate_size = 0;
+  CHECK_THROWS_WITH_AS(s.validate(), "moepolicy::model_shape::validate: a model with dense layers and an attention "
+                                     "block needs dense_intermediate_size > 0, got 0",
+                       invalid_argument);
+}

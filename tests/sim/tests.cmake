@@ -1,3 +1,6 @@
 moepolicy_add_test(test_sim_gpu_ndp SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_ndp.cpp)
 moepolicy_add_test(test_sim_gpu_ndp_replay SOURCES ${CMAKE_CURRENT_LIST_DIR}/gpu_ndp_replay.cpp)
 moepolicy_add_test(test_sim_trimoe_replay SOURCES ${CMAKE_CURRENT_LIST_DIR}/trimoe_replay.cpp)
+moepolicy_add_test(test_sim_timeline SOURCES ${CMAKE_CURRENT_LIST_DIR}/timeline.cpp)
+moepolicy_add_test(test_sim_timed_residency SOURCES ${CMAKE_CURRENT_LIST_DIR}/timed_residency.cpp)
+moepolicy_add_test(test_sim_forward_pass SOURCES ${CMAKE_CURRENT_LIST_DIR}/forward_pass.cpp)

@@ -50,6 +50,9 @@ class any_device_cost {
   [[nodiscard]] std::size_t num_units() const noexcept {
     return std::visit([](const auto& m) { return m.num_units(); }, model_);
   }
+  [[nodiscard]] seconds dense_seconds(double flops, bytes read) const noexcept {
+    return std::visit([&](const auto& m) { return m.dense_seconds(flops, read); }, model_);
+  }
   [[nodiscard]] seconds contention_seconds(bytes n) const noexcept {
     return std::visit([&](const auto& m) { return m.contention_seconds(n); }, model_);
   }
@@ -62,5 +65,6 @@ class any_device_cost {
 };
 
 static_assert(DeviceCost<any_device_cost>);
+static_assert(DenseComputeCost<any_device_cost>);
 
 }  // namespace moepolicy

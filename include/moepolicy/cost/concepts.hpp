@@ -8,6 +8,10 @@
 //   ComputeCost && TransferCost && ActivationTransferCost && MemoryModel
 //     && ExecutionModel && ContentionModel  ->  DeviceCost
 //
+// The timed model of serving (sim/timeline.hpp) also prices the work around the experts
+// (attention, dense layers, the router, the output head) on the device that runs it:
+// `DenseComputeCost`, which every shipped model provides too.
+//
 // Shipped models: `roofline_cost` (cost/roofline.hpp), `profiled_cost`
 // (cost/profiled.hpp) and the run-time choice `any_device_cost` (cost/any_device.hpp).
 #pragma once
@@ -98,6 +102,19 @@ concept ExecutionModel = requires(const C& c) {
 template <class C>
 concept ContentionModel = requires(const C& c, bytes n) {
   { c.contention_seconds(n) } -> std::convertible_to<seconds>;
+};
+
+/// Prices dense work that is not an expert: a kernel of `flops` arithmetic that reads
+/// `read` bytes from the device's own memory (attention with its KV cache, a dense FFN,
+/// the router, the output head).
+///
+/// For `const C& c`, `double flops`, `bytes read`:
+///   1. `c.dense_seconds(flops, read)` is finite and >= 0, and 0 when both are 0;
+///   2. it is non-decreasing in `flops` and in `read`;
+///   3. calls are const, deterministic, noexcept and safe to make concurrently.
+template <class C>
+concept DenseComputeCost = requires(const C& c, double flops, bytes read) {
+  { c.dense_seconds(flops, read) } -> std::convertible_to<seconds>;
 };
 
 /// A complete device: everything above plus a name to print.

@@ -123,5 +123,6 @@ class profiled_cost : public detail::device_base {
 };
 
 static_assert(DeviceCost<profiled_cost>);
+static_assert(DenseComputeCost<profiled_cost>);
 
 }  // namespace moepolicy

@@ -50,5 +50,6 @@ class roofline_cost : public detail::device_base {
 };
 
 static_assert(DeviceCost<roofline_cost>);
+static_assert(DenseComputeCost<roofline_cost>);
 
 }  // namespace moepolicy

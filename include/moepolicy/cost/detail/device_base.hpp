@@ -49,6 +49,15 @@ class device_base {
   [[nodiscard]] execution_kind execution() const noexcept { return spec_.execution; }
   [[nodiscard]] std::size_t num_units() const noexcept { return spec_.num_units; }
 
+  /// Dense work on the roofline of the spec's compute block, whichever model prices the
+  /// experts: launch + max(flops / peak, read / memory bandwidth). A profiled model's
+  /// tables describe expert kernels only, so its dense work is priced the same way.
+  [[nodiscard]] seconds dense_seconds(double flops, bytes read) const noexcept {
+    if (!(flops > 0.0) && read == 0) return 0.0;
+    const auto& c = spec_.compute;
+    return c.launch_seconds + std::max(std::max(flops, 0.0) / c.peak_flops, static_cast<double>(read) / c.memory_bandwidth);
+  }
+
   [[nodiscard]] seconds contention_seconds(bytes n) const noexcept {
     if (n == 0) return 0.0;
     return static_cast<double>(n) / spec_.host_read_bandwidth;

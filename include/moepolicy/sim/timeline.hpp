@@ -1,0 +1,664 @@
+// moepolicy/sim/timeline.hpp — the timed model of serving: a machine's processors, memories
+// and links as resources on one timeline, the operations that occupy them, background
+// transfers that yield to demand work, and the ledger of what every second and every byte
+// was spent on.
+//
+// Why. A comparison of serving systems is only as fair as its accounting: a copy whose time
+// is not charged, a prefetch that lands instantly or a layout that changes for free makes
+// the system that uses them look better than it is. Here nothing is free: a system's replay
+// (sim/gpu_ndp_replay.hpp, sim/trimoe_replay.hpp) issues every piece of work it does —
+// compute on a device, a weight read from memory, a transfer over a link — as an operation
+// on this timeline, and reads its end-to-end time and its per-resource ledger back. The
+// timeline knows nothing of experts or devices: durations come from the `DeviceCost` models
+// the replay holds, so any model (roofline, profiled tables, a machine file) prices it.
+//
+// Resources. Each is a `processor` (a GPU, a CPU, an NDP unit), a `memory` (a DIMM serving
+// reads, seed TriMoE Eq. 6) or a `link` (one direction of PCIe, a CXL port, a DIMM-Link port).
+// A resource serves one operation at a time.
+//
+// Demand operations (`occupy`, `run`, `transfer`) are the work a forward pass waits for.
+// An operation occupies one or more resources at once — its *hops*: fetching a striped
+// expert to the GPU holds the PCIe link for latency + bytes / bandwidth and every DIMM for
+// its share of the read; a CPU expert holds the CPU for its compute and the DIMMs for the
+// weight read. It starts at the first time at or after `ready` (when its inputs exist) at
+// which every hop is free, holds each hop for that hop's own duration, and ends when the
+// longest hop ends: the hops stream concurrently, the pipelined reading of TriMoE Eq. 2–3's
+// max(). Demand operations are served in the order they are issued (first in, first out,
+// not preempted): a resource is free from the end of its last operation (`free_at`).
+//
+// Background transfers (`enqueue`, `settle`) are work nothing waits for yet: a prefetch, a
+// relayout, a placement copy that overlaps decoding. They yield to demand work: queued in
+// priority order (lower value first, first in first out among equals), they are placed, in
+// chunks of `chunk_bytes`, into the idle time the demand operations left on their resources
+// — the gaps between demand operations and the time after the last — when `settle(until)`
+// is called, each chunk starting before `until` and at or after the job's `ready`. A
+// resource's idle time is offered to background work once, in the order the replay settles
+// it; a chunk placed after a resource's last demand operation delays the next demand
+// operation there by at most one chunk (a DMA engine that finishes its current burst). A
+// job's hops split in proportion to the chunk's share of the job's bytes, so its chunks add
+// up to exactly the job's time and bytes on every hop. A job lands when its last chunk ends;
+// `landed()` lists the receipts of the jobs landed since `clear_landed()`.
+//
+// Time never goes back: `settle(until)` declares everything before `until` decided. Jobs
+// enqueued afterwards must be ready at or after it (an error otherwise); demand operations
+// may name an earlier `ready` and simply start when their resources are free.
+//
+// Receipts. `transfer` and a landed background job return a `transfer_receipt`: the only
+// proof a residency table (sim/timed_residency.hpp) accepts that a copy exists. A transfer
+// must cross at least one link: every byte moved is charged on a link.
+//
+// Ledger. Per resource: busy seconds and bytes by `cost_kind` (what the time was spent on),
+// operations, and stall seconds — the idle time before each demand operation that had to
+// wait for its inputs or for another of its resources (whether or not background work used
+// that time). Conservation holds by construction and is tested: a resource's busy time is
+// the sum of its hops' durations, its bytes the sum of its hops' bytes.
+//
+// Cost. Adding resources and the first jobs allocates; demand operations allocate nothing
+// (a resource's gap list grows only past its reserved capacity, `timeline_config`);
+// `settle` is O(jobs · chunks · hops · gaps) in the worst case.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/units.hpp"
+
+namespace moepolicy {
+
+/// What a resource is.
+enum class resource_kind : std::uint8_t {
+  processor,  ///< computes: a GPU, a CPU, an NDP unit
+  memory,     ///< serves reads for other devices: a DIMM (TriMoE Eq. 6)
+  link,       ///< carries bytes: one direction of PCIe, a CXL port, a DIMM-Link port
+};
+
+/// "processor", "memory" or "link".
+[[nodiscard]] constexpr std::string_view to_string(resource_kind k) noexcept {
+  switch (k) {
+    case resource_kind::processor:
+      return "processor";
+    case resource_kind::memory:
+      return "memory";
+    case resource_kind::link:
+      return "link";
+  }
+  return "?";
+}
+
+/// Index of a resource in its timeline.
+using resource_id = std::uint32_t;
+
+/// What a second or a byte was spent on.
+enum class cost_kind : std::uint8_t {
+  attention,     ///< attention with the KV cache
+  dense,         ///< dense layers, shared experts, the router, the output head
+  expert,        ///< a routed expert's compute
+  weight_read,   ///< memory serving a weight read for another device (TriMoE Eq. 6)
+  demand_fetch,  ///< weights moved because a step needs them now (a miss)
+  prefetch,      ///< weights moved ahead of use
+  placement,     ///< a placement's copy: the initial one, or one per request
+  migration,     ///< relayout, rebalancing, precision changes
+  activation,    ///< activations to a device and results back
+};
+
+/// The number of `cost_kind` values.
+inline constexpr std::size_t num_cost_kinds = 9;
+
+/// "attention", "dense", "expert", "weight_read", "demand_fetch", "prefetch", "placement",
+/// "migration" or "activation".
+[[nodiscard]] constexpr std::string_view to_string(cost_kind k) noexcept {
+  switch (k) {
+    case cost_kind::attention:
+      return "attention";
+    case cost_kind::dense:
+      return "dense";
+    case cost_kind::expert:
+      return "expert";
+    case cost_kind::weight_read:
+      return "weight_read";
+    case cost_kind::demand_fetch:
+      return "demand_fetch";
+    case cost_kind::prefetch:
+      return "prefetch";
+    case cost_kind::placement:
+      return "placement";
+    case cost_kind::migration:
+      return "migration";
+    case cost_kind::activation:
+      return "activation";
+  }
+  return "?";
+}
+
+/// One resource an operation holds: for `duration` seconds, moving `moved` bytes through it.
+struct hop {
+  resource_id resource = 0;
+  seconds duration = 0.0;
+  bytes moved = 0;
+};
+
+/// When an operation ran.
+struct interval {
+  seconds start = 0.0;
+  seconds end = 0.0;
+};
+
+/// Proof that a payload crossed the machine's links: made only by `timeline::transfer` and
+/// by a background job that landed.
+class transfer_receipt {
+ public:
+  /// An empty receipt (no transfer); `valid()` is false.
+  transfer_receipt() = default;
+
+  [[nodiscard]] bool valid() const noexcept { return serial_ != 0; }
+  /// When the first byte left.
+  [[nodiscard]] seconds start() const noexcept { return start_; }
+  /// When the last byte arrived: the copy is usable from then on.
+  [[nodiscard]] seconds landed() const noexcept { return landed_; }
+  /// The payload, bytes.
+  [[nodiscard]] bytes size() const noexcept { return size_; }
+  [[nodiscard]] cost_kind why() const noexcept { return why_; }
+  /// The caller's tag, as given to `transfer` or `enqueue`.
+  [[nodiscard]] std::uint64_t tag() const noexcept { return tag_; }
+  /// A number unique within the timeline, from 1.
+  [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
+
+ private:
+  friend class timeline;
+  transfer_receipt(seconds start, seconds landed, bytes size, cost_kind why, std::uint64_t tag,
+                   std::uint64_t serial) noexcept
+      : start_(start), landed_(landed), size_(size), why_(why), tag_(tag), serial_(serial) {}
+
+  seconds start_ = 0.0;
+  seconds landed_ = 0.0;
+  bytes size_ = 0;
+  cost_kind why_ = cost_kind::demand_fetch;
+  std::uint64_t tag_ = 0;
+  std::uint64_t serial_ = 0;
+};
+
+/// One hold of one resource, as `timeline::record_into` logs it.
+struct occupation {
+  resource_id resource = 0;
+  seconds start = 0.0;
+  seconds end = 0.0;
+  cost_kind why = cost_kind::expert;
+  bytes moved = 0;
+  /// Whether a background chunk (else a demand operation).
+  bool background = false;
+};
+
+/// What one resource did.
+struct resource_account {
+  std::string name;
+  resource_kind kind = resource_kind::processor;
+  /// Σ of the durations of its hops, by what they were for.
+  std::array<seconds, num_cost_kinds> busy_by{};
+  /// Σ of the bytes of its hops, by what they were for.
+  std::array<bytes, num_cost_kinds> bytes_by{};
+  /// Operations (demand operations and background chunks) that held it.
+  std::size_t operations = 0;
+  /// Idle time before demand operations that waited for their inputs or another resource.
+  seconds stall_seconds = 0.0;
+
+  [[nodiscard]] seconds busy() const noexcept {
+    seconds s = 0.0;
+    for (seconds x : busy_by) s += x;
+    return s;
+  }
+  [[nodiscard]] bytes moved() const noexcept {
+    bytes s = 0;
+    for (bytes x : bytes_by) s += x;
+    return s;
+  }
+  [[nodiscard]] seconds busy(cost_kind k) const noexcept { return busy_by[static_cast<std::size_t>(k)]; }
+  [[nodiscard]] bytes moved(cost_kind k) const noexcept { return bytes_by[static_cast<std::size_t>(k)]; }
+};
+
+/// Every resource's account and the end of the last operation.
+struct ledger {
+  std::vector<resource_account> resources;
+  /// The end of the last operation on any resource.
+  seconds horizon = 0.0;
+
+  /// The resource named `name`, or `npos`.
+  static constexpr resource_id npos = std::numeric_limits<resource_id>::max();
+  [[nodiscard]] resource_id find(std::string_view name) const noexcept {
+    for (std::size_t i = 0; i < resources.size(); ++i) {
+      if (resources[i].name == name) return static_cast<resource_id>(i);
+    }
+    return npos;
+  }
+  [[nodiscard]] const resource_account& operator[](resource_id r) const noexcept {
+    MOEPOLICY_ASSERT(r < resources.size());
+    return resources[r];
+  }
+  /// Bytes moved over links for `k`, summed over every link.
+  [[nodiscard]] bytes link_bytes(cost_kind k) const noexcept {
+    bytes s = 0;
+    for (const auto& r : resources) {
+      if (r.kind == resource_kind::link) s += r.moved(k);
+    }
+    return s;
+  }
+  /// Busy seconds of `kind` resources for `k`.
+  [[nodiscard]] seconds busy(resource_kind kind, cost_kind k) const noexcept {
+    seconds s = 0.0;
+    for (const auto& r : resources) {
+      if (r.kind == kind) s += r.busy(k);
+    }
+    return s;
+  }
+  /// Adds `o`'s figures to this ledger's; both must have the same resources.
+  ///
+  /// Throws: `invalid_argument` when the resources differ.
+  ledger& operator+=(const ledger& o) {
+    if (o.resources.size() != resources.size()) {
+      detail::throw_invalid("ledger::operator+=", "the ledgers must have the same resources, got sizes",
+                            o.resources.size());
+    }
+    for (std::size_t i = 0; i < resources.size(); ++i) {
+      auto& a = resources[i];
+      const auto& b = o.resources[i];
+      if (a.name != b.name) detail::throw_invalid("ledger::operator+=", "the ledgers' resources differ at", b.name);
+      for (std::size_t k = 0; k < num_cost_kinds; ++k) {
+        a.busy_by[k] += b.busy_by[k];
+        a.bytes_by[k] += b.bytes_by[k];
+      }
+      a.operations += b.operations;
+      a.stall_seconds += b.stall_seconds;
+    }
+    horizon += o.horizon;
+    return *this;
+  }
+};
+
+/// Configuration of a `timeline`.
+struct timeline_config {
+  /// Bytes of a background job's payload per chunk, > 0.
+  bytes chunk_bytes = bytes{8} << 20;
+  /// Idle gaps each resource keeps room for before its list grows.
+  std::size_t reserved_gaps = 64;
+};
+
+/// Resources, demand operations, background transfers and the ledger (see the header).
+class timeline {
+ public:
+  /// A background job: valid until it lands or is cancelled.
+  using job_id = std::uint32_t;
+
+  /// Throws: `invalid_argument` when `chunk_bytes` is 0.
+  explicit timeline(timeline_config config = {}) : config_(config) {
+    if (config_.chunk_bytes == 0)
+      detail::throw_invalid("timeline::timeline", "chunk_bytes must be > 0", config_.chunk_bytes);
+  }
+
+  /// Adds a resource.
+  ///
+  /// Throws: `invalid_argument` when the name is empty or already taken.
+  resource_id add_resource(std::string name, resource_kind kind) {
+    constexpr std::string_view fn = "timeline::add_resource";
+    if (name.empty()) detail::throw_invalid(fn, "a resource needs a name");
+    if (ledger_.find(name) != ledger::npos) detail::throw_invalid(fn, "the name is already taken", name);
+    resource_account a;
+    a.name = std::move(name);
+    a.kind = kind;
+    ledger_.resources.push_back(std::move(a));
+    state s;
+    s.gaps.reserve(config_.reserved_gaps);
+    state_.push_back(std::move(s));
+    return static_cast<resource_id>(state_.size() - 1);
+  }
+
+  [[nodiscard]] std::size_t num_resources() const noexcept { return state_.size(); }
+  [[nodiscard]] const timeline_config& config() const noexcept { return config_; }
+  /// Every resource's account so far.
+  [[nodiscard]] const ledger& accounts() const noexcept { return ledger_; }
+  /// When `r` is free for the next demand operation.
+  [[nodiscard]] seconds free_at(resource_id r) const noexcept {
+    MOEPOLICY_ASSERT(r < state_.size());
+    return state_[r].free_at;
+  }
+  /// The end of the last operation.
+  [[nodiscard]] seconds horizon() const noexcept { return ledger_.horizon; }
+  /// The latest `until` given to `settle`.
+  [[nodiscard]] seconds settled_until() const noexcept { return settled_; }
+
+  /// Appends every hold of a resource from now on to `*log` (none when null): for tests
+  /// that check no resource is held twice at once, and for drawing the timeline. Holds of
+  /// zero duration are not logged.
+  void record_into(std::vector<occupation>* log) noexcept { log_ = log; }
+
+  /// Forgets every operation and job; keeps the resources. Time restarts at 0.
+  void reset() noexcept {
+    for (auto& a : ledger_.resources) {
+      a.busy_by.fill(0.0);
+      a.bytes_by.fill(0);
+      a.operations = 0;
+      a.stall_seconds = 0.0;
+    }
+    ledger_.horizon = 0.0;
+    for (auto& s : state_) {
+      s.free_at = 0.0;
+      s.gaps.clear();
+    }
+    for (auto& j : jobs_) j.active = false;
+    free_jobs_.clear();
+    for (std::size_t i = jobs_.size(); i-- > 0;) free_jobs_.push_back(static_cast<job_id>(i));
+    landed_.clear();
+    settled_ = 0.0;
+    next_seq_ = 0;
+  }
+
+  /// A demand operation: holds every hop from the first time at or after `ready` at which
+  /// all are free, each for its duration.
+  ///
+  /// Throws: `invalid_argument` when `hops` is empty, names an unknown resource or one twice,
+  /// or a duration or `ready` is negative or not finite.
+  /// Complexity: O(hops); allocates only when a resource's gap list outgrows its reserve.
+  interval occupy(seconds ready, std::span<const hop> hops, cost_kind why) {
+    check_hops(ready, hops, "timeline::occupy");
+    seconds start = ready;
+    for (const hop& h : hops) start = std::max(start, state_[h.resource].free_at);
+    seconds end = start;
+    for (const hop& h : hops) {
+      state& s = state_[h.resource];
+      resource_account& a = ledger_.resources[h.resource];
+      if (start > s.free_at) {
+        a.stall_seconds += start - s.free_at;
+        const seconds from = std::max(s.free_at, settled_);
+        if (start > from) s.gaps.push_back({from, start});
+      }
+      s.free_at = start + h.duration;
+      charge(h.resource, why, h.duration, h.moved);
+      log(h.resource, start, h.duration, why, h.moved, false);
+      end = std::max(end, start + h.duration);
+    }
+    ledger_.horizon = std::max(ledger_.horizon, end);
+    return {start, end};
+  }
+
+  /// A demand operation on one resource.
+  ///
+  /// Throws: as `occupy`.
+  interval run(seconds ready, resource_id r, seconds duration, cost_kind why) {
+    const hop h{r, duration, 0};
+    return occupy(ready, std::span<const hop>(&h, 1), why);
+  }
+
+  /// A demand transfer of `payload` bytes along `hops` (at least one a link), as `occupy`.
+  ///
+  /// Throws: as `occupy`; `invalid_argument` when `payload` is 0 or no hop is a link that
+  /// the transfer holds (duration > 0 or bytes > 0).
+  transfer_receipt transfer(seconds ready, std::span<const hop> hops, bytes payload, cost_kind why,
+                            std::uint64_t tag = 0) {
+    check_transfer(hops, payload, "timeline::transfer");
+    const interval t = occupy(ready, hops, why);
+    return transfer_receipt(t.start, t.end, payload, why, tag, ++serial_);
+  }
+
+  /// Queues a background transfer of `payload` bytes along `hops` (each hop's duration and
+  /// bytes for the whole payload), ready from `ready`, at `priority` (lower first).
+  ///
+  /// Throws: as `transfer`; `invalid_argument` when `ready` is before `settled_until()`.
+  /// Complexity: O(hops); allocates only for a new job slot or more hops than the slot held.
+  job_id enqueue(seconds ready, std::span<const hop> hops, bytes payload, cost_kind why, int priority,
+                 std::uint64_t tag = 0) {
+    constexpr std::string_view fn = "timeline::enqueue";
+    check_hops(ready, hops, fn);
+    check_transfer(hops, payload, fn);
+    if (ready < settled_) {
+      detail::throw_invalid(
+          fn, "a job must be ready at or after the last settle(until) " + detail::show(settled_) + ", ready", ready);
+    }
+    job_id id;
+    if (!free_jobs_.empty()) {
+      id = free_jobs_.back();
+      free_jobs_.pop_back();
+    } else {
+      id = static_cast<job_id>(jobs_.size());
+      jobs_.emplace_back();
+    }
+    job& j = jobs_[id];
+    j.active = true;
+    j.ready = ready;
+    j.priority = priority;
+    j.seq = next_seq_++;
+    j.why = why;
+    j.tag = tag;
+    j.payload = payload;
+    j.done_bytes = 0;
+    j.first_start = -1.0;
+    j.last_start = ready;
+    j.last_end = 0.0;
+    j.hops.assign(hops.begin(), hops.end());
+    j.done_seconds.assign(hops.size(), 0.0);
+    j.done_moved.assign(hops.size(), 0);
+    return id;
+  }
+
+  /// Whether job `id` is still queued or in progress.
+  [[nodiscard]] bool pending(job_id id) const noexcept { return id < jobs_.size() && jobs_[id].active; }
+  /// Bytes of job `id`'s payload already placed.
+  [[nodiscard]] bytes placed_bytes(job_id id) const noexcept { return id < jobs_.size() ? jobs_[id].done_bytes : 0; }
+  /// Jobs queued or in progress.
+  [[nodiscard]] std::size_t pending_jobs() const noexcept {
+    std::size_t n = 0;
+    for (const auto& j : jobs_) n += j.active ? std::size_t{1} : std::size_t{0};
+    return n;
+  }
+
+  /// Stops job `id`: its remaining chunks are not placed and it never lands. The chunks
+  /// already placed stay charged (the bytes they moved were spent). Returns whether it was
+  /// pending.
+  bool cancel(job_id id) noexcept {
+    if (!pending(id)) return false;
+    jobs_[id].active = false;
+    free_jobs_.push_back(id);
+    return true;
+  }
+
+  /// Places queued jobs' chunks into idle time that starts before `until` (see the header),
+  /// highest priority first; then everything before `until` is decided.
+  ///
+  /// Throws: `invalid_argument` when `until` is negative or not finite.
+  void settle(seconds until) {
+    if (!(until >= 0.0) || !std::isfinite(until))
+      detail::throw_invalid("timeline::settle", "until must be finite and >= 0", until);
+    order_.clear();
+    for (std::size_t i = 0; i < jobs_.size(); ++i) {
+      if (jobs_[i].active) order_.push_back(static_cast<job_id>(i));
+    }
+    std::sort(order_.begin(), order_.end(), [&](job_id a, job_id b) {
+      return jobs_[a].priority != jobs_[b].priority ? jobs_[a].priority < jobs_[b].priority
+                                                    : jobs_[a].seq < jobs_[b].seq;
+    });
+    for (job_id id : order_) place_chunks(id, until);
+    settled_ = std::max(settled_, until);
+    for (auto& s : state_) {
+      std::size_t w = 0;
+      for (const interval& g : s.gaps) {
+        if (g.end <= settled_) continue;
+        s.gaps[w++] = {std::max(g.start, settled_), g.end};
+      }
+      s.gaps.resize(w);
+    }
+  }
+
+  /// Receipts of the jobs landed since the last `clear_landed()`, in landing order of
+  /// placement.
+  [[nodiscard]] std::span<const transfer_receipt> landed() const noexcept { return landed_; }
+  void clear_landed() noexcept { landed_.clear(); }
+
+ private:
+  struct state {
+    seconds free_at = 0.0;
+    /// Idle windows before `free_at`, sorted, disjoint, none before the last settle.
+    std::vector<interval> gaps;
+  };
+  struct job {
+    bool active = false;
+    seconds ready = 0.0;
+    int priority = 0;
+    std::uint64_t seq = 0;
+    cost_kind why = cost_kind::prefetch;
+    std::uint64_t tag = 0;
+    bytes payload = 0, done_bytes = 0;
+    seconds first_start = -1.0, last_start = 0.0, last_end = 0.0;
+    std::vector<hop> hops;
+    std::vector<seconds> done_seconds;
+    std::vector<bytes> done_moved;
+  };
+
+  void check_hops(seconds ready, std::span<const hop> hops, std::string_view fn) const {
+    if (!(ready >= 0.0) || !std::isfinite(ready)) detail::throw_invalid(fn, "ready must be finite and >= 0", ready);
+    if (hops.empty()) detail::throw_invalid(fn, "an operation needs at least one hop");
+    for (std::size_t i = 0; i < hops.size(); ++i) {
+      const hop& h = hops[i];
+      if (h.resource >= state_.size()) detail::throw_invalid(fn, "unknown resource", h.resource);
+      if (!(h.duration >= 0.0) || !std::isfinite(h.duration)) {
+        detail::throw_invalid(fn, "a hop's duration must be finite and >= 0 on " + ledger_.resources[h.resource].name,
+                              h.duration);
+      }
+      for (std::size_t k = 0; k < i; ++k) {
+        if (hops[k].resource == h.resource) {
+          detail::throw_invalid(fn, "a resource may appear once per operation", ledger_.resources[h.resource].name);
+        }
+      }
+    }
+  }
+
+  void check_transfer(std::span<const hop> hops, bytes payload, std::string_view fn) const {
+    if (payload == 0) detail::throw_invalid(fn, "a transfer needs a payload > 0", payload);
+    for (const hop& h : hops) {
+      if (ledger_.resources[h.resource].kind == resource_kind::link && (h.duration > 0.0 || h.moved > 0)) return;
+    }
+    detail::throw_invalid(fn, "a transfer must cross at least one link");
+  }
+
+  void charge(resource_id r, cost_kind why, seconds d, bytes moved) noexcept {
+    resource_account& a = ledger_.resources[r];
+    a.busy_by[static_cast<std::size_t>(why)] += d;
+    a.bytes_by[static_cast<std::size_t>(why)] += moved;
+    ++a.operations;
+  }
+
+  void log(resource_id r, seconds start, seconds d, cost_kind why, bytes moved, bool background) {
+    if (log_ != nullptr && d > 0.0) log_->push_back({r, start, start + d, why, moved, background});
+  }
+
+  /// The earliest start >= `from` of a window of `d` seconds on `r`: in a gap, or after
+  /// `free_at`.
+  [[nodiscard]] seconds earliest_fit(resource_id r, seconds from, seconds d) const noexcept {
+    const state& s = state_[r];
+    for (const interval& g : s.gaps) {
+      const seconds start = std::max(g.start, from);
+      if (start + d <= g.end) return start;
+    }
+    return std::max(s.free_at, from);
+  }
+
+  /// Holds [start, start + d) on `r`, carving a gap or extending `free_at`.
+  void hold(resource_id r, seconds start, seconds d) {
+    state& s = state_[r];
+    if (start >= s.free_at) {
+      const seconds from = std::max(s.free_at, settled_);
+      if (start > from) s.gaps.push_back({from, start});
+      s.free_at = start + d;
+      return;
+    }
+    for (std::size_t i = 0; i < s.gaps.size(); ++i) {
+      interval& g = s.gaps[i];
+      if (start < g.start || start + d > g.end) continue;
+      const interval right{start + d, g.end};
+      g.end = start;
+      const bool keep_left = g.end > g.start;
+      const bool keep_right = right.end > right.start;
+      if (keep_left && keep_right) {
+        s.gaps.insert(s.gaps.begin() + static_cast<std::ptrdiff_t>(i) + 1, right);
+      } else if (!keep_left && keep_right) {
+        g = right;
+      } else if (!keep_left) {
+        s.gaps.erase(s.gaps.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+      return;
+    }
+    MOEPOLICY_ASSERT(false);  // earliest_fit found the window
+  }
+
+  void place_chunks(job_id id, seconds until) {
+    job& j = jobs_[id];
+    const std::size_t n = j.hops.size();
+    while (j.active && j.done_bytes < j.payload) {
+      const bytes size = std::min<bytes>(config_.chunk_bytes, j.payload - j.done_bytes);
+      const bool last = j.done_bytes + size == j.payload;
+      const double share = static_cast<double>(j.done_bytes + size) / static_cast<double>(j.payload);
+      // Each hop's share of the chunk: the cumulative share minus what is placed, the
+      // remainder exactly on the last chunk.
+      chunk_.resize(n);
+      for (std::size_t h = 0; h < n; ++h) {
+        const hop& whole = j.hops[h];
+        seconds d = last ? whole.duration - j.done_seconds[h] : whole.duration * share - j.done_seconds[h];
+        bytes m = last ? whole.moved - j.done_moved[h]
+                       : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * share)) -
+                             std::min(j.done_moved[h], whole.moved);
+        chunk_[h] = {whole.resource, std::max(d, 0.0), m};
+      }
+      seconds s = std::max({j.ready, j.last_start, settled_});
+      for (;;) {
+        seconds next = s;
+        for (const hop& h : chunk_) {
+          if (h.duration > 0.0) next = std::max(next, earliest_fit(h.resource, s, h.duration));
+        }
+        if (next == s) break;
+        s = next;
+      }
+      if (s >= until) return;
+      seconds end = s;
+      for (std::size_t h = 0; h < n; ++h) {
+        const hop& c = chunk_[h];
+        if (c.duration > 0.0) hold(c.resource, s, c.duration);
+        charge(c.resource, j.why, c.duration, c.moved);
+        log(c.resource, s, c.duration, j.why, c.moved, true);
+        j.done_seconds[h] += c.duration;
+        j.done_moved[h] += c.moved;
+        end = std::max(end, s + c.duration);
+      }
+      j.done_bytes += size;
+      if (j.first_start < 0.0) j.first_start = s;
+      j.last_start = s;
+      j.last_end = std::max(j.last_end, end);
+      ledger_.horizon = std::max(ledger_.horizon, end);
+      if (last) {
+        landed_.push_back(transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_));
+        j.active = false;
+        free_jobs_.push_back(id);
+      }
+    }
+  }
+
+  timeline_config config_;
+  ledger ledger_;
+  std::vector<state> state_;
+  std::vector<job> jobs_;
+  std::vector<job_id> free_jobs_;
+  std::vector<job_id> order_;
+  std::vector<hop> chunk_;
+  std::vector<transfer_receipt> landed_;
+  std::vector<occupation>* log_ = nullptr;
+  seconds settled_ = 0.0;
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t serial_ = 0;
+};
+
+}  // namespace moepolicy

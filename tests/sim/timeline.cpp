@@ -1,0 +1,310 @@
+#include "moepolicy/sim/timeline.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <random>
+#include <vector>
+
+#include "../cache/count_allocations.hpp"
+
+using namespace moepolicy;
+
+namespace {
+
+struct machine {
+  timeline tl;
+  resource_id gpu, cpu, dimm, pcie;
+  explicit machine(timeline_config c = {})
+      : tl(c),
+        gpu(tl.add_resource("gpu", resource_kind::processor)),
+        cpu(tl.add_resource("cpu", resource_kind::processor)),
+        dimm(tl.add_resource("dimm", resource_kind::memory)),
+        pcie(tl.add_resource("pcie", resource_kind::link)) {}
+};
+
+/// No resource is held by two operations at once.
+void check_no_overlap(const std::vector<occupation>& log, std::size_t resources) {
+  for (resource_id r = 0; r < resources; ++r) {
+    std::vector<occupation> on;
+    for (const auto& o : log) {
+      if (o.resource == r) on.push_back(o);
+    }
+    std::sort(on.begin(), on.end(), [](const occupation& a, const occupation& b) { return a.start < b.start; });
+    for (std::size_t i = 1; i < on.size(); ++i) CHECK(on[i].start >= on[i - 1].end - 1e-12);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("demand operations on one resource run first in, first out, and stalls are the idle gaps") {
+  machine m;
+  const interval a = m.tl.run(0.0, m.gpu, 2.0, cost_kind::attention);
+  const interval b = m.tl.run(1.0, m.gpu, 3.0, cost_kind::expert);
+  const interval c = m.tl.run(7.0, m.gpu, 1.0, cost_kind::expert);
+  CHECK(a.start == 0.0);
+  CHECK(a.end == 2.0);
+  CHECK(b.start == 2.0);  // ready at 1, the GPU is busy until 2
+  CHECK(b.end == 5.0);
+  CHECK(c.start == 7.0);
+  CHECK(c.end == 8.0);
+  const auto& g = m.tl.accounts()[m.gpu];
+  CHECK(g.busy() == 6.0);
+  CHECK(g.busy(cost_kind::attention) == 2.0);
+  CHECK(g.busy(cost_kind::expert) == 4.0);
+  CHECK(g.stall_seconds == 2.0);  // idle from 5 to 7, waiting for the third operation's inputs
+  CHECK(g.operations == 3);
+  CHECK(m.tl.horizon() == 8.0);
+}
+
+TEST_CASE("a multi-hop operation holds each hop for its own time and ends with the longest") {
+  machine m;
+  // Fetch a striped expert: PCIe 4 s for 100 bytes, the DIMM serves its share of the read in 1 s.
+  const std::array<hop, 2> fetch{{{m.pcie, 4.0, 100}, {m.dimm, 1.0, 0}}};
+  const transfer_receipt r = m.tl.transfer(0.0, fetch, 100, cost_kind::demand_fetch, 7);
+  CHECK(r.valid());
+  CHECK(r.start() == 0.0);
+  CHECK(r.landed() == 4.0);
+  CHECK(r.size() == 100);
+  CHECK(r.tag() == 7);
+  CHECK(m.tl.free_at(m.pcie) == 4.0);
+  CHECK(m.tl.free_at(m.dimm) == 1.0);
+  // A CPU expert reading from the DIMM starts when the DIMM is free, not when PCIe is.
+  const std::array<hop, 2> cpu_expert{{{m.cpu, 0.5, 0}, {m.dimm, 2.0, 0}}};
+  const interval c = m.tl.occupy(0.0, cpu_expert, cost_kind::expert);
+  CHECK(c.start == 1.0);
+  CHECK(c.end == 3.0);  // the read, 2 s, outlasts the compute, 0.5 s (Eq. 3's max)
+  CHECK(m.tl.free_at(m.cpu) == 1.5);
+  CHECK(m.tl.accounts()[m.pcie].moved(cost_kind::demand_fetch) == 100);
+  CHECK(m.tl.accounts().link_bytes(cost_kind::demand_fetch) == 100);
+}
+
+TEST_CASE("bad operations get errors that name the function and the value") {
+  machine m;
+  const std::array<hop, 1> on_gpu{{{m.gpu, 1.0, 0}}};
+  CHECK_THROWS_WITH_AS(m.tl.transfer(0.0, on_gpu, 10, cost_kind::demand_fetch),
+                       "moepolicy::timeline::transfer: a transfer must cross at least one link", invalid_argument);
+  const std::array<hop, 1> on_link{{{m.pcie, 1.0, 10}}};
+  CHECK_THROWS_WITH_AS(m.tl.transfer(0.0, on_link, 0, cost_kind::demand_fetch),
+                       "moepolicy::timeline::transfer: a transfer needs a payload > 0, got 0", invalid_argument);
+  CHECK_THROWS_WITH_AS(m.tl.run(0.0, 9, 1.0, cost_kind::expert), "moepolicy::timeline::occupy: unknown resource, got 9",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(m.tl.run(0.0, m.gpu, -1.0, cost_kind::expert),
+                       "moepolicy::timeline::occupy: a hop's duration must be finite and >= 0 on gpu, got -1",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(m.tl.run(-2.0, m.gpu, 1.0, cost_kind::expert),
+                       "moepolicy::timeline::occupy: ready must be finite and >= 0, got -2", invalid_argument);
+  const std::array<hop, 2> twice{{{m.gpu, 1.0, 0}, {m.gpu, 1.0, 0}}};
+  CHECK_THROWS_WITH_AS(m.tl.occupy(0.0, twice, cost_kind::expert),
+                       "moepolicy::timeline::occupy: a resource may appear once per operation, got \"gpu\"",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(m.tl.add_resource("gpu", resource_kind::processor),
+                       "moepolicy::timeline::add_resource: the name is already taken, got \"gpu\"", invalid_argument);
+  CHECK_THROWS_WITH_AS(timeline({.chunk_bytes = 0}), "moepolicy::timeline::timeline: chunk_bytes must be > 0, got 0",
+                       invalid_argument);
+  // Nothing was charged by the rejected operations.
+  CHECK(m.tl.accounts()[m.gpu].busy() == 0.0);
+  CHECK(m.tl.accounts()[m.pcie].moved() == 0);
+}
+
+TEST_CASE("background work fills the idle gaps demand work left, and lands when its last chunk ends") {
+  machine m({.chunk_bytes = 1});
+  // A 10-byte prefetch over PCIe taking 10 s: ten chunks of 1 s.
+  const std::array<hop, 1> prefetch{{{m.pcie, 10.0, 10}}};
+  const timeline::job_id job = m.tl.enqueue(0.0, prefetch, 10, cost_kind::prefetch, 1, 42);
+  // Two demand transfers of 1 s each at 2 and 6.
+  const std::array<hop, 1> act{{{m.pcie, 1.0, 1}}};
+  CHECK(m.tl.transfer(2.0, act, 1, cost_kind::activation).start() == 2.0);
+  CHECK(m.tl.transfer(6.0, act, 1, cost_kind::activation).start() == 6.0);
+  std::vector<occupation> log;
+  m.tl.record_into(&log);
+  m.tl.settle(7.0);
+  // Chunks went into [0, 2) and [3, 6): five of them; none may start at or after 7.
+  CHECK(m.tl.placed_bytes(job) == 5);
+  CHECK(m.tl.pending(job));
+  CHECK(m.tl.landed().empty());
+  REQUIRE(log.size() == 5);
+  CHECK(log[0].start == 0.0);
+  CHECK(log[1].start == 1.0);
+  CHECK(log[2].start == 3.0);
+  CHECK(log[4].end == 6.0);
+  CHECK(log[0].background);
+  // Demand work after the settle is not delayed: PCIe is free at 7.
+  CHECK(m.tl.transfer(7.0, act, 1, cost_kind::activation).start() == 7.0);
+  m.tl.settle(100.0);
+  CHECK_FALSE(m.tl.pending(job));
+  REQUIRE(m.tl.landed().size() == 1);
+  const transfer_receipt& r = m.tl.landed()[0];
+  CHECK(r.start() == 0.0);
+  CHECK(r.landed() == 13.0);  // the last five chunks after the third demand transfer, 8 to 13
+  CHECK(r.size() == 10);
+  CHECK(r.tag() == 42);
+  CHECK(r.why() == cost_kind::prefetch);
+  const auto& p = m.tl.accounts()[m.pcie];
+  CHECK(p.busy(cost_kind::prefetch) == doctest::Approx(10.0));
+  CHECK(p.moved(cost_kind::prefetch) == 10);
+  CHECK(p.busy(cost_kind::activation) == 3.0);
+  CHECK(p.busy() == doctest::Approx(13.0));
+  check_no_overlap(log, m.tl.num_resources());
+  m.tl.clear_landed();
+  CHECK(m.tl.landed().empty());
+}
+
+TEST_CASE("a chunk placed after the last demand operation delays the next by at most one chunk") {
+  machine m({.chunk_bytes = 1});
+  const std::array<hop, 1> job{{{m.pcie, 4.0, 4}}};
+  m.tl.enqueue(0.0, job, 4, cost_kind::migration, 0);
+  m.tl.settle(1.5);  // chunks at [0, 1) and [1, 2): the second starts before 1.5
+  const std::array<hop, 1> act{{{m.pcie, 1.0, 1}}};
+  const transfer_receipt r = m.tl.transfer(1.5, act, 1, cost_kind::activation);
+  CHECK(r.start() == 2.0);
+  CHECK(m.tl.accounts()[m.pcie].stall_seconds == 0.0);  // busy until 2: no idle gap before it
+}
+
+TEST_CASE("higher priority jobs take the idle time first; equal priorities go first in, first out") {
+  machine m({.chunk_bytes = 1});
+  const std::array<hop, 1> two{{{m.pcie, 2.0, 2}}};
+  const auto low = m.tl.enqueue(0.0, two, 2, cost_kind::migration, 5, 1);
+  const auto high = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 0, 2);
+  const auto high2 = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 0, 3);
+  m.tl.settle(3.5);
+  // high takes [0, 2), high2 [2, 4); low cannot start before 3.5.
+  CHECK_FALSE(m.tl.pending(high));
+  CHECK_FALSE(m.tl.pending(high2));
+  CHECK(m.tl.pending(low));
+  CHECK(m.tl.placed_bytes(low) == 0);
+  REQUIRE(m.tl.landed().size() == 2);
+  CHECK(m.tl.landed()[0].tag() == 2);
+  CHECK(m.tl.landed()[0].landed() == 2.0);
+  CHECK(m.tl.landed()[1].tag() == 3);
+  CHECK(m.tl.landed()[1].landed() == 4.0);
+}
+
+TEST_CASE("a background job waits for every one of its hops and never starts before it is ready") {
+  machine m({.chunk_bytes = 2});
+  // The DIMM is busy with demand work [0, 3); the link is idle.
+  m.tl.run(0.0, m.dimm, 3.0, cost_kind::weight_read);
+  const std::array<hop, 2> relayout{{{m.pcie, 2.0, 4}, {m.dimm, 1.0, 0}}};
+  m.tl.enqueue(1.0, relayout, 4, cost_kind::migration, 0, 9);
+  m.tl.settle(10.0);
+  REQUIRE(m.tl.landed().size() == 1);
+  // Two chunks: [3, 4) on the link with [3, 3.5) on the DIMM, then [4, 5) and [4, 4.5).
+  CHECK(m.tl.landed()[0].start() == 3.0);
+  CHECK(m.tl.landed()[0].landed() == 5.0);
+  CHECK(m.tl.accounts()[m.dimm].busy(cost_kind::migration) == doctest::Approx(1.0));
+  CHECK(m.tl.accounts()[m.pcie].moved(cost_kind::migration) == 4);
+}
+
+TEST_CASE("time does not go back: a job may not be ready before the last settle") {
+  machine m;
+  m.tl.settle(5.0);
+  const std::array<hop, 1> job{{{m.pcie, 1.0, 1}}};
+  CHECK_THROWS_WITH_AS(m.tl.enqueue(4.0, job, 1, cost_kind::prefetch, 0),
+                       "moepolicy::timeline::enqueue: a job must be ready at or after the last settle(until) 5, "
+                       "ready, got 4",
+                       invalid_argument);
+  // A demand operation may name an earlier ready time: it runs when its resources are free.
+  CHECK(m.tl.run(1.0, m.gpu, 1.0, cost_kind::expert).start == 1.0);
+}
+
+TEST_CASE("a cancelled job keeps what it already moved charged and never lands") {
+  machine m({.chunk_bytes = 1});
+  const std::array<hop, 1> job{{{m.pcie, 4.0, 4}}};
+  const auto id = m.tl.enqueue(0.0, job, 4, cost_kind::prefetch, 0);
+  m.tl.settle(1.5);
+  CHECK(m.tl.cancel(id));
+  CHECK_FALSE(m.tl.cancel(id));
+  m.tl.settle(10.0);
+  CHECK(m.tl.landed().empty());
+  CHECK(m.tl.accounts()[m.pcie].moved(cost_kind::prefetch) == 2);
+  CHECK(m.tl.accounts()[m.pcie].busy(cost_kind::prefetch) == doctest::Approx(2.0));
+}
+
+TEST_CASE("conservation on random work: every hop charged once, bytes exact, no resource held twice at once") {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> dur(0.0, 3.0);
+  std::uniform_int_distribution<int> pick(0, 3), size(1, 40), pri(0, 3);
+  machine m({.chunk_bytes = 7});
+  std::vector<occupation> log;
+  m.tl.record_into(&log);
+  std::array<double, 4> seconds_issued{};
+  std::array<bytes, 4> bytes_issued{};
+  std::size_t jobs = 0;
+  double t = 0.0;
+  for (int round = 0; round < 200; ++round) {
+    const int kind = pick(rng);
+    const auto r1 = static_cast<resource_id>(pick(rng));
+    auto r2 = static_cast<resource_id>(pick(rng));
+    if (r2 == r1) r2 = (r1 + 1) % 4;
+    // Every operation crosses the link so that transfers are legal.
+    std::vector<hop> hops{{m.pcie, dur(rng), static_cast<bytes>(size(rng))}};
+    if (r1 != m.pcie) hops.push_back({r1, dur(rng), 0});
+    if (r2 != m.pcie && r2 != r1) hops.push_back({r2, dur(rng), 0});
+    const bytes payload = hops[0].moved;
+    for (const hop& h : hops) {
+      seconds_issued[h.resource] += h.duration;
+      bytes_issued[h.resource] += h.moved;
+    }
+    if (kind == 0) {
+      m.tl.enqueue(t, hops, payload, cost_kind::prefetch, pri(rng));
+      ++jobs;
+    } else {
+      static_cast<void>(m.tl.transfer(t, hops, payload, cost_kind::demand_fetch));
+    }
+    if (round % 10 == 9) {
+      t += dur(rng) * 3.0;
+      m.tl.settle(t);
+    }
+  }
+  m.tl.settle(1e9);
+  CHECK(m.tl.pending_jobs() == 0);
+  CHECK(m.tl.landed().size() == jobs);
+  for (resource_id r = 0; r < 4; ++r) {
+    CHECK(m.tl.accounts()[r].busy() == doctest::Approx(seconds_issued[r]).epsilon(1e-9));
+    CHECK(m.tl.accounts()[r].moved() == bytes_issued[r]);
+  }
+  check_no_overlap(log, 4);
+  seconds logged = 0.0;
+  for (const auto& o : log) logged += o.end - o.start;
+  CHECK(logged == doctest::Approx(seconds_issued[0] + seconds_issued[1] + seconds_issued[2] + seconds_issued[3]));
+}
+
+TEST_CASE("demand operations allocate nothing") {
+  if (!test::allocation_counting) return;
+  machine m;
+  const std::array<hop, 2> fetch{{{m.pcie, 1.0, 10}, {m.dimm, 0.5, 0}}};
+  static_cast<void>(m.tl.transfer(0.0, fetch, 10, cost_kind::demand_fetch));
+  test::allocation_counter count;
+  for (int i = 0; i < 50; ++i) {
+    static_cast<void>(m.tl.transfer(static_cast<double>(i) * 3.0, fetch, 10, cost_kind::demand_fetch));
+    static_cast<void>(m.tl.run(static_cast<double>(i) * 3.0, m.gpu, 1.0, cost_kind::expert));
+  }
+  CHECK(count.count() == 0);
+}
+
+TEST_CASE("reset keeps the resources and forgets the work") {
+  machine m;
+  m.tl.run(0.0, m.gpu, 2.0, cost_kind::expert);
+  m.tl.reset();
+  CHECK(m.tl.num_resources() == 4);
+  CHECK(m.tl.horizon() == 0.0);
+  CHECK(m.tl.accounts()[m.gpu].busy() == 0.0);
+  CHECK(m.tl.run(0.0, m.gpu, 1.0, cost_kind::expert).start == 0.0);
+}
+
+TEST_CASE("ledgers add up over runs of the same machine") {
+  machine a, b;
+  a.tl.run(0.0, a.gpu, 2.0, cost_kind::expert);
+  b.tl.run(0.0, b.gpu, 3.0, cost_kind::expert);
+  ledger sum = a.tl.accounts();
+  sum += b.tl.accounts();
+  CHECK(sum[a.gpu].busy() == 5.0);
+  CHECK(sum.horizon == 5.0);
+  CHECK(sum.find("pcie") == a.pcie);
+  CHECK(sum.find("nvlink") == ledger::npos);
+  timeline other;
+  other.add_resource("x", resource_kind::link);
+  ledger bad = other.accounts();
+  CHECK_THROWS_AS(bad += a.tl.accounts(), invalid_argument);
+}
