@@ -1,12 +1,14 @@
 // The comparison of the context_aware_ndp driver as a function: the context-aware GPU +
-// CXL-NDP system of seed 000 ("Context-Aware Mixture-of-Experts Inference on CXL-Enabled
-// GPU-NDP Systems") replayed on recorded routing, beside its baselines.
+// CXL-NDP system of Context-Aware GPU-NDP replayed on recorded routing on the timed model
+// (sim/gpu_ndp_replay.hpp), beside MoNDE, a HOBBIT-like GPU-only system and its own ablations.
 //
-// For a trace: the GPU and CXL-NDP devices (by default the H100 (PCIe Gen4 x16) and
-// CXL-NDP presets) priced with the trace's model shape; for each request with a prefill,
-// the prefill↔decode similarity per layer and, summed over the requests, per-token decode
-// time, NDP-side time, bytes migrated and the quantisation loss of every system (loss only
-// where a loss table matches the model: Mixtral-8x7B's, from ../shared/traces/mixtral-8x7b-mc).
+// For a trace: the GPU and CXL-NDP devices (by default the H100 (PCIe Gen4 x16) and CXL-NDP
+// presets) priced with the trace's model shape; for each request with a prefill, the
+// prefill↔decode similarity per layer; per system, time to first token, decode time per
+// token and throughput, end-to-end latency, bytes copied and fetched, the quantisation loss
+// (where a loss table matches the model: Mixtral-8x7B's, from
+// ../shared/traces/mixtral-8x7b-mc), where the time went, the placement copy's overlap with
+// decoding, and a projection over prompt and output lengths from the recorded routing.
 #pragma once
 
 #include <cstddef>
@@ -21,12 +23,17 @@ namespace moepolicy::examples::context_aware_ndp {
 struct options {
   /// Quantisation loss table (MC-MoE JSON); used when it exists and matches the model.
   std::filesystem::path loss_table;
+  /// Calibration statistics (MC-MoE activation JSON); used when it exists and matches the
+  /// model. Without them, a trace of several requests calibrates on its first request.
+  std::filesystem::path calibration;
   /// K, experts per layer on the GPU (0: half of them).
   std::size_t gpu_experts = 0;
   /// Importance weight of activation counts against routing-score sums.
   double alpha = 0.5;
   /// Also print the similarity of every layer.
   bool per_layer = false;
+  /// Print the projection over prompt and output lengths.
+  bool projection = true;
   device_spec gpu = presets::h100_sxm_gen4();
   device_spec ndp = presets::cxl_ndp();
 };

@@ -99,6 +99,13 @@ fs::path loss_table_for() {
   return fs::exists(p) ? fs::path(shown(p)) : fs::path();
 }
 
+/// The shared Mixtral-8x7B calibration statistics (C4); the context-aware family uses them
+/// when their shape matches the trace's.
+fs::path calibration_for() {
+  const fs::path p = source_dir / ".." / "shared" / "traces" / "mixtral-8x7b-mc" / "mixtral_c4_expert_activation.json";
+  return fs::exists(p) ? fs::path(shown(p)) : fs::path();
+}
+
 struct report_options {
   std::vector<std::string> traces;
   std::string machine;
@@ -603,6 +610,7 @@ void run_report(const report_options& o) {
     bar.stage(name + ": context-aware GPU + CXL-NDP", [&] {
       examples::context_aware_ndp::options opt = dev.context_aware;
       opt.loss_table = loss_table_for();
+      opt.calibration = calibration_for();
       const section_text s =
           capture(bar, "context_aware_ndp", [&](std::ostream& os) { examples::context_aware_ndp::run(path, opt, os); });
       md << "### Context-aware placement and mixed precision on GPU + CXL-NDP (seed 000)\n\n";

@@ -30,6 +30,7 @@ TEST_CASE("presets carry the papers' figures") {
   CHECK(ndp.compute.memory_bandwidth == doctest::Approx(512e9));
   CHECK(ndp.compute.peak_flops == doctest::Approx(2.048e12));
   CHECK(ndp.compute.bit_scaled_compute);
+  CHECK(ndp.host_read_bandwidth == doctest::Approx(512e9));  // reads by the GPU at the internal bandwidth
 
   const auto dimm = presets::dimm_ndp();  // seed 001 Tab. 1
   CHECK(dimm.num_units == 16);

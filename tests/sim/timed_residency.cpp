@@ -33,6 +33,14 @@ TEST_CASE("copies exist before the run only by preload, and after it only by a t
                        "moepolicy::timed_residency::install: the receipt carried fewer bytes than the copy needs "
                        "(200), got 100",
                        invalid_argument);
+  const std::array<hop, 1> read_only{{{tl.add_resource("dram", resource_kind::memory), 1.0, 0}}};
+  tl.enqueue(0.0, read_only, 100, cost_kind::prefetch, 0);
+  tl.drain();
+  REQUIRE(tl.landed().size() == 1);
+  CHECK_THROWS_WITH_AS(res.install({0, 2}, gpu, fp16, 100, tl.landed()[0]),
+                       "moepolicy::timed_residency::install: a copy needs a transfer that crossed a link, got a "
+                       "memory-only job's receipt for tier, got 1",
+                       invalid_argument);
   res.install({0, 2}, gpu, fp16, 100, r);
   // Usable only once it has landed, at 3.
   CHECK(res.present({0, 2}, gpu));

@@ -151,15 +151,20 @@ TEST_CASE("background work fills the idle gaps demand work left, and lands when 
   CHECK(m.tl.landed().empty());
 }
 
-TEST_CASE("a chunk placed after the last demand operation delays the next by at most one chunk") {
+TEST_CASE("background work never delays a demand operation: a chunk must end by the settle time") {
   machine m({.chunk_bytes = 1});
   const std::array<hop, 1> job{{{m.pcie, 4.0, 4}}};
-  m.tl.enqueue(0.0, job, 4, cost_kind::migration, 0);
-  m.tl.settle(1.5);  // chunks at [0, 1) and [1, 2): the second starts before 1.5
+  const auto id = m.tl.enqueue(0.0, job, 4, cost_kind::migration, 0);
+  m.tl.settle(1.5);  // [0, 1) fits; [1, 2) would run past 1.5
+  CHECK(m.tl.placed_bytes(id) == 1);
   const std::array<hop, 1> act{{{m.pcie, 1.0, 1}}};
   const transfer_receipt r = m.tl.transfer(1.5, act, 1, cost_kind::activation);
-  CHECK(r.start() == 2.0);
-  CHECK(m.tl.accounts()[m.pcie].stall_seconds == 0.0);  // busy until 2: no idle gap before it
+  CHECK(r.start() == 1.5);
+  CHECK(m.tl.accounts()[m.pcie].stall_seconds == 0.5);  // idle from 1 to 1.5 before it
+  m.tl.drain();                                         // the rest after the demand transfer, however late
+  REQUIRE(m.tl.landed().size() == 1);
+  CHECK(m.tl.landed()[0].landed() == 5.5);
+  CHECK(m.tl.landed()[0].crossed_link());
 }
 
 TEST_CASE("higher priority jobs take the idle time first; equal priorities go first in, first out") {
@@ -168,8 +173,8 @@ TEST_CASE("higher priority jobs take the idle time first; equal priorities go fi
   const auto low = m.tl.enqueue(0.0, two, 2, cost_kind::migration, 5, 1);
   const auto high = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 0, 2);
   const auto high2 = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 0, 3);
-  m.tl.settle(3.5);
-  // high takes [0, 2), high2 [2, 4); low cannot start before 3.5.
+  m.tl.settle(4.0);
+  // high takes [0, 2), high2 [2, 4); low would end after 4.
   CHECK_FALSE(m.tl.pending(high));
   CHECK_FALSE(m.tl.pending(high2));
   CHECK(m.tl.pending(low));
@@ -196,6 +201,18 @@ TEST_CASE("a background job waits for every one of its hops and never starts bef
   CHECK(m.tl.accounts()[m.pcie].moved(cost_kind::migration) == 4);
 }
 
+TEST_CASE("a job that crosses no link only charges its hops, and its receipt installs nothing") {
+  machine m({.chunk_bytes = 4});
+  const std::array<hop, 1> read{{{m.dimm, 2.0, 0}}};
+  m.tl.enqueue(0.0, read, 8, cost_kind::placement, 0, 5);
+  m.tl.settle(10.0);
+  REQUIRE(m.tl.landed().size() == 1);
+  CHECK_FALSE(m.tl.landed()[0].crossed_link());
+  CHECK(m.tl.accounts()[m.dimm].busy(cost_kind::placement) == doctest::Approx(2.0));
+  CHECK_THROWS_WITH_AS(m.tl.enqueue(0.0, read, 0, cost_kind::placement, 0),
+                       "moepolicy::timeline::enqueue: a job needs a payload > 0, got 0", invalid_argument);
+}
+
 TEST_CASE("time does not go back: a job may not be ready before the last settle") {
   machine m;
   m.tl.settle(5.0);
@@ -212,7 +229,7 @@ TEST_CASE("a cancelled job keeps what it already moved charged and never lands")
   machine m({.chunk_bytes = 1});
   const std::array<hop, 1> job{{{m.pcie, 4.0, 4}}};
   const auto id = m.tl.enqueue(0.0, job, 4, cost_kind::prefetch, 0);
-  m.tl.settle(1.5);
+  m.tl.settle(2.0);
   CHECK(m.tl.cancel(id));
   CHECK_FALSE(m.tl.cancel(id));
   m.tl.settle(10.0);
@@ -301,6 +318,9 @@ TEST_CASE("ledgers add up over runs of the same machine") {
   sum += b.tl.accounts();
   CHECK(sum[a.gpu].busy() == 5.0);
   CHECK(sum.horizon == 5.0);
+  sum -= a.tl.accounts();
+  CHECK(sum[a.gpu].busy() == 3.0);
+  CHECK(sum[a.gpu].operations == 1);
   CHECK(sum.find("pcie") == a.pcie);
   CHECK(sum.find("nvlink") == ledger::npos);
   timeline other;

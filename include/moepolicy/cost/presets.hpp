@@ -104,8 +104,10 @@ inline device_spec cxl_ndp() {
                .launch_seconds = 0.0};
   d.weight_link = {pcie_gen4_x16.bandwidth, 300e-9};
   d.activation_link = {pcie_gen4_x16.bandwidth, 300e-9};
-  // The GPU reads weights held here over the same link; reads contend at its bandwidth.
-  d.host_read_bandwidth = pcie_gen4_x16.bandwidth;
+  // The GPU's reads of weights held here (fetches, copies) occupy the device's DRAM at its
+  // internal 512 GB/s while the link carries them at 32 GB/s: a read of W bytes keeps the
+  // memory busy for W / 512 GB/s.
+  d.host_read_bandwidth = 512.0 * giga;
   return d;
 }
 

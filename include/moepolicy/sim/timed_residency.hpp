@@ -82,13 +82,18 @@ class timed_residency {
   /// copy already there. `must_cross` is the number of bytes the route had to move for this
   /// copy (the whole footprint over PCIe; (D−1)/D of it when striping from one DIMM).
   ///
-  /// Throws: `invalid_argument` when the receipt is empty, carried fewer than `must_cross`
+  /// Throws: `invalid_argument` when the receipt is empty or crossed no link, carried fewer than `must_cross`
   /// bytes, `must_cross` is 0, or the expert or tier is out of range.
   void install(expert_key key, tier_id tier, bitwidth bits, bytes must_cross, const transfer_receipt& receipt) {
     constexpr std::string_view fn = "timed_residency::install";
     cell& c = at(key, tier, fn);
-    if (!receipt.valid())
+    if (!receipt.valid()) {
       detail::throw_invalid(fn, "a copy needs the receipt of its transfer, got an empty receipt for tier", int{tier});
+    }
+    if (!receipt.crossed_link()) {
+      detail::throw_invalid(fn, "a copy needs a transfer that crossed a link, got a memory-only job's receipt for tier",
+                            int{tier});
+    }
     if (must_cross == 0) detail::throw_invalid(fn, "must_cross must be > 0", must_cross);
     if (receipt.size() < must_cross) {
       detail::throw_invalid(fn,
