@@ -9,7 +9,12 @@
 //    "weights": [...],                     optional, one per expert (default 1)
 //    "form": "exact" | "at_most",          optional, default "exact"
 //    "rounding": "down" | "nearest",       optional, default "down"
-//    "min_count": [...],                   optional, one per bitwidth (exact solver only)
+//    "min_count": [...],                   optional, one per bitwidth: at least that many experts
+//                                          at each bitwidth. Only the exact solver honours it:
+//                                          with "solver": "prefix_split" it is an error; with
+//                                          "both", prefix split's answer says whether it meets
+//                                          them ("min_count_met") and its status is
+//                                          "min_count_unmet" when it does not.
 //    "solver": "prefix_split" | "exact" | "both"}   optional, default "both"
 // place problem:
 //   {"counts": [[...], ...],               prefill activation counts P, layers x experts
@@ -20,6 +25,7 @@
 //    "losses": {"bits": [1, 2, 3], "table": [[[L per bit] per expert] per layer]},
 //    "uniform_bits": 3,                    without "losses", every NDP expert's bitwidth
 //    "form": ..., "rounding": ...}
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -160,9 +166,27 @@ void solve_bitwidth(const std::string& path) {
   if (solver != "prefix_split" && solver != "exact" && solver != "both") {
     bad(path, "solver", "expected \"prefix_split\", \"exact\" or \"both\", got \"" + solver + "\"");
   }
+  const bool constrained = std::any_of(min_count.begin(), min_count.end(), [](std::uint32_t c) { return c > 0; });
+  if (constrained && solver == "prefix_split") {
+    bad(path, "min_count", "prefix split cannot honour minimum counts; use \"solver\": \"exact\" or \"both\"");
+  }
+  if (!min_count.empty() && min_count.size() != bits.size()) {
+    bad(path, "min_count",
+        "expected one count per bitwidth (" + std::to_string(bits.size()) + "), got " + std::to_string(min_count.size()));
+  }
   const auto config = allocation_config(p, path);
   json out = json::object();
-  if (solver != "exact") out["prefix_split"] = to_json(prefix_split(bits, L, avg, config, weights), bits);
+  if (solver != "exact") {
+    const bit_allocation a = prefix_split(bits, L, avg, config, weights);
+    json j = to_json(a, bits);
+    if (constrained) {
+      bool met = a.status != allocation_status::infeasible;
+      for (std::size_t i = 0; i < min_count.size() && met; ++i) met = a.count_per_level[i] >= min_count[i];
+      j["min_count_met"] = met;
+      if (!met && a.status != allocation_status::infeasible) j["status"] = "min_count_unmet";
+    }
+    out["prefix_split"] = j;
+  }
   if (solver != "prefix_split") out["exact"] = to_json(exact_allocation(bits, L, avg, config, weights, min_count), bits);
   std::cout << out.dump(2) << '\n';
 }
