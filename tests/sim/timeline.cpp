@@ -328,3 +328,109 @@ TEST_CASE("ledgers add up over runs of the same machine") {
   ledger bad = other.accounts();
   CHECK_THROWS_AS(bad += a.tl.accounts(), invalid_argument);
 }
+
+TEST_CASE("a hop can be charged as another kind than its operation") {
+  machine m;
+  // A CPU expert: 1 s of compute on the CPU, a 2 s weight read on the DIMM.
+  const std::array<hop, 2> cpu_expert{{{m.cpu, 1.0, 0}, {m.dimm, 2.0, 64, cost_kind::weight_read}}};
+  std::vector<occupation> log;
+  m.tl.record_into(&log);
+  const interval i = m.tl.occupy(0.0, cpu_expert, cost_kind::expert);
+  CHECK(i.end == 2.0);
+  CHECK(m.tl.accounts()[m.cpu].busy(cost_kind::expert) == 1.0);
+  CHECK(m.tl.accounts()[m.dimm].busy(cost_kind::expert) == 0.0);
+  CHECK(m.tl.accounts()[m.dimm].busy(cost_kind::weight_read) == 2.0);
+  CHECK(m.tl.accounts()[m.dimm].moved(cost_kind::weight_read) == 64);
+  REQUIRE(log.size() == 2);
+  CHECK(log[1].why == cost_kind::weight_read);
+  // Background chunks keep the hop's kind too.
+  machine b({.chunk_bytes = 1});
+  const std::array<hop, 2> prefetch{{{b.pcie, 2.0, 2}, {b.dimm, 1.0, 0, cost_kind::weight_read}}};
+  b.tl.enqueue(0.0, prefetch, 2, cost_kind::prefetch, 0);
+  b.tl.settle(10.0);
+  CHECK(b.tl.accounts()[b.pcie].busy(cost_kind::prefetch) == doctest::Approx(2.0));
+  CHECK(b.tl.accounts()[b.dimm].busy(cost_kind::weight_read) == doctest::Approx(1.0));
+  CHECK(b.tl.accounts()[b.dimm].busy(cost_kind::prefetch) == 0.0);
+}
+
+TEST_CASE("backfill places a demand operation in the idle time earlier operations left") {
+  machine m;
+  // A fetch holds PCIe [0, 4) and the DIMM [0, 1); a second fetch queues on PCIe [4, 8) and
+  // holds the DIMM [4, 5): the DIMM is idle in [1, 4).
+  const std::array<hop, 2> fetch{{{m.pcie, 4.0, 100}, {m.dimm, 1.0, 0}}};
+  CHECK(m.tl.transfer(0.0, fetch, 100, cost_kind::demand_fetch).landed() == 4.0);
+  CHECK(m.tl.transfer(0.0, fetch, 100, cost_kind::demand_fetch).start() == 4.0);
+  // FIFO: a CPU expert reading 2 s from the DIMM would start at 5. Backfilled, at 1.
+  const std::array<hop, 2> cpu_expert{{{m.cpu, 0.5, 0}, {m.dimm, 2.0, 0, cost_kind::weight_read}}};
+  const interval c = m.tl.backfill(0.0, cpu_expert, cost_kind::expert);
+  CHECK(c.start == 1.0);
+  CHECK(c.end == 3.0);
+  // What is left of the gap, [3, 4), holds a 1 s read but not a 1.5 s one (that goes after 5).
+  const std::array<hop, 1> read1{{{m.dimm, 1.0, 0}}};
+  CHECK(m.tl.backfill(0.0, read1, cost_kind::weight_read).start == 3.0);
+  const std::array<hop, 1> read15{{{m.dimm, 1.5, 0}}};
+  CHECK(m.tl.backfill(0.0, read15, cost_kind::weight_read).start == 5.0);
+  // A backfilled transfer gets a receipt; stalls count only the time a hop extends past free_at.
+  const std::array<hop, 1> act{{{m.pcie, 1.0, 8}}};
+  const transfer_receipt r = m.tl.backfill_transfer(9.0, act, 8, cost_kind::activation);
+  CHECK(r.start() == 9.0);
+  CHECK(r.landed() == 10.0);
+  CHECK(m.tl.accounts()[m.pcie].stall_seconds == 1.0);  // idle 8 to 9
+  CHECK(m.tl.accounts()[m.dimm].busy() == doctest::Approx(1.0 + 1.0 + 2.0 + 1.0 + 1.5));
+  CHECK_THROWS_WITH_AS(m.tl.backfill_transfer(0.0, read1, 8, cost_kind::activation),
+                       "moepolicy::timeline::backfill_transfer: a transfer must cross at least one link",
+                       invalid_argument);
+}
+
+TEST_CASE("reserved job slots: enqueueing and settling allocate nothing") {
+  if (!test::allocation_counting) return;
+  machine m({.chunk_bytes = 1, .reserved_gaps = 64, .reserved_jobs = 8, .reserved_hops = 2});
+  const std::array<hop, 2> job{{{m.pcie, 2.0, 2}, {m.dimm, 1.0, 0, cost_kind::weight_read}}};
+  test::allocation_counter count;
+  for (int round = 0; round < 4; ++round) {
+    const double t = 10.0 * round;
+    for (int k = 0; k < 4; ++k) m.tl.enqueue(t, job, 2, cost_kind::prefetch, k % 2);
+    m.tl.settle(t + 9.0);
+    m.tl.clear_landed();
+  }
+  CHECK(count.count() == 0);
+  CHECK(m.tl.pending_jobs() == 0);
+}
+
+TEST_CASE("every cost kind has a name, and KV-cache traffic is charged apart") {
+  for (std::size_t k = 0; k < num_cost_kinds; ++k) CHECK(to_string(static_cast<cost_kind>(k)) != "?");
+  CHECK(to_string(cost_kind::kv_cache) == "kv_cache");
+  machine m;
+  const std::array<hop, 1> out{{{m.pcie, 1e-3, 4096}}};
+  const transfer_receipt r = m.tl.transfer(0.0, out, 4096, cost_kind::kv_cache);
+  CHECK(r.landed() == doctest::Approx(1e-3));
+  CHECK(m.tl.accounts()[m.pcie].moved(cost_kind::kv_cache) == 4096);
+  CHECK(m.tl.accounts().link_bytes(cost_kind::kv_cache) == 4096);
+}
+
+TEST_CASE("the queue keeps placement order across cancels, landings and reused job slots") {
+  machine m({.chunk_bytes = 1});
+  const std::array<hop, 1> two{{{m.pcie, 2.0, 2}}};
+  const auto a = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 5, 1);
+  const auto b = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 1, 2);
+  CHECK(m.tl.cancel(a));
+  CHECK_FALSE(m.tl.cancel(a));
+  const auto c = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 0, 3);  // may reuse a's slot
+  const auto d = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 1, 4);
+  CHECK(m.tl.pending_jobs() == 3);
+  m.tl.settle(4.0);  // c [0, 2), then b [2, 4): priority first, then first in first out
+  REQUIRE(m.tl.landed().size() == 2);
+  CHECK(m.tl.landed()[0].tag() == 3);
+  CHECK(m.tl.landed()[1].tag() == 2);
+  CHECK_FALSE(m.tl.pending(c));
+  CHECK_FALSE(m.tl.pending(b));
+  CHECK(m.tl.pending(d));
+  m.tl.clear_landed();
+  const auto e = m.tl.enqueue(4.0, two, 2, cost_kind::prefetch, 1, 5);
+  m.tl.drain();
+  REQUIRE(m.tl.landed().size() == 2);
+  CHECK(m.tl.landed()[0].tag() == 4);  // d was queued before e at the same priority
+  CHECK(m.tl.landed()[1].tag() == 5);
+  CHECK_FALSE(m.tl.pending(e));
+  CHECK(m.tl.pending_jobs() == 0);
+}

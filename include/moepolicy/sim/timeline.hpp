@@ -13,7 +13,7 @@
 // the replay holds, so any model (roofline, profiled tables, a machine file) prices it.
 //
 // Resources. Each is a `processor` (a GPU, a CPU, an NDP unit), a `memory` (a DIMM serving
-// reads, seed TriMoE Eq. 6) or a `link` (one direction of PCIe, a CXL port, a DIMM-Link port).
+// reads, TriMoE Eq. 6) or a `link` (one direction of PCIe, a CXL port, a DIMM-Link port).
 // A resource serves one operation at a time.
 //
 // Demand operations (`occupy`, `run`, `transfer`) are the work a forward pass waits for.
@@ -25,6 +25,11 @@
 // longest hop ends: the hops stream concurrently, the pipelined reading of TriMoE Eq. 2–3's
 // max(). Demand operations are served in the order they are issued (first in, first out,
 // not preempted): a resource is free from the end of its last operation (`free_at`).
+// `backfill` (and `backfill_transfer`) instead places an operation at the earliest time all
+// its hops fit in idle time, gaps that earlier operations left included: list scheduling in
+// issue order, for work whose resources a system interleaves (DIMM reads for the CPU and for
+// a PCIe fetch). A hop may be charged as another `cost_kind` than its operation
+// (`hop::charge_as`): the DIMM hops of a CPU expert are weight reads, not expert compute.
 //
 // Background transfers (`enqueue`, `settle`) are work nothing waits for yet: a prefetch, a
 // relayout, a placement copy that overlaps decoding. They never delay demand work: queued in
@@ -66,6 +71,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -111,13 +117,14 @@ enum class cost_kind : std::uint8_t {
   placement,     ///< a placement's copy: the initial one, or one per request
   migration,     ///< relayout, rebalancing, precision changes
   activation,    ///< activations to a device and results back
+  kv_cache,      ///< KV-cache entries written to (or read from) a memory off the device
 };
 
 /// The number of `cost_kind` values.
-inline constexpr std::size_t num_cost_kinds = 9;
+inline constexpr std::size_t num_cost_kinds = 10;
 
 /// "attention", "dense", "expert", "weight_read", "demand_fetch", "prefetch", "placement",
-/// "migration" or "activation".
+/// "migration", "activation" or "kv_cache".
 [[nodiscard]] constexpr std::string_view to_string(cost_kind k) noexcept {
   switch (k) {
     case cost_kind::attention:
@@ -138,6 +145,8 @@ inline constexpr std::size_t num_cost_kinds = 9;
       return "migration";
     case cost_kind::activation:
       return "activation";
+    case cost_kind::kv_cache:
+      return "kv_cache";
   }
   return "?";
 }
@@ -147,6 +156,10 @@ struct hop {
   resource_id resource = 0;
   seconds duration = 0.0;
   bytes moved = 0;
+  /// What this hop's seconds and bytes are charged as in the ledger; the operation's `why`
+  /// when empty. (A CPU expert holds the CPU for its compute and the DIMMs for the weight
+  /// read it makes of them: `expert` on the one, `weight_read` on the others.)
+  std::optional<cost_kind> charge_as{};
 };
 
 /// When an operation ran.
@@ -318,6 +331,10 @@ struct timeline_config {
   bytes chunk_bytes = bytes{1} << 20;
   /// Idle gaps each resource keeps room for before its list grows.
   std::size_t reserved_gaps = 64;
+  /// Background job slots made at construction, each with room for `reserved_hops` hops,
+  /// so that enqueueing up to that many pending jobs allocates nothing.
+  std::size_t reserved_jobs = 0;
+  std::size_t reserved_hops = 0;
 };
 
 /// Resources, demand operations, background transfers and the ledger (see the header).
@@ -330,6 +347,17 @@ class timeline {
   explicit timeline(timeline_config config = {}) : config_(config) {
     if (config_.chunk_bytes == 0)
       detail::throw_invalid("timeline::timeline", "chunk_bytes must be > 0", config_.chunk_bytes);
+    jobs_.resize(config_.reserved_jobs);
+    for (auto& j : jobs_) {
+      j.hops.reserve(config_.reserved_hops);
+      j.done_seconds.reserve(config_.reserved_hops);
+      j.done_moved.reserve(config_.reserved_hops);
+    }
+    free_jobs_.reserve(config_.reserved_jobs);
+    for (std::size_t i = jobs_.size(); i-- > 0;) free_jobs_.push_back(static_cast<job_id>(i));
+    order_.reserve(config_.reserved_jobs);
+    landed_.reserve(config_.reserved_jobs);
+    chunk_.reserve(config_.reserved_hops);
   }
 
   /// Adds a resource.
@@ -382,6 +410,7 @@ class timeline {
       s.gaps.clear();
     }
     for (auto& j : jobs_) j.active = false;
+    order_.clear();
     free_jobs_.clear();
     for (std::size_t i = jobs_.size(); i-- > 0;) free_jobs_.push_back(static_cast<job_id>(i));
     landed_.clear();
@@ -409,8 +438,8 @@ class timeline {
         if (start > from) s.gaps.push_back({from, start});
       }
       s.free_at = start + h.duration;
-      charge(h.resource, why, h.duration, h.moved);
-      log(h.resource, start, h.duration, why, h.moved, false);
+      charge(h.resource, h.charge_as.value_or(why), h.duration, h.moved);
+      log(h.resource, start, h.duration, h.charge_as.value_or(why), h.moved, false);
       end = std::max(end, start + h.duration);
     }
     ledger_.horizon = std::max(ledger_.horizon, end);
@@ -436,6 +465,46 @@ class timeline {
     return transfer_receipt(t.start, t.end, payload, why, tag, ++serial_, true);
   }
 
+  /// A demand operation that may use idle time earlier operations left (backfilling): it
+  /// holds every hop from the earliest time at or after `ready` at which each hop fits in
+  /// an idle gap of its resource or after its last operation, each for its duration. Issued
+  /// in priority order, such operations are list-scheduled: a striped read waits only for
+  /// the DIMMs' own idle time, not for an unrelated transfer issued before it on another
+  /// resource. Idle time before the start counts as stall only where the hop extends its
+  /// resource past `free_at` (as `occupy`); a hop placed in a gap stalls nothing.
+  ///
+  /// Throws: as `occupy`.
+  /// Complexity: O(hops · gaps) per round of the search for a common start; allocates only
+  /// when a resource's gap list outgrows its reserve.
+  interval backfill(seconds ready, std::span<const hop> hops, cost_kind why) {
+    check_hops(ready, hops, "timeline::backfill");
+    const seconds start = common_fit(ready, hops);
+    seconds end = start;
+    for (const hop& h : hops) {
+      state& s = state_[h.resource];
+      resource_account& a = ledger_.resources[h.resource];
+      if (h.duration > 0.0) {
+        if (start >= s.free_at) a.stall_seconds += start - s.free_at;
+        hold(h.resource, start, h.duration);
+      }
+      charge(h.resource, h.charge_as.value_or(why), h.duration, h.moved);
+      log(h.resource, start, h.duration, h.charge_as.value_or(why), h.moved, false);
+      end = std::max(end, start + h.duration);
+    }
+    ledger_.horizon = std::max(ledger_.horizon, end);
+    return {start, end};
+  }
+
+  /// A demand transfer placed as `backfill` places an operation.
+  ///
+  /// Throws: as `transfer`.
+  transfer_receipt backfill_transfer(seconds ready, std::span<const hop> hops, bytes payload, cost_kind why,
+                                     std::uint64_t tag = 0) {
+    check_transfer(hops, payload, "timeline::backfill_transfer");
+    const interval t = backfill(ready, hops, why);
+    return transfer_receipt(t.start, t.end, payload, why, tag, ++serial_, true);
+  }
+
   /// Queues a background job of `payload` bytes along `hops` (each hop's duration and bytes
   /// for the whole payload), ready from `ready`, at `priority` (lower first). A job that
   /// crosses a link is a transfer whose receipt can install a copy; one that does not (the
@@ -444,7 +513,8 @@ class timeline {
   ///
   /// Throws: as `occupy`; `invalid_argument` when `payload` is 0 or `ready` is before
   /// `settled_until()`.
-  /// Complexity: O(hops); allocates only for a new job slot or more hops than the slot held.
+  /// Complexity: O(hops + pending jobs); allocates only for a new job slot, more hops than
+  /// the slot held, or more pending jobs than ever before.
   job_id enqueue(seconds ready, std::span<const hop> hops, bytes payload, cost_kind why, int priority,
                  std::uint64_t tag = 0) {
     constexpr std::string_view fn = "timeline::enqueue";
@@ -480,6 +550,11 @@ class timeline {
     j.hops.assign(hops.begin(), hops.end());
     j.done_seconds.assign(hops.size(), 0.0);
     j.done_moved.assign(hops.size(), 0);
+    // The queue stays in placement order (priority, then first in first out): this job is
+    // the newest, so it goes after every job of its priority.
+    order_.insert(std::upper_bound(order_.begin(), order_.end(), priority,
+                                   [&](int p, job_id b) { return p < jobs_[b].priority; }),
+                  id);
     return id;
   }
 
@@ -496,11 +571,12 @@ class timeline {
 
   /// Stops job `id`: its remaining chunks are not placed and it never lands. The chunks
   /// already placed stay charged (the bytes they moved were spent). Returns whether it was
-  /// pending.
+  /// pending. Complexity: O(pending jobs).
   bool cancel(job_id id) noexcept {
     if (!pending(id)) return false;
     jobs_[id].active = false;
     free_jobs_.push_back(id);
+    order_.erase(std::find(order_.begin(), order_.end(), id));
     return true;
   }
 
@@ -511,15 +587,7 @@ class timeline {
   void settle(seconds until) {
     if (!(until >= 0.0) || !std::isfinite(until))
       detail::throw_invalid("timeline::settle", "until must be finite and >= 0", until);
-    order_.clear();
-    for (std::size_t i = 0; i < jobs_.size(); ++i) {
-      if (jobs_[i].active) order_.push_back(static_cast<job_id>(i));
-    }
-    std::sort(order_.begin(), order_.end(), [&](job_id a, job_id b) {
-      return jobs_[a].priority != jobs_[b].priority ? jobs_[a].priority < jobs_[b].priority
-                                                    : jobs_[a].seq < jobs_[b].seq;
-    });
-    for (job_id id : order_) place_chunks(id, until);
+    place_queued(until);
     settled_ = std::max(settled_, until);
     for (auto& s : state_) {
       std::size_t w = 0;
@@ -534,15 +602,7 @@ class timeline {
   /// Places every queued job's remaining chunks, however late (the end of a run: work that
   /// was committed is charged in full); then everything before the horizon is decided.
   void drain() {
-    order_.clear();
-    for (std::size_t i = 0; i < jobs_.size(); ++i) {
-      if (jobs_[i].active) order_.push_back(static_cast<job_id>(i));
-    }
-    std::sort(order_.begin(), order_.end(), [&](job_id a, job_id b) {
-      return jobs_[a].priority != jobs_[b].priority ? jobs_[a].priority < jobs_[b].priority
-                                                    : jobs_[a].seq < jobs_[b].seq;
-    });
-    for (job_id id : order_) place_chunks(id, std::numeric_limits<seconds>::infinity());
+    place_queued(std::numeric_limits<seconds>::infinity());
     settle(ledger_.horizon);
   }
 
@@ -620,6 +680,20 @@ class timeline {
     return std::max(s.free_at, from);
   }
 
+  /// The earliest time >= `from` at which every hop of positive duration fits on its
+  /// resource (in a gap or after `free_at`).
+  [[nodiscard]] seconds common_fit(seconds from, std::span<const hop> hops) const noexcept {
+    seconds s = from;
+    for (;;) {
+      seconds next = s;
+      for (const hop& h : hops) {
+        if (h.duration > 0.0) next = std::max(next, earliest_fit(h.resource, s, h.duration));
+      }
+      if (next == s) return s;
+      s = next;
+    }
+  }
+
   /// Holds [start, start + d) on `r`, carving a gap or extending `free_at`.
   void hold(resource_id r, seconds start, seconds d) {
     state& s = state_[r];
@@ -648,6 +722,17 @@ class timeline {
     MOEPOLICY_ASSERT(false);  // earliest_fit found the window
   }
 
+  /// Places the queued jobs in order (`order_`: priority, then first in first out), then
+  /// drops those that landed from the queue.
+  void place_queued(seconds until) {
+    for (job_id id : order_) place_chunks(id, until);
+    std::size_t w = 0;
+    for (job_id id : order_) {
+      if (jobs_[id].active) order_[w++] = id;
+    }
+    order_.resize(w);
+  }
+
   void place_chunks(job_id id, seconds until) {
     job& j = jobs_[id];
     const std::size_t n = j.hops.size();
@@ -664,7 +749,7 @@ class timeline {
         bytes m = last ? whole.moved - j.done_moved[h]
                        : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * share)) -
                              std::min(j.done_moved[h], whole.moved);
-        chunk_[h] = {whole.resource, std::max(d, 0.0), m};
+        chunk_[h] = {whole.resource, std::max(d, 0.0), m, whole.charge_as};
       }
       seconds s = std::max({j.ready, j.last_start, settled_});
       for (;;) {
@@ -684,8 +769,8 @@ class timeline {
       for (std::size_t h = 0; h < n; ++h) {
         const hop& c = chunk_[h];
         if (c.duration > 0.0) hold(c.resource, s, c.duration);
-        charge(c.resource, j.why, c.duration, c.moved);
-        log(c.resource, s, c.duration, j.why, c.moved, true);
+        charge(c.resource, c.charge_as.value_or(j.why), c.duration, c.moved);
+        log(c.resource, s, c.duration, c.charge_as.value_or(j.why), c.moved, true);
         j.done_seconds[h] += c.duration;
         j.done_moved[h] += c.moved;
         end = std::max(end, s + c.duration);
@@ -709,6 +794,7 @@ class timeline {
   std::vector<state> state_;
   std::vector<job> jobs_;
   std::vector<job_id> free_jobs_;
+  /// The pending jobs in placement order: priority, then first in first out.
   std::vector<job_id> order_;
   std::vector<hop> chunk_;
   std::vector<transfer_receipt> landed_;
