@@ -1,4 +1,4 @@
-// Expert caching and routing (seeds 002 and 004): the expert-cache router, one eviction
+// Expert caching and routing (CXL-MoE, Edge-MoE): the expert-cache router, one eviction
 // decision of every policy, the two-pointer balancer and the one-pass LRU hit curve, each
 // beside its floor — a benchmark that only reads the same inputs once. The figure to quote
 // is policy time / floor time (equivalently floor items/s ÷ policy items/s).
@@ -26,9 +26,11 @@
 #include <string>
 #include <vector>
 
+#include "bundled_trace.hpp"
 #include "moepolicy/balance/two_pointer.hpp"
 #include "moepolicy/cache/any_eviction_policy.hpp"
 #include "moepolicy/cache/belady.hpp"
+#include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
 #include "moepolicy/cache/lfu.hpp"
@@ -41,7 +43,6 @@
 #include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/route/expert_cache_router.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
-#include "bundled_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 
 namespace {
@@ -92,8 +93,10 @@ void router_batch(benchmark::State& state, bool prefer) {
   const auto k = static_cast<std::size_t>(state.range(1));
   const auto tokens = static_cast<std::size_t>(state.range(2));
   const router_inputs in(E, k, tokens);
-  expert_cache_router router({.num_experts = static_cast<std::uint32_t>(E), .top_k = static_cast<std::uint32_t>(k),
-                              .alpha = 0.3, .prefer_batch_shared = prefer});
+  expert_cache_router router({.num_experts = static_cast<std::uint32_t>(E),
+                              .top_k = static_cast<std::uint32_t>(k),
+                              .alpha = 0.3,
+                              .prefer_batch_shared = prefer});
   std::vector<expert_id> out_ids(tokens * k);
   std::vector<float> out_w(tokens * k);
   const auto resident = [&](expert_id e) { return in.resident[e] != 0; };
@@ -152,10 +155,10 @@ BENCHMARK(router_floor)->Apply(router_args);
 const routing_trace& granite() { return moepolicy::bench::bundled_granite(); }
 
 struct eviction_inputs {
-  std::vector<batch_view> batches;       // in replay order
-  std::vector<std::uint8_t> step_ends;   // 1 after the last batch of a step
-  std::vector<expert_key> accesses;      // distinct experts per batch, in order
-  std::vector<std::uint32_t> first;      // first access of each batch
+  std::vector<batch_view> batches;      // in replay order
+  std::vector<std::uint8_t> step_ends;  // 1 after the last batch of a step
+  std::vector<expert_key> accesses;     // distinct experts per batch, in order
+  std::vector<std::uint32_t> first;     // first access of each batch
   std::vector<std::uint64_t> next_use;
 
   eviction_inputs() {
@@ -220,6 +223,7 @@ void evict_lfu(benchmark::State& s) { cache_access<lfu_policy>(s, {}); }
 void evict_lfu_decayed(benchmark::State& s) { cache_access<lfu_policy>(s, {.decay = 0.9}); }
 void evict_score_aware(benchmark::State& s) { cache_access<score_aware_policy>(s, {}); }
 void evict_sticky_lru(benchmark::State& s) { cache_access<sticky_lru_policy>(s, {}); }
+void evict_ema_score(benchmark::State& s) { cache_access<ema_score_policy>(s, {}); }
 void evict_belady(benchmark::State& s) { cache_access<belady_policy>(s, {}); }
 void evict_any_lru(benchmark::State& s) { cache_access<any_eviction_policy>(s, lru_config{}); }
 
@@ -247,6 +251,7 @@ BENCHMARK(evict_lfu);
 BENCHMARK(evict_lfu_decayed);
 BENCHMARK(evict_score_aware);
 BENCHMARK(evict_sticky_lru);
+BENCHMARK(evict_ema_score);
 BENCHMARK(evict_belady);
 BENCHMARK(evict_any_lru);
 BENCHMARK(evict_floor);
@@ -270,6 +275,7 @@ BENCHMARK_TEMPLATE(victim_query, lru_policy);
 BENCHMARK_TEMPLATE(victim_query, lfu_policy);
 BENCHMARK_TEMPLATE(victim_query, score_aware_policy);
 BENCHMARK_TEMPLATE(victim_query, sticky_lru_policy);
+BENCHMARK_TEMPLATE(victim_query, ema_score_policy);
 BENCHMARK_TEMPLATE(victim_query, belady_policy);
 
 /// The hit ratio at every capacity in one pass (Mattson), over the Granite accesses.

@@ -1,4 +1,4 @@
-// TriMoE's per-step policies (seed 001 §4.2–4.3): what one decode step's scheduling costs
+// TriMoE's per-step policies (TriMoE §4.2–4.3): what one decode step's scheduling costs
 // with the paper's solver (greedy + bottleneck refinement), the improved solver (local
 // search with pair moves and a bounded exact finish) and the exact solver, what pricing
 // the step's cost matrix costs, what the EMA load predictor's update costs, and what the
@@ -29,7 +29,8 @@
 //                channels fix the total). Argument {D}.
 // All problems are priced on the TriMoE machine (presets: H100 PCIe, Xeon 8470 AMX, 16
 // DIMM-NDPs unless a sweep says otherwise) at FP16. Items are activated experts (solvers,
-// pricing) or experts updated (predictor, relayout step).
+// pricing) or experts updated (predictor, relayout step). The +Relayout step benchmark runs
+// the whole timed step of sim/trimoe_replay.hpp on a one-layer model (see it below).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -56,6 +57,7 @@
 #include "moepolicy/sched/exact.hpp"
 #include "moepolicy/sched/gpu_cpu_ndp.hpp"
 #include "moepolicy/sched/local_search.hpp"
+#include "moepolicy/sim/trimoe_replay.hpp"
 #include "moepolicy/stats/analysis.hpp"
 
 namespace {
@@ -153,7 +155,8 @@ const step_set* real_set(int model, std::size_t batch) {
     std::vector<std::uint8_t> res(E);
     for (std::size_t e = 0; e < E; ++e) {
       const bool hot = cls[e] == hotness::hot;
-      lay[e] = hot ? expert_layout::striped() : expert_layout::localized(static_cast<std::uint16_t>((l * E + e) % num_dimms));
+      lay[e] = hot ? expert_layout::striped()
+                   : expert_layout::localized(static_cast<std::uint16_t>((l * E + e) % num_dimms));
       res[e] = hot ? 1 : 0;
     }
     for (std::size_t st = 0; st < steps.num_steps(); ++st) {
@@ -172,11 +175,16 @@ const step_set* real_set(int model, std::size_t batch) {
 
 model_shape shape_for(std::size_t experts) {
   switch (experts) {
-    case 8: return models::mixtral_8x7b();
-    case 32: return models::granite_3_1_1b_a400m();
-    case 64: return models::olmoe_1b_7b();
-    case 128: return models::qwen3_30b_a3b();
-    default: return models::deepseek_v3();
+    case 8:
+      return models::mixtral_8x7b();
+    case 32:
+      return models::granite_3_1_1b_a400m();
+    case 64:
+      return models::olmoe_1b_7b();
+    case 128:
+      return models::qwen3_30b_a3b();
+    default:
+      return models::deepseek_v3();
   }
 }
 
@@ -200,7 +208,8 @@ void fill_synth(step_set& s, std::size_t experts, std::size_t batch, std::size_t
   for (std::size_t r = 0; r < E; ++r) {
     const std::size_t e = perm[r];
     res[e] = r < (E + 9) / 10 ? 1 : 0;
-    lay[e] = r >= E * 4 / 10 ? expert_layout::localized(static_cast<std::uint16_t>(e % dimms)) : expert_layout::striped();
+    lay[e] =
+        r >= E * 4 / 10 ? expert_layout::localized(static_cast<std::uint16_t>(e % dimms)) : expert_layout::striped();
   }
   std::discrete_distribution<std::size_t> pick(weight.begin(), weight.end());
   for (int st = 0; st < 64; ++st) {
@@ -263,9 +272,12 @@ enum class source { synth, real, dimms };
 
 const step_set* set_of(const benchmark::State& state, source from) {
   switch (from) {
-    case source::real: return real_set(static_cast<int>(state.range(0)), static_cast<std::size_t>(state.range(1)));
-    case source::synth: return synth_set(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
-    case source::dimms: return dimm_set(static_cast<std::size_t>(state.range(0)));
+    case source::real:
+      return real_set(static_cast<int>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+    case source::synth:
+      return synth_set(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
+    case source::dimms:
+      return dimm_set(static_cast<std::size_t>(state.range(0)));
   }
   return nullptr;
 }
@@ -290,8 +302,7 @@ void solve_loop(benchmark::State& state, source from, Solver&& solver) {
   state.SetItemsProcessed(static_cast<std::int64_t>(items));
   // Moves (heuristics) or nodes (exact) per step.
   state.counters["moves_or_nodes"] = static_cast<double>(moves) / static_cast<double>(state.iterations());
-  state.counters["experts_per_step"] =
-      static_cast<double>(s->activated) / static_cast<double>(s->problems.size());
+  state.counters["experts_per_step"] = static_cast<double>(s->activated) / static_cast<double>(s->problems.size());
   state.SetLabel(s->label);
 }
 
@@ -508,8 +519,8 @@ void synth_plan(benchmark::State& state) {
   for (const auto& l : s->loads) pred.update(0, l);
   migration_planner planner(*s->sys, s->experts);
   for (auto _ : state) {
-    const auto tasks = planner.plan(0, pred.predicted_loads(0), pred.predicted_classes(0), s->layouts[0], s->resident[0],
-                                    0.68e-3, 8'000'000'000ULL);
+    const auto tasks = planner.plan(0, pred.predicted_loads(0), pred.predicted_classes(0), s->layouts[0],
+                                    s->resident[0], 0.68e-3, 8'000'000'000ULL);
     benchmark::DoNotOptimize(tasks.data());
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(s->experts));
@@ -534,30 +545,42 @@ void synth_plan_floor(benchmark::State& state) {
 BENCHMARK(synth_plan)->Apply(ema_args)->MinTime(0.2);
 BENCHMARK(synth_plan_floor)->Apply(ema_args)->MinTime(0.2);
 
-// --- one step of the +Relayout stage (sim/trimoe_replay.hpp) ---------------------------------
+// --- one step of the +Relayout system on the timed model (sim/trimoe_replay.hpp) ------------
 
-/// One (step, layer) of the relayout stage as the replay runs it after the layer executes:
-/// the EMA update with the step's loads, the plan for the layer's next step, and
-/// `apply_migrations` on the layer's state, which carries over to the next iteration
-/// (SYNTHETIC steps, cycled; window 0.68 ms, HBM room for 8 experts).
+/// One batched step of the +Relayout system as the replay runs it, and only it: attention and
+/// the router on the timeline, background work settled and landed copies installed, the
+/// refined schedule issued onto the GPU, CPU, DIMMs and PCIe, the EMA update, and the plan for
+/// the next layer queued as background jobs. A one-layer model of E experts over the
+/// SYNTHETIC steps (a fresh replayer, built outside the timed region, after the 63rd); the
+/// window is the layer's MoE span, so that migrations happen; roofline prices.
 void synth_relayout_step(benchmark::State& state) {
   const step_set* s = synth_set(static_cast<std::size_t>(state.range(0)), static_cast<std::size_t>(state.range(1)));
-  ema_load_predictor pred(1, s->experts);
-  migration_planner planner(*s->sys, s->experts);
-  std::vector<expert_layout> layouts = s->layouts[0];
-  std::vector<std::uint8_t> resident = s->resident[0];
-  const bytes room = 8 * s->sys->weight_bytes(expert_key{0, 0}, fp16);
-  std::size_t i = 0, taken = 0;
+  const model_shape shape = shape_for(s->experts);
+  batched_steps steps(s->loads.size(), 1, s->experts, static_cast<std::size_t>(state.range(1)));
+  for (std::size_t t = 0; t < s->loads.size(); ++t)
+    std::copy(s->loads[t].begin(), s->loads[t].end(), steps.loads(t, 0).begin());
+  trimoe_replay_config c;
+  c.systems = {false, false, false, false, false, true, false, false, false};
+  c.solver_gaps = false;
+  c.window = trimoe_window::moe_span;
+  c.compute = trimoe_compute_model::roofline;
+  const auto devices = make_trimoe_devices({}, shape, c.compute);
+  auto r = std::make_unique<trimoe_replayer<>>(steps, shape, devices, c);
+  std::size_t replayed = 0;
+  std::size_t jobs = 0;
   for (auto _ : state) {
-    pred.update(0, s->loads[i]);
-    const auto tasks = planner.plan(0, pred.predicted_loads(0), pred.predicted_classes(0), layouts, resident, 0.68e-3,
-                                    room);
-    apply_migrations(tasks, layouts, resident);
-    for (const auto& t : tasks) taken += t.taken ? std::size_t{1} : std::size_t{0};
-    if (++i == s->loads.size()) i = 0;
+    if (r->done()) {
+      state.PauseTiming();
+      const trimoe_result done = r->result();
+      for (std::size_t k = 0; k < 4; ++k) jobs += done[trimoe_system::relayout].migrations.taken[k];
+      r = std::make_unique<trimoe_replayer<>>(steps, shape, devices, c);
+      state.ResumeTiming();
+    }
+    r->replay_step();
+    ++replayed;
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(s->experts));
-  state.counters["taken_per_step"] = static_cast<double>(taken) / static_cast<double>(state.iterations());
+  state.counters["jobs_per_step"] = static_cast<double>(jobs) / static_cast<double>(std::max<std::size_t>(replayed, 1));
   state.SetLabel(s->label);
 }
 /// Reads the relayout step's inputs once: the loads, the prediction and the layer's state.

@@ -1,5 +1,6 @@
-// cxl_prefetch — CXL-MoE (seed 002) replayed on recorded decode routing: an expert cache
-// with short-horizon prefetch over CXL vs PCIe, beside Belady (drivers/cxl_prefetch.hpp).
+// cxl_prefetch — CXL-MoE replayed on recorded routing on the timed model of serving: the
+// expert cache by size, its ablations, CXL against PCIe host DRAM, and concurrent streams
+// (drivers/cxl_prefetch.hpp).
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -15,7 +16,8 @@ using namespace moepolicy;
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "CXL-MoE (seed 002): expert cache + short-horizon prefetch over CXL vs PCIe, on recorded decode routing"};
+      "CXL-MoE: a timed expert cache with short-horizon prefetch over CXL vs PCIe, with concurrent decode "
+      "streams, on recorded routing"};
   const fs::path here = fs::path(MOEPOLICY_SOURCE_DIR);
   std::vector<std::string> traces;
   examples::cxl_prefetch::options opt;
@@ -27,14 +29,18 @@ int main(int argc, char** argv) {
                             "GPU expert cache sizes in GB (10^9 bytes) of FP16 experts "
                             "(default: a list suited to the model)");
   app.add_option("--cache-experts", opt.cache_experts, "GPU expert cache sizes in experts")->excludes(gb);
-  app.add_option("--history", opt.history, "m, the last tokens the short-horizon predictor uses")
+  app.add_option("--concurrency", opt.concurrency, "Concurrent decode streams B of the sweep (default: 1 4 8 16 32)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  app.add_option("--history", opt.history, "m, the last tokens of a stream CXL-MoE's predictor reads")
       ->check(CLI::Range(1, 65536));
-  app.add_option("--lookahead", opt.lookaheads, "n, the lookahead windows of the LRU + prefetch rows")
+  app.add_option("--lookahead", opt.lookahead, "n, the tokens ahead CXL-MoE's predictor covers (also its sticky steps)")
       ->check(CLI::Range(1, 65536));
-  app.add_option("--sticky-lookahead", opt.sticky_lookahead, "n of the sticky-LRU rows (also its sticky steps)")
-      ->check(CLI::Range(1, 65536));
-  app.add_option("--depth", opt.depth, "Experts queued per layer (default 0: n x top-k)");
+  std::string predictor = "frequency";
+  app.add_option("--predictor", predictor, "CXL-MoE's predictor: frequency or markov")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"frequency", "markov"}));
   CLI11_PARSE(app, argc, argv);
+  opt.predictor = predictor == "markov" ? offload_predictor::markov : offload_predictor::frequency;
   if (traces.empty()) {
     const fs::path shared = examples::shared_trace(here, "mixtral-8x7b-decode", "humaneval_2_routing.jsonl");
     if (fs::exists(shared)) {

@@ -1,5 +1,6 @@
-// edge_offload — the importance-driven expert scheduler of seed 004 against its baselines on
-// recorded decode routing, priced on the paper's three edge settings (drivers/edge_offload.hpp).
+// edge_offload — the importance-driven expert scheduler of Edge-MoE against its baselines on
+// recorded decode routing on the timed model, priced on the paper's three edge settings
+// (drivers/edge_offload.hpp).
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -14,7 +15,9 @@ namespace fs = std::filesystem;
 using namespace moepolicy;
 
 int main(int argc, char** argv) {
-  CLI::App app{"Importance-driven expert scheduling on the edge (seed 004) against its baselines, on recorded routing"};
+  CLI::App app{
+      "Importance-driven expert scheduling on the edge (Edge-MoE) against its baselines on the timed model, "
+      "on recorded routing"};
   const fs::path here = fs::path(MOEPOLICY_SOURCE_DIR);
   std::vector<std::string> traces;
   examples::edge_offload::options opt;

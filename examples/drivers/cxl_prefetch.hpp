@@ -1,9 +1,8 @@
-// The replay of the cxl_prefetch driver as a function: CXL-MoE (seed 002, "CXL-MoE:
-// Accelerating Sparse Model Inference through Intelligent Expert Offloading to CXL
-// Memory") on recorded decode routing — LRU, LRU with the short-horizon predictor, the
-// sticky LRU and Belady's MIN at each cache size, priced with experts fetched over a CXL
-// expander and over host PCIe. The modelling choices are stated in drivers/cxl_prefetch.cpp
-// and printed with the tables.
+// The cxl_prefetch driver's comparison as a function: CXL-MoE (§3–4) and its baselines
+// replayed on recorded decode routing on the timed model (sim/offload_replay.hpp) — the
+// expert cache by size, the ablations of its predictor and policy, CXL against the PCIe
+// host path, and B concurrent streams. The library holds the systems; this file only
+// chooses them and prints.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +14,7 @@
 #include "moepolicy/cost/device_spec.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
+#include "moepolicy/sim/offload_replay.hpp"
 
 namespace moepolicy::examples::cxl_prefetch {
 
@@ -24,22 +24,22 @@ struct options {
   std::vector<double> cache_gb;
   /// GPU expert cache sizes in experts.
   std::vector<std::uint64_t> cache_experts;
-  /// m, the last tokens the short-horizon predictor uses.
+  /// B, concurrent decode streams of the concurrency sweep.
+  std::vector<std::size_t> concurrency{1, 4, 8, 16, 32};
+  /// CXL-MoE's predictor: m past tokens, n ahead, and the model.
   std::uint32_t history = short_horizon_config{}.history;
-  /// n, the lookahead windows of the LRU + prefetch rows.
-  std::vector<std::uint32_t> lookaheads{2, 3, 4};
-  /// n of the sticky-LRU rows (also its sticky steps).
-  std::uint32_t sticky_lookahead = 2;
-  /// Experts queued per layer (0: n x top-k).
-  std::size_t depth = 0;
-  /// The GPU whose missing experts come over CXL, and the same GPU fetching from host DRAM.
+  std::uint32_t lookahead = short_horizon_config{}.horizon;
+  offload_predictor predictor = offload_predictor::frequency;
+  /// The GPU whose missing experts come over CXL, and the same GPU fetching from host DRAM:
+  /// each system's link is its GPU's weight link.
   device_spec cxl_gpu = presets::h100_cxl_expander();
   device_spec pcie_gpu = presets::h100_host_pcie5();
 };
 
 /// Replays the decode steps of `trace` and prints the tables to `out`.
 ///
-/// Throws: what the trace readers throw; `std::runtime_error` when no model preset matches.
+/// Throws: what the trace readers and the replay throw; `std::runtime_error` when no model
+/// preset matches.
 void run(const std::filesystem::path& trace, const options& opt, std::ostream& out);
 
 }  // namespace moepolicy::examples::cxl_prefetch

@@ -1,8 +1,8 @@
-// The replay of the edge_offload driver as a function: the importance-driven expert
-// scheduler of seed 004 ("Enabling MoE on the Edge via Importance-Driven Expert
-// Scheduling", §4.2, §5.1–5.4) against its baselines on recorded decode routing, priced on
-// the paper's three edge settings (Tab. 1) or on a given GPU and CPU. What is simulated
-// and each baseline's reconstruction are stated in drivers/edge_offload.cpp.
+// The edge_offload driver's comparison as a function: the importance-driven expert
+// scheduler of Edge-MoE (§4.2, §5.1–5.4) against its baselines on recorded decode routing,
+// on the timed model (sim/edge_replay.hpp), priced on the paper's three edge settings
+// (Tab. 1; presets in cost/presets.hpp) or on a given GPU and CPU. The library holds the
+// systems; this file only chooses them and prints.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@ namespace moepolicy::examples::edge_offload {
 struct options {
   /// Concurrent decode streams to run.
   std::vector<std::uint32_t> batches{1, 3};
-  /// Router thresholds alpha of the sweep.
+  /// Router thresholds alpha of the sweep (run only on traces with full router scores).
   std::vector<double> alphas{0.1, 0.2, 0.3, 0.4, 0.5};
   /// Cache sizes, as fractions of all experts, for a model that fits the GPU whole.
   std::vector<double> fractions{0.25, 0.5};
@@ -33,8 +33,8 @@ void print_settings(const options& opt, std::ostream& out);
 
 /// Replays the decode steps of `trace` on every setting and prints the tables to `out`.
 ///
-/// Throws: what the trace readers throw; `std::runtime_error` when no model preset or no
-/// non-expert weight figures match the model.
+/// Throws: what the trace readers and the replay throw; `std::runtime_error` when no model
+/// preset matches.
 void run(const std::filesystem::path& trace, const options& opt, std::ostream& out);
 
 }  // namespace moepolicy::examples::edge_offload

@@ -1,7 +1,10 @@
-// The trimoe driver's replay (seed 001 "TriMoE: Augmenting GPU with AMX-Enabled CPU and
-// DIMM-NDP for High-Throughput MoE Inference via Offloading", §4.2–4.3, §5.2 Tab. 3,
-// §5.3 Fig. 8): one recorded trace batched into decode steps, replayed through
-// sim/trimoe_replay.hpp, and its tables printed.
+// The trimoe driver's replay (TriMoE §4.2–4.3, §5.1.2 the baselines, §5.2 Tab. 3, §5.3
+// Fig. 8): one recorded trace batched into decode steps, replayed through
+// moepolicy/sim/trimoe_replay.hpp on the timed model, and its tables printed — per-layer and
+// end-to-end times from the timeline, the ledger, the ablation with each row's added costs,
+// the migrations, the solvers beside the exact optimum and the bounds, utilisation, the
+// predictor, and a sweep of the hot / warm / cold thresholds; beside each paper figure, one
+// line on what the model leaves out.
 #pragma once
 
 #include <cstddef>
@@ -11,28 +14,39 @@
 #include "moepolicy/core/units.hpp"
 #include "moepolicy/cost/device_spec.hpp"
 #include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/trimoe_profiles.hpp"
 #include "moepolicy/sim/trimoe_replay.hpp"
+#include "moepolicy/stats/analysis.hpp"
 
 namespace moepolicy::examples::trimoe {
 
 /// What `run` replays on.
 struct options {
-  /// The machine (seed 001 Tab. 1 by default).
+  /// The machine (TriMoE Tab. 1 by default).
   device_spec gpu = presets::h100_pcie_gen5();
   device_spec cpu = presets::xeon_8470_amx();
   device_spec ndp = presets::dimm_ndp();
-  /// B, concurrent sequences per step; 0: 64 for models of at most 8 experts, else 32.
+  /// How the GPU's and the CPU's expert compute is priced.
+  trimoe_compute_model compute = trimoe_compute_model::profiled;
+  /// B, concurrent sequences per step; 0: 64 for models of at most 8 experts, else 32, halved
+  /// until the trace gives at least 3 steps (a warm-up and two measured).
   std::size_t batch = 0;
   /// α of the EMA load predictor (Eq. 8).
   double alpha = 0.3;
+  /// The hot / warm / cold thresholds (TriMoE §3.1 by default).
+  share_classes_config classes = trimoe_paper_classes;
+  /// Tokens each sequence had cached at the warm-up step.
+  std::size_t prompt_tokens = 512;
   /// Node limit of the exact solver per (step, layer).
   std::size_t exact_nodes = 1'000'000;
-  /// The +Relayout window: `window_scale` × the layer's executed MoE makespan, or, when
-  /// `window_seconds` > 0, that many seconds.
+  /// The overlap window of §4.3 and its settings.
+  trimoe_window window = trimoe_window::attention_mlp;
   double window_scale = 1.0;
   seconds window_seconds = 0.0;
-  /// Experts per layer in GPU HBM under +Relayout; 0: the class layout's count.
+  /// GPU copies per layer; 0: the warm-up's hot experts (within HBM).
   std::size_t gpu_slots = 0;
+  /// Whether to print the threshold sweep and the second window reading.
+  bool sweep = true;
 };
 
 /// The library's result: every figure the tables print.

@@ -1,6 +1,18 @@
-// `moepolicy replay TRACE...`: replays a trace's routing through an expert cache with an
-// eviction policy at each capacity, beside Belady's MIN (and LRU's exact stack-distance
-// curve), optionally with a prefetch predictor or the expert-cache router in front.
+// `moepolicy replay TRACE...`: replays a trace's routing through an expert cache at each
+// capacity, every eviction policy by name.
+//
+// Untimed (the default): the demand hit ratio of each policy beside Belady's MIN (and LRU's
+// exact stack-distance curve); the sticky LRU, whose admission is gated by a predictor
+// (CXL-MoE §3), hears the hints of `--predictor` (by default the library's one definition of
+// CXL-MoE's predictor, `cxl_moe_short_horizon`, printed with the figures); optionally the
+// expert-cache router in front.
+//
+// Timed (`--link`): the decode steps on the timed model of serving (sim/offload_replay.hpp)
+// — B concurrent streams (`--concurrency`), a GPU cache of each capacity fetching over the
+// named link, prefetching with `--predictor` — giving TPOT, throughput, hit ratio (a hit is
+// resident and landed), late prefetches, stalls and bytes per link.
+//
+// `--json` prints the results as one JSON document instead of tables.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -11,30 +23,48 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "../common/model_match.hpp"
 #include "../common/table.hpp"
 #include "commands.hpp"
 #include "moepolicy/cache/any_eviction_policy.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
+#include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/io/read_trace.hpp"
+#include "moepolicy/predict/markov_predictor.hpp"
 #include "moepolicy/predict/oracle_predictor.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 #include "moepolicy/predict/transition_predictor.hpp"
 #include "moepolicy/route/expert_cache_router.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
+#include "moepolicy/sim/decode_streams.hpp"
+#include "moepolicy/sim/offload_replay.hpp"
 
 namespace moepolicy::tool {
 namespace {
 
 using examples::fixed;
+using json = nlohmann::json;
 
 struct options {
   std::vector<std::string> traces;
   std::string policy = "lru";
   std::vector<std::uint64_t> capacities;
   bool per_layer = false;
-  std::string predictor = "none";
-  std::uint32_t lookahead = 1;
+  std::string predictor;  // "": the mode's default
+  std::optional<std::uint32_t> lookahead;
+  std::optional<std::uint32_t> history;
   std::optional<double> router_alpha;
+  // Timed mode.
+  std::string link;
+  std::vector<std::size_t> concurrency{1};
+  std::string gpu = "h100_pcie_gen5";
+  std::string duplex = "full";
+  std::size_t depth = 0;
+  bool prefill_prefetch = false;
+  bool json_out = false;
 };
 
 std::string known_policies() {
@@ -45,21 +75,61 @@ std::string known_policies() {
 
 std::string pct(double r) { return fixed(100.0 * r, 2) + "%"; }
 
-/// Calls `f(predictor&)` with a fresh predictor of the chosen kind.
+/// The policies a run covers: one by name, or every one (Belady apart: it is the bound).
+std::vector<std::string> policy_names(const options& o, bool timed) {
+  std::vector<std::string> names;
+  if (o.policy == "all") {
+    for (const auto& e : eviction_policies) {
+      if (e.name != "belady") names.emplace_back(e.name);
+    }
+  } else {
+    names.push_back(o.policy);
+  }
+  if (timed) names.erase(std::remove(names.begin(), names.end(), "belady"), names.end());
+  return names;
+}
+
+/// The untimed predictor settings: the shared definition, with the options' overrides.
+short_horizon_config hint_config(const options& o, const trace_info& i) {
+  short_horizon_config c = cxl_moe_short_horizon(i.num_layers, i.num_experts, i.top_k);
+  if (o.lookahead) c.horizon = *o.lookahead;
+  if (o.history) c.history = *o.history;
+  return c;
+}
+
+/// Calls `f(predictor&)` with a fresh predictor of the chosen kind (untimed mode).
 template <class F>
 void with_predictor(const options& o, const routing_trace& t, F&& f) {
   const trace_info& i = t.info();
-  if (o.predictor == "short-horizon") {
-    short_horizon_predictor p(
-        {.num_layers = i.num_layers, .num_experts = i.num_experts, .top_k = i.top_k, .horizon = o.lookahead});
-    f(p);
-  } else if (o.predictor == "transition") {
+  const short_horizon_config sh = hint_config(o, i);
+  if (o.predictor == "transition") {
     transition_predictor p({.num_layers = i.num_layers, .num_experts = i.num_experts, .top_k = i.top_k});
     f(p);
+  } else if (o.predictor == "markov") {
+    markov_predictor p({.num_layers = i.num_layers,
+                        .num_experts = i.num_experts,
+                        .top_k = i.top_k,
+                        .history = o.history.value_or(1),
+                        .horizon = sh.horizon});
+    f(p);
+  } else if (o.predictor == "oracle") {
+    oracle_predictor p(t, {.horizon = sh.horizon});
+    f(p);
   } else {
-    oracle_predictor p(t, {.horizon = o.lookahead});
+    short_horizon_predictor p(sh);
     f(p);
   }
+}
+
+std::string predictor_label(const options& o, const trace_info& i) {
+  const short_horizon_config sh = hint_config(o, i);
+  if (o.predictor == "none") return "none (the gate admits nothing)";
+  if (o.predictor == "transition") return "transition predictor (layer l -> l+1)";
+  if (o.predictor == "markov") {
+    return "Markov model, m = " + std::to_string(o.history.value_or(1)) + ", n = " + std::to_string(sh.horizon);
+  }
+  if (o.predictor == "oracle") return "oracle (the trace's next " + std::to_string(sh.horizon) + " batches)";
+  return describe(sh);
 }
 
 /// Router in front of a cache of policy `pc`: each batch is routed with the cache's
@@ -86,8 +156,11 @@ router_run replay_with_router(const routing_trace& t, const cache_config& cc, co
         weights.resize(b.weights.size());
         const layer_id l = ref.layer;
         const route_result r = router.route(
-            b, [&](expert_id e) { return cache.contains(expert_key{l, e}); }, std::span<expert_id>(ids),
-            std::span<float>(weights));
+            b,
+            [&](expert_id e) {
+              return cache.contains(expert_key{l, e});
+            },
+            std::span<expert_id>(ids), std::span<float>(weights));
         out.totals.tokens += r.tokens;
         out.totals.selections += r.selections;
         out.totals.top_score += r.top_score;
@@ -119,23 +192,91 @@ router_run replay_with_router(const routing_trace& t, const cache_config& cc, co
   return out;
 }
 
-void run_replay(const options& o) {
-  const std::vector<std::filesystem::path> paths(o.traces.begin(), o.traces.end());
-  const routing_trace t = io::read_trace(paths);
+void run_untimed(const options& o, const routing_trace& t, const std::vector<std::filesystem::path>& paths) {
   const trace_info& info = t.info();
   const capacity_scope scope = o.per_layer ? capacity_scope::per_layer : capacity_scope::shared;
   const cache_shape shape{info.num_layers, info.num_experts, scope};
-
-  std::vector<std::string> names;
-  if (o.policy == "all") {
-    for (const auto& e : eviction_policies) {
-      if (e.name != "belady") names.emplace_back(e.name);
-    }
-  } else {
-    names.push_back(o.policy);
-  }
-  const bool prefetch = o.predictor != "none";
+  const std::vector<std::string> names = policy_names(o, false);
   const bool show_lru_exact = o.policy == "lru" || o.policy == "all";
+  const bool sticky = std::find(names.begin(), names.end(), "sticky-lru") != names.end();
+  const std::string hints = predictor_label(o, info);
+  const hit_curve lru_curve = show_lru_exact ? lru_hit_curve(t, shape) : hit_curve{};
+  const std::size_t accesses = replay_accesses(t).size();
+
+  json doc{{"mode", "untimed"},
+           {"trace", paths.front().string()},
+           {"scope", std::string(to_string(scope))},
+           {"accesses", accesses},
+           {"hints", hints},
+           {"rows", json::array()}};
+  std::vector<std::string> header{"capacity"};
+  for (const auto& n : names) header.push_back(n);
+  header.emplace_back("belady (MIN)");
+  if (o.policy != "all" && o.policy != "belady") header.emplace_back("gap to MIN");
+  if (show_lru_exact) header.emplace_back("lru exact");
+  examples::text_table table(header);
+  for (std::uint64_t c : o.capacities) {
+    const cache_config cc{
+        .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c, .scope = scope};
+    std::vector<std::string> row{std::to_string(c)};
+    json jr{{"capacity", c}};
+    double last = 0.0;
+    for (const auto& n : names) {
+      const any_eviction_config pc = eviction_config_by_name(n);
+      if (n == "sticky-lru" && o.predictor != "none") {
+        with_predictor(o, t, [&](auto& p) {
+          last = replay_cache_with_hints<any_eviction_policy>(t, cc, pc, p).stats.hit_ratio();
+        });
+      } else {
+        last = replay_cache(t, cc, pc).stats.hit_ratio();
+      }
+      row.push_back(pct(last));
+      jr[n] = last;
+    }
+    const double min = replay_cache<belady_policy>(t, cc).stats.hit_ratio();
+    row.push_back(pct(min));
+    jr["belady"] = min;
+    if (o.policy != "all" && o.policy != "belady") row.push_back(fixed(100.0 * (min - last), 2) + " pt");
+    if (show_lru_exact) {
+      const double exact = lru_curve.hit_ratio(static_cast<std::size_t>(c));
+      row.push_back(pct(exact));
+      jr["lru_exact"] = exact;
+    }
+    table.add(std::move(row));
+    doc["rows"].push_back(jr);
+  }
+
+  std::optional<prediction_quality> quality;
+  if (!o.predictor.empty() && o.predictor != "none") {
+    prediction_quality q;
+    with_predictor(o, t, [&](auto& p) { q = evaluate_predictor(t, p, {.horizon = hint_config(o, info).horizon}); });
+    quality = q;
+    doc["predictor"] = {{"name", hints},
+                        {"precision", q.precision()},
+                        {"recall", q.recall()},
+                        {"predictions", q.predictions},
+                        {"empty", q.empty_predictions}};
+  }
+  std::optional<std::vector<router_run>> routed;
+  std::string rp;
+  if (o.router_alpha) {
+    rp = o.policy == "all" || o.policy == "belady" ? "lru" : o.policy;
+    routed.emplace();
+    for (std::uint64_t c : o.capacities) {
+      const cache_config cc{
+          .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c, .scope = scope};
+      routed->push_back(replay_with_router(t, cc, eviction_config_by_name(rp), *o.router_alpha));
+      const router_run& r = routed->back();
+      doc["router"].push_back({{"capacity", c},
+                               {"hit_ratio", r.stats.hit_ratio()},
+                               {"substituted", r.totals.substituted},
+                               {"mass_preserved", r.totals.mass_preserved()}});
+    }
+  }
+  if (o.json_out) {
+    std::cout << doc.dump(2) << '\n';
+    return;
+  }
 
   std::cout << "trace: " << paths.front().string();
   if (paths.size() > 1) std::cout << " (+" << paths.size() - 1 << " more files)";
@@ -145,72 +286,31 @@ void run_replay(const options& o) {
             << (o.per_layer ? std::to_string(info.num_experts) + " slots per layer"
                             : std::to_string(shape.slots()) + " slots")
             << "), capacity in experts" << (o.per_layer ? " per layer" : "") << '\n';
-  const std::vector<expert_key> accesses = replay_accesses(t);
-  std::cout << "  demand accesses " << accesses.size() << " (one per distinct expert of each layer batch)\n";
-
-  const hit_curve lru_curve = show_lru_exact ? lru_hit_curve(t, shape) : hit_curve{};
-  std::vector<std::string> header{"capacity"};
-  for (const auto& n : names) {
-    header.push_back(n);
-    if (prefetch) header.push_back(n + "+" + o.predictor);
-  }
-  header.emplace_back("belady (MIN)");
-  if (o.policy != "all" && o.policy != "belady") header.emplace_back("gap to MIN");
-  if (show_lru_exact) header.emplace_back("lru exact");
-  examples::text_table table(header);
-  for (std::uint64_t c : o.capacities) {
-    const cache_config cc{.num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c, .scope = scope};
-    std::vector<std::string> row{std::to_string(c)};
-    double last = 0.0;
-    for (const auto& n : names) {
-      const any_eviction_config pc = eviction_config_by_name(n);
-      last = replay_cache(t, cc, pc).stats.hit_ratio();
-      row.push_back(pct(last));
-      if (prefetch) {
-        with_predictor(o, t, [&](auto& p) {
-          const auto r = replay_cache_with_prefetch<any_eviction_policy>(t, cc, pc, p);
-          row.push_back(pct(r.stats.hit_ratio()));
-        });
-      }
-    }
-    const double min = replay_cache<belady_policy>(t, cc).stats.hit_ratio();
-    row.push_back(pct(min));
-    if (o.policy != "all" && o.policy != "belady") row.push_back(fixed(100.0 * (min - last), 2) + " pt");
-    if (show_lru_exact) row.push_back(pct(lru_curve.hit_ratio(static_cast<std::size_t>(c))));
-    table.add(std::move(row));
-  }
-  std::cout << "  demand hit ratio" << (prefetch ? " (with prefetch: demand hits, prefetches not counted)" : "")
-            << ":\n";
+  std::cout << "  demand accesses " << accesses << " (one per distinct expert of each layer batch)\n";
+  std::cout << "  demand hit ratio (untimed; --link replays on the timed model with prefetch):\n";
   table.print(std::cout, "    ");
-  if (!prefetch && std::find(names.begin(), names.end(), "sticky-lru") != names.end()) {
-    std::cout << "  note: sticky-lru caches only experts a predictor flagged (CXL-MoE's gated admission); "
-                 "without --predictor it admits nothing\n";
+  if (sticky) {
+    std::cout << "  sticky-lru caches only experts a predictor flagged (CXL-MoE's gated admission); its hints here: "
+              << hints << '\n';
   }
-
-  if (prefetch) {
-    prediction_quality q;
-    with_predictor(o, t, [&](auto& p) { q = evaluate_predictor(t, p, {.horizon = o.lookahead}); });
-    std::cout << "  predictor " << o.predictor << " (lookahead " << o.lookahead << ", top-" << info.top_k
-              << " predicted per batch, truth: next " << o.lookahead << " batch(es) of the layer): precision "
-              << pct(q.precision()) << ", recall " << pct(q.recall()) << ", " << q.empty_predictions << " of "
-              << q.predictions << " predictions empty\n";
+  if (quality) {
+    std::cout << "  predictor " << hints << " (top-" << info.top_k << " predicted per batch, truth: next "
+              << hint_config(o, info).horizon << " batch(es) of the layer): precision " << pct(quality->precision())
+              << ", recall " << pct(quality->recall()) << ", " << quality->empty_predictions << " of "
+              << quality->predictions << " predictions empty\n";
   }
-
-  if (o.router_alpha) {
-    const std::string rp = o.policy == "all" || o.policy == "belady" ? "lru" : o.policy;
+  if (routed) {
     std::cout << "  expert-cache router, alpha " << fixed(*o.router_alpha, 2) << ", in front of " << rp
               << " (residency from the cache):\n";
     if (!info.has_scores) {
       std::cout << "    this trace has no full router scores (only the top-" << info.top_k
                 << " gate weights): the router cannot substitute on it; every routing is kept\n";
     }
-    examples::text_table rt({"capacity", "hit ratio", "substituted", "unreplaced", "low kept", "mass preserved",
-                             "kept fraction"});
-    for (std::uint64_t c : o.capacities) {
-      const cache_config cc{.num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c,
-                            .scope = scope};
-      const router_run r = replay_with_router(t, cc, eviction_config_by_name(rp), *o.router_alpha);
-      rt.add({std::to_string(c), pct(r.stats.hit_ratio()),
+    examples::text_table rt(
+        {"capacity", "hit ratio", "substituted", "unreplaced", "low kept", "mass preserved", "kept fraction"});
+    for (std::size_t i = 0; i < o.capacities.size(); ++i) {
+      const router_run& r = (*routed)[i];
+      rt.add({std::to_string(o.capacities[i]), pct(r.stats.hit_ratio()),
               std::to_string(r.totals.substituted) + "/" + std::to_string(r.totals.selections),
               std::to_string(r.totals.unreplaced), std::to_string(r.totals.low_kept_resident),
               pct(r.totals.mass_preserved()), pct(r.totals.kept_fraction())});
@@ -223,11 +323,129 @@ void run_replay(const options& o) {
   }
 }
 
+/// The link `name` names: a link preset, or "cxl" / "pcie" for CXL-MoE's two paths.
+link_spec link_by_name(const std::string& name) {
+  if (name == "cxl") return presets::cxl2_x16;
+  if (name == "pcie") return presets::host_pcie5_effective;
+  if (const auto l = presets::find_link(name)) return *l;
+  std::string known = "cxl, pcie";
+  for (auto n : presets::link_names()) known += ", " + std::string(n);
+  throw CLI::ValidationError("--link", "unknown link \"" + name + "\" (known: " + known + ")");
+}
+
+void run_timed(const options& o, const routing_trace& t, const std::vector<std::filesystem::path>& paths) {
+  const trace_info& info = t.info();
+  const auto shape = examples::preset_for(info);
+  if (!shape) {
+    throw std::runtime_error(paths.front().string() +
+                             ": the timed replay needs the model's shape, and no model preset matches this trace");
+  }
+  const auto dev = presets::find(o.gpu);
+  if (!dev) throw CLI::ValidationError("--gpu", "unknown device preset \"" + o.gpu + "\"");
+  const roofline_cost gpu{*dev, *shape};
+  const link_spec link = link_by_name(o.link);
+  const std::string pred = o.predictor.empty() ? "short-horizon" : o.predictor;
+  const short_horizon_config sh = hint_config(o, info);
+  offload_prefetch_config pf{.predictor = pred == "none"     ? offload_predictor::none
+                                          : pred == "markov" ? offload_predictor::markov
+                                          : pred == "oracle" ? offload_predictor::oracle
+                                                             : offload_predictor::frequency,
+                             .history = pred == "markov" ? o.history.value_or(1) : sh.history,
+                             .horizon = sh.horizon,
+                             .depth = o.depth,
+                             .prefill = o.prefill_prefetch};
+  const std::string pred_label = pred == "none" ? std::string("none") : predictor_label(o, info);
+  std::vector<offload_system_config> systems;
+  for (const auto& n : policy_names(o, true)) {
+    any_eviction_config pc = eviction_config_by_name(n);
+    if (auto* s = std::get_if<sticky_lru_config>(&pc)) s->sticky_steps = sh.horizon;
+    systems.push_back(
+        {n, offload_system_kind::cached, link, o.duplex == "half" ? link_duplex::half : link_duplex::full, pc, pf});
+  }
+  json doc{{"mode", "timed"},
+           {"trace", paths.front().string()},
+           {"model", shape->name},
+           {"gpu", gpu.name()},
+           {"link", {{"name", o.link}, {"gbps", link.bandwidth / giga}, {"latency_ns", link.latency_seconds * 1e9}}},
+           {"duplex", o.duplex},
+           {"predictor", pred_label},
+           {"rows", json::array()}};
+  examples::text_table table({"capacity", "B", "streams", "policy", "TPOT ms", "tok/s", "hit %", "late", "GPU stall %",
+                              "demand MB/tok", "prefetch MB/tok", "Belady %"});
+  for (std::uint64_t c : o.capacities) {
+    for (std::size_t B : o.concurrency) {
+      const offload_replay_result r = replay_offload(t, gpu, *shape, systems, {.streams = B, .cache_experts = c});
+      const decode_streams d = make_decode_streams(t, {.streams = B});
+      const double belady =
+          replay_cache<belady_policy>(
+              d.batched(), cache_config{.num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c})
+              .stats.hit_ratio();
+      for (const auto& s : r.systems) {
+        const double n = static_cast<double>(std::max<std::uint64_t>(s.tokens, 1));
+        const double stall = s.run_seconds > 0.0 ? s.accounts[s.gpu].stall_seconds / s.run_seconds : 0.0;
+        const auto& in = s.accounts[s.link_in];
+        const double demand = static_cast<double>(in.moved(cost_kind::demand_fetch)) / n;
+        const double prefetch = static_cast<double>(in.moved(cost_kind::prefetch)) / n;
+        if (!s.ok()) {
+          table.add({std::to_string(c), std::to_string(B), std::string(to_string(r.formation)), s.config.label,
+                     "does not fit", "-", "-", "-", "-", "-", "-", pct(belady)});
+          doc["rows"].push_back(
+              {{"capacity", c}, {"streams", B}, {"policy", s.config.label}, {"status", s.status_detail}});
+          continue;
+        }
+        table.add({std::to_string(c), std::to_string(B), std::string(to_string(r.formation)), s.config.label,
+                   fixed(s.tpot() * 1e3, 3), fixed(s.throughput(), 1), pct(s.decode_hit_ratio()),
+                   std::to_string(s.cache.late_prefetches), pct(stall), fixed(demand / 1e6, 1),
+                   fixed(prefetch / 1e6, 1), pct(belady)});
+        doc["rows"].push_back({{"capacity", c},
+                               {"streams", B},
+                               {"formation", std::string(to_string(r.formation))},
+                               {"steps", r.steps},
+                               {"tokens", s.tokens},
+                               {"policy", s.config.label},
+                               {"tpot_ms", s.tpot() * 1e3},
+                               {"tokens_per_second", s.throughput()},
+                               {"hit_ratio", s.decode_hit_ratio()},
+                               {"late_prefetches", s.cache.late_prefetches},
+                               {"gpu_stall_share", stall},
+                               {"demand_bytes_per_token", demand},
+                               {"prefetch_bytes_per_token", prefetch},
+                               {"wasted_prefetch_bytes", s.cache.wasted_bytes},
+                               {"kv_bytes", s.accounts.link_bytes(cost_kind::kv_cache)},
+                               {"belady_hit_ratio", belady}});
+      }
+    }
+  }
+  if (o.json_out) {
+    std::cout << doc.dump(2) << '\n';
+    return;
+  }
+  std::cout << "trace: " << paths.front().string() << "\n  timed replay of the decode steps: model " << shape->name
+            << ", GPU " << gpu.name() << ", experts fetched over " << o.link << " (" << fixed(link.bandwidth / giga, 1)
+            << " GB/s + " << fixed(link.latency_seconds * 1e9, 0) << " ns, " << o.duplex
+            << " duplex); one cache pool, capacity in experts; prefetch: " << pred_label << '\n'
+            << "  a hit is resident and landed when the layer's router output is known; late = prefetches still on\n"
+            << "  their way then (the rest fetched on demand); Belady = MIN's untimed demand hit ratio on the same\n"
+            << "  streams:\n";
+  table.print(std::cout, "    ");
+}
+
+void run_replay(const options& o) {
+  const std::vector<std::filesystem::path> paths(o.traces.begin(), o.traces.end());
+  const routing_trace t = io::read_trace(paths);
+  if (o.link.empty()) {
+    run_untimed(o, t, paths);
+  } else {
+    run_timed(o, t, paths);
+  }
+}
+
 }  // namespace
 
 void add_replay(CLI::App& app) {
-  auto* cmd = app.add_subcommand("replay", "Replay a trace's routing through an expert cache: hit ratio per capacity "
-                                           "beside Belady's MIN");
+  auto* cmd = app.add_subcommand("replay",
+                                 "Replay a trace's routing through an expert cache: hit ratio per capacity beside "
+                                 "Belady's MIN, or (--link) TPOT, throughput and stalls on the timed model");
   auto opt = std::make_shared<options>();
   cmd->add_option("traces", opt->traces, "Trace file or directory; several Granite JSONL files combine into one trace")
       ->required()
@@ -246,28 +464,62 @@ void add_replay(CLI::App& app) {
   cmd->add_option("--capacity", opt->capacities, "Cache capacities in experts (per layer with --per-layer), >= 1")
       ->required()
       ->expected(1, -1);
-  cmd->add_flag("--per-layer", opt->per_layer, "One pool per layer instead of one shared pool");
-  cmd->add_option("--predictor", opt->predictor, "Prefetch predictor: none, short-horizon, transition, oracle")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"none", "short-horizon", "transition", "oracle"}));
-  auto* la = cmd->add_option("--lookahead", opt->lookahead,
-                             "Batches of a layer a prediction covers (short-horizon, oracle, and the truth of "
-                             "precision/recall), >= 1")
-                 ->capture_default_str();
+  cmd->add_flag("--per-layer", opt->per_layer, "One pool per layer instead of one shared pool (untimed)");
+  cmd->add_option("--predictor", opt->predictor,
+                  "Predictor: none, short-horizon, markov, transition (untimed), oracle. Untimed it hints the "
+                  "sticky LRU (default: short-horizon) and is scored; timed it drives prefetch (default: "
+                  "short-horizon)")
+      ->check(CLI::IsMember({"none", "short-horizon", "markov", "transition", "oracle"}));
+  cmd->add_option("--lookahead", opt->lookahead,
+                  "n: tokens (batches of a layer) a prediction covers, >= 1 (default: CXL-MoE's n = 2)");
+  cmd->add_option("--history", opt->history, "m: past tokens the short-horizon or Markov model reads, >= 1");
   cmd->add_option("--router-alpha", opt->router_alpha,
-                  "Run the expert-cache router (substitution threshold alpha in [0, 1]) before the cache");
-  cmd->callback([opt, la] {
+                  "Run the expert-cache router (substitution threshold alpha in [0, 1]) before the cache (untimed)");
+  cmd->add_option("--link", opt->link,
+                  "Replay on the timed model, fetching experts over this link: cxl, pcie, or a link preset name");
+  cmd->add_option("--concurrency", opt->concurrency, "Timed: concurrent decode streams B (default 1)")->expected(1, -1);
+  cmd->add_option("--gpu", opt->gpu, "Timed: the GPU's device preset")->capture_default_str();
+  cmd->add_option("--duplex", opt->duplex, "Timed: full (reads and KV writes on separate directions) or half")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"full", "half"}));
+  cmd->add_option("--depth", opt->depth,
+                  "Timed: experts prefetched per layer and step (default: n x top-k per stream)");
+  cmd->add_flag("--prefill-prefetch", opt->prefill_prefetch,
+                "Timed: CXL-MoE's prefill-stage prefetch (stand-in: the prefill's own activation counts)");
+  cmd->add_flag("--json", opt->json_out, "Print the results as JSON");
+  cmd->callback([opt] {
     for (std::uint64_t c : opt->capacities) {
       if (c == 0) throw CLI::ValidationError("--capacity", "capacity must be >= 1 expert, got 0");
     }
-    if (opt->lookahead == 0) throw CLI::ValidationError("--lookahead", "lookahead must be >= 1, got 0");
-    if (la->count() > 0 && opt->predictor == "none") {
-      throw CLI::ValidationError("--lookahead", "--lookahead " + std::to_string(opt->lookahead) +
-                                                    " needs --predictor (short-horizon, transition or oracle)");
+    if (opt->lookahead && *opt->lookahead == 0)
+      throw CLI::ValidationError("--lookahead", "lookahead must be >= 1, got 0");
+    if (opt->history && *opt->history == 0) throw CLI::ValidationError("--history", "history must be >= 1, got 0");
+    for (std::size_t b : opt->concurrency) {
+      if (b == 0) throw CLI::ValidationError("--concurrency", "concurrency must be >= 1 stream, got 0");
     }
     if (opt->router_alpha && !(*opt->router_alpha >= 0.0 && *opt->router_alpha <= 1.0)) {
-      throw CLI::ValidationError("--router-alpha", "alpha must be in [0, 1], got " + std::to_string(*opt->router_alpha));
+      throw CLI::ValidationError("--router-alpha",
+                                 "alpha must be in [0, 1], got " + std::to_string(*opt->router_alpha));
     }
+    const bool timed = !opt->link.empty();
+    if (!timed && opt->predictor == "none" && opt->lookahead) {
+      throw CLI::ValidationError("--lookahead", "--lookahead needs a predictor");
+    }
+    if (timed && opt->predictor == "transition") {
+      throw CLI::ValidationError("--predictor",
+                                 "the transition predictor scores the next layer of the same token; the timed replay "
+                                 "prefetches the next step: use short-horizon, markov or oracle");
+    }
+    if (timed && opt->per_layer) throw CLI::ValidationError("--per-layer", "the timed replay has one shared pool");
+    if (timed && opt->router_alpha) {
+      throw CLI::ValidationError("--router-alpha", "the router runs in the untimed replay (the timed one has no CPU)");
+    }
+    if (timed && opt->policy == "belady") {
+      throw CLI::ValidationError("--policy",
+                                 "Belady needs the future and cannot run timed; its untimed hit ratio is "
+                                 "printed beside every row");
+    }
+    if (timed) link_by_name(opt->link);
     run_replay(*opt);
   });
 }

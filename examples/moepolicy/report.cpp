@@ -7,11 +7,13 @@
 //   - expert activation heatmaps, one SVG per request: a panel per MoE layer, experts down,
 //     decode steps across, the gate weight each expert received at each step;
 //   - prefill ↔ decode cosine similarity of expert activation counts per layer, one line per
-//     request with a prefill (seed 000 §3.2);
+//     request with a prefill (Context-Aware GPU-NDP §3.2);
 //   - demand hit ratio against cache capacity (per-layer pools) for every eviction policy of
 //     cache/any_eviction_policy.hpp beside Belady's MIN; the sticky LRU admits only
-//     predicted experts (seed 002 §3), so it runs with its short-horizon predictor and
-//     counts demand hits only;
+//     predicted experts (CXL-MoE §3), so it hears the hints of CXL-MoE's predictor as the
+//     library defines it (`cxl_moe_short_horizon`, the definition `moepolicy replay` uses,
+//     printed with the figure); nothing is prefetched (that needs time: the CXL-MoE and
+//     edge drivers replay on the timed model);
 //   - the five drivers' comparisons (drivers/*.hpp), their tables verbatim, with plots of the
 //     TriMoE per-layer makespan by device and of DynaExq's high-precision share and
 //     transitions per interval.
@@ -200,16 +202,15 @@ family_devices devices_for(const std::string& machine_path) {
     if (m.gpu && !m.host_link) f.cxl.pcie_gpu.weight_link = presets::host_pcie5_effective;
   }
   md << "| family | devices |\n|---|---|\n";
-  md << "| context-aware GPU + CXL-NDP (seed 000) | " << device_line(f.context_aware.gpu) << "; "
+  md << "| context-aware GPU + CXL-NDP (Context-Aware GPU-NDP) | " << device_line(f.context_aware.gpu) << "; "
      << device_line(f.context_aware.ndp) << " |\n";
-  md << "| TriMoE GPU + CPU + DIMM-NDP (seed 001) | " << device_line(f.trimoe.gpu) << "; " << device_line(f.trimoe.cpu)
-     << "; " << device_line(f.trimoe.ndp) << " |\n";
-  md << "| CXL-MoE caching (seed 002) | " << device_line(f.cxl.cxl_gpu) << "; " << device_line(f.cxl.pcie_gpu)
-     << " |\n";
-  md << "| edge offload (seed 004) | "
+  md << "| TriMoE GPU + CPU + DIMM-NDP | " << device_line(f.trimoe.gpu) << "; " << device_line(f.trimoe.cpu) << "; "
+     << device_line(f.trimoe.ndp) << " |\n";
+  md << "| CXL-MoE caching | " << device_line(f.cxl.cxl_gpu) << "; " << device_line(f.cxl.pcie_gpu) << " |\n";
+  md << "| Edge-MoE edge offload | "
      << (f.edge.gpu ? device_line(*f.edge.gpu) : std::string("the paper's three settings (Tab. 1)")) << "; "
      << (f.edge.cpu ? device_line(*f.edge.cpu) : std::string("6 cores of a Ryzen 9 5900X")) << " |\n";
-  md << "| DynaExq residency (seed 003) | modelled link and pass time (see its section) |\n\n";
+  md << "| DynaExq residency (DynaExq) | modelled link and pass time (see its section) |\n\n";
   f.description = md.str();
   return f;
 }
@@ -281,6 +282,7 @@ struct hit_ratio_data {
   std::vector<std::string> policies;       // the last one is Belady
   std::vector<std::vector<double>> ratio;  // [policy][capacity]
   std::uint64_t accesses = 0;
+  std::string hints;  // the sticky LRU's predictor
 };
 
 /// Capacities per layer pool: every one up to 16 experts, else 16 evenly spaced ones.
@@ -300,10 +302,12 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
   hit_ratio_data d;
   d.capacities = capacity_points(info.num_experts);
   d.accesses = replay_accesses(t).size();
+  const short_horizon_config hints = cxl_moe_short_horizon(info.num_layers, info.num_experts, info.top_k);
+  d.hints = describe(hints);
   for (const auto& e : eviction_policies) {
     if (e.name == "belady") continue;
     const bool sticky = e.name == "sticky-lru";
-    d.policies.push_back(sticky ? std::string(e.name) + " + short-horizon predictor" : std::string(e.name));
+    d.policies.push_back(sticky ? std::string(e.name) + " + predictor hints" : std::string(e.name));
     std::vector<double> row;
     for (std::uint64_t c : d.capacities) {
       const cache_config cc{.num_layers = info.num_layers,
@@ -311,9 +315,8 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
                             .capacity = c,
                             .scope = capacity_scope::per_layer};
       if (sticky) {
-        short_horizon_predictor p(
-            {.num_layers = info.num_layers, .num_experts = info.num_experts, .top_k = info.top_k});
-        row.push_back(replay_cache_with_prefetch<any_eviction_policy>(t, cc, e.defaults, p).stats.hit_ratio());
+        short_horizon_predictor p(hints);
+        row.push_back(replay_cache_with_hints<any_eviction_policy>(t, cc, e.defaults, p).stats.hit_ratio());
       } else {
         row.push_back(replay_cache(t, cc, e.defaults).stats.hit_ratio());
       }
@@ -334,32 +337,29 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
 }
 
 /// Labels of the TriMoE systems, in `trimoe_system` order.
-constexpr const char* trimoe_labels[num_trimoe_systems] = {"GPU-only",
-                                                           "GPU+CPU",
-                                                           "GPU+NDP (MoNDE-like)",
-                                                           "TriMoE +CPU (greedy)",
-                                                           "TriMoE +Refinement (paper)",
-                                                           "TriMoE +Relayout",
-                                                           "TriMoE +Relayout (benefit rule)",
-                                                           "TriMoE improved",
-                                                           "exact optimum"};
+constexpr const char* trimoe_labels[num_trimoe_systems] = {
+    "GPU-only (Klotski-like)",      "GPU+CPU (En-KTransformers-like)",
+    "GPU+NDP (MoNDE-like)",         "TriMoE +CPU (greedy)",
+    "TriMoE +Refinement",           "TriMoE +Relayout",
+    "+Relayout, benefit rule",      "+Relayout, improved solver",
+    "+Relayout, exact Eq. 7 solver"};
 
-/// TriMoE: each system's makespan per MoE layer, with the lower bound.
+/// TriMoE: each system's timed span per MoE layer, with the lower bound on +Relayout's.
 std::string trimoe_makespan_plot(const examples::trimoe::result& r) {
   svg::line_chart_spec spec;
-  spec.title = "Makespan per MoE layer of a batched decode step (B = " + std::to_string(r.batch) + ")";
+  spec.title = "Time per MoE layer of a batched decode step on the timeline (B = " + std::to_string(r.batch) + ")";
   spec.x_label = "MoE layer";
-  spec.y_label = "makespan, ms per step";
+  spec.y_label = "attention start to last result back, ms per step";
   for (std::size_t k = 0; k < num_trimoe_systems; ++k) {
+    if (!r.systems[k].ran) continue;
     svg::series line{trimoe_labels[k], {}, {}};
     for (std::size_t l = 0; l < r.systems[k].layers.size(); ++l) {
       line.x.push_back(static_cast<double>(l));
-      line.y.push_back(r.systems[k].layers[l].makespan * 1e3);
+      line.y.push_back(r.systems[k].layers[l].span * 1e3);
     }
-    if (k + 1 == num_trimoe_systems) line.style = svg::line_style::dashed;
     spec.lines.push_back(std::move(line));
   }
-  svg::series bound{"lower bound", {}, {}};
+  svg::series bound{"lower bound on +Relayout's layer time", {}, {}};
   for (std::size_t l = 0; l < r.layer_bound.size(); ++l) {
     bound.x.push_back(static_cast<double>(l));
     bound.y.push_back(r.layer_bound[l] * 1e3);
@@ -376,16 +376,21 @@ std::string trimoe_device_plot(const examples::trimoe::result& r) {
       trimoe_system::gpu_only, trimoe_system::gpu_cpu,          trimoe_system::gpu_ndp, trimoe_system::refined,
       trimoe_system::relayout, trimoe_system::relayout_benefit, trimoe_system::improved};
   svg::stacked_bars_spec spec;
-  spec.title = "Busy time per device and MoE layer (devices run in parallel: the makespan is the largest segment)";
+  spec.title =
+      "Demand busy time per device and MoE layer (devices run in parallel: a layer takes at least its largest "
+      "segment)";
   spec.x_label = "MoE layer";
   spec.y_label = "ms per step";
   spec.segments = {"GPU", "CPU", "NDP (busiest DIMM)"};
-  for (trimoe_system k : shown_systems) spec.bars.emplace_back(trimoe_labels[static_cast<std::size_t>(k)]);
+  for (trimoe_system k : shown_systems) {
+    if (r[k].ran) spec.bars.emplace_back(trimoe_labels[static_cast<std::size_t>(k)]);
+  }
   for (std::size_t l = 0; l < r.num_layers; ++l) {
     spec.categories.push_back(std::to_string(l));
     std::vector<std::vector<double>> bars;
     for (trimoe_system k : shown_systems) {
-      const trimoe_times& t = r[k].layers[l];
+      if (!r[k].ran) continue;
+      const trimoe_layer_times& t = r[k].layers[l];
       bars.push_back({t.gpu * 1e3, t.cpu * 1e3, t.max_dimm * 1e3});
     }
     spec.values.push_back(std::move(bars));
@@ -565,9 +570,10 @@ void run_report(const report_options& o) {
       write_file(dir / "hit-ratio.svg", svg::line_chart(spec));
       md << "### Expert caching: hit ratio against capacity\n\n"
          << "![hit ratio against capacity](" << name << "/hit-ratio.svg)\n\n"
-         << h.accesses << " demand accesses (one per distinct expert of each layer's batch); the sticky LRU "
-         << "admits only experts its predictor flagged, so it runs with the short-horizon predictor "
-            "(demand hits counted, prefetches not).\n\n| capacity |";
+         << h.accesses << " demand accesses (one per distinct expert of each layer's batch), untimed; the sticky "
+         << "LRU admits only experts its predictor flagged, so it hears the hints of CXL-MoE's predictor (" << h.hints
+         << "; the same definition as `moepolicy replay`); nothing is prefetched here — the CXL-MoE and edge "
+            "sections below replay prefetching on the timed model.\n\n| capacity |";
       for (const auto& p : h.policies) md << ' ' << p << " |";
       md << "\n|---:|";
       for (std::size_t p = 0; p < h.policies.size(); ++p) md << "---:|";
@@ -585,8 +591,8 @@ void run_report(const report_options& o) {
       examples::trimoe::result r;
       const section_text s =
           capture(bar, "trimoe", [&](std::ostream& os) { r = examples::trimoe::run(path, dev.trimoe, os); });
-      md << "### Makespan scheduling on GPU + CPU + DIMM-NDP (TriMoE, seed 001)\n\n";
-      if (s.ok && r.replayed_steps > 0) {
+      md << "### GPU + CPU + DIMM-NDP serving on the timed model (TriMoE)\n\n";
+      if (s.ok && r.measured_steps > 0) {
         write_file(dir / "makespan-per-layer.svg", trimoe_makespan_plot(r));
         write_file(dir / "devices-per-layer.svg", trimoe_device_plot(r));
         md << "![makespan per layer](" << name << "/makespan-per-layer.svg)\n\n"
@@ -598,7 +604,7 @@ void run_report(const report_options& o) {
       examples::dynaexq::result r;
       const section_text s =
           capture(bar, "dynaexq", [&](std::ostream& os) { r = examples::dynaexq::run(path, {}, os); });
-      md << "### Precision residency (DynaExq, seed 003)\n\n";
+      md << "### Precision residency (DynaExq)\n\n";
       if (s.ok) {
         write_file(dir / "residency-share.svg", residency_share_plot(r));
         write_file(dir / "residency-churn.svg", residency_churn_plot(r));
@@ -613,19 +619,19 @@ void run_report(const report_options& o) {
       opt.calibration = calibration_for();
       const section_text s =
           capture(bar, "context_aware_ndp", [&](std::ostream& os) { examples::context_aware_ndp::run(path, opt, os); });
-      md << "### Context-aware placement and mixed precision on GPU + CXL-NDP (seed 000)\n\n";
+      md << "### Context-aware placement and mixed precision on GPU + CXL-NDP (Context-Aware GPU-NDP)\n\n";
       code_block(md, s);
     });
     bar.stage(name + ": caching over CXL and on the edge", [&] {
       const section_text c =
           capture(bar, "cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, dev.cxl, os); });
-      md << "### Expert cache and prefetch over CXL vs PCIe (CXL-MoE, seed 002)\n\n";
+      md << "### Expert cache and prefetch over CXL vs PCIe on the timed model (CXL-MoE)\n\n";
       code_block(md, c);
       const section_text e = capture(bar, "edge_offload", [&](std::ostream& os) {
         examples::edge_offload::print_settings(dev.edge, os);
         examples::edge_offload::run(path, dev.edge, os);
       });
-      md << "### Importance-driven scheduling on edge GPUs (seed 004)\n\n";
+      md << "### Importance-driven scheduling on edge GPUs on the timed model (Edge-MoE)\n\n";
       code_block(md, e);
     });
   }

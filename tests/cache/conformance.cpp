@@ -16,6 +16,7 @@
 #include "count_allocations.hpp"
 #include "moepolicy/cache/any_eviction_policy.hpp"
 #include "moepolicy/cache/belady.hpp"
+#include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
 #include "moepolicy/cache/lfu.hpp"
@@ -157,17 +158,21 @@ std::vector<cache_config> configurations(const routing_trace& t) {
   // Bytes with unequal sizes: 1 to 4 units.
   std::vector<bytes> sizes(static_cast<std::size_t>(L) * E);
   for (std::size_t f = 0; f < sizes.size(); ++f) sizes[f] = 1 + (f * 7919) % 4;
-  out.push_back({.num_layers = L, .num_experts = E, .capacity = 5u * E, .unit = capacity_unit::byte_count,
+  out.push_back(
+      {.num_layers = L, .num_experts = E, .capacity = 5u * E, .unit = capacity_unit::byte_count, .footprints = sizes});
+  out.push_back({.num_layers = L,
+                 .num_experts = E,
+                 .capacity = 9,
+                 .unit = capacity_unit::byte_count,
+                 .scope = capacity_scope::per_layer,
                  .footprints = sizes});
-  out.push_back({.num_layers = L, .num_experts = E, .capacity = 9, .unit = capacity_unit::byte_count,
-                 .scope = capacity_scope::per_layer, .footprints = sizes});
   return out;
 }
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("eviction policy conformance: capacity, victims, stability, statistics", P, lru_policy,
-                   fifo_policy, lfu_policy, score_aware_policy, sticky_lru_policy, belady_policy,
+TEST_CASE_TEMPLATE("eviction policy conformance: capacity, victims, stability, statistics", P, lru_policy, fifo_policy,
+                   lfu_policy, score_aware_policy, sticky_lru_policy, ema_score_policy, belady_policy,
                    any_eviction_policy) {
   const routing_trace synthetic = test::synthetic_trace(7);
   const routing_trace granite = test::first_requests(test::granite_trace(), 3);
@@ -182,7 +187,7 @@ TEST_CASE_TEMPLATE("eviction policy conformance: capacity, victims, stability, s
 }
 
 TEST_CASE_TEMPLATE("Belady's optimum is at least every policy's hits on the same demand trace", P, lru_policy,
-                   fifo_policy, lfu_policy, score_aware_policy, sticky_lru_policy) {
+                   fifo_policy, lfu_policy, score_aware_policy, sticky_lru_policy, ema_score_policy) {
   const routing_trace synthetic = test::synthetic_trace(11, {.layers = 3, .experts = 12, .top_k = 3, .batch = 2});
   const routing_trace granite = test::granite_trace();
   for (const routing_trace* t : {&synthetic, &granite}) {
@@ -211,8 +216,12 @@ TEST_CASE("the variant behaves exactly as the policy it holds") {
     CHECK(a.prefetch_hits == b.prefetch_hits);
     CHECK(a.prefetch_wasted == b.prefetch_wasted);
   };
-  same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("score-aware"), o), drive<score_aware_policy>(t, cc, {}, o));
-  same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("sticky-lru"), o), drive<sticky_lru_policy>(t, cc, {}, o));
+  same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("score-aware"), o),
+       drive<score_aware_policy>(t, cc, {}, o));
+  same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("sticky-lru"), o),
+       drive<sticky_lru_policy>(t, cc, {}, o));
+  same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("ema-score"), o),
+       drive<ema_score_policy>(t, cc, {}, o));
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("lru"), o), drive<lru_policy>(t, cc, {}, o));
   same(drive<any_eviction_policy>(t, cc, lfu_config{.decay = 0.8}, o), drive<lfu_policy>(t, cc, {.decay = 0.8}, o));
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("fifo"), o), drive<fifo_policy>(t, cc, {}, o));
@@ -220,7 +229,7 @@ TEST_CASE("the variant behaves exactly as the policy it holds") {
 }
 
 TEST_CASE_TEMPLATE("per-decision calls allocate nothing after construction", P, lru_policy, fifo_policy, lfu_policy,
-                   score_aware_policy, sticky_lru_policy, belady_policy, any_eviction_policy) {
+                   score_aware_policy, sticky_lru_policy, ema_score_policy, belady_policy, any_eviction_policy) {
   if (!test::allocation_counting) {
     MESSAGE("allocation counting is off under AddressSanitizer; the build without it checks this");
     return;
@@ -229,9 +238,9 @@ TEST_CASE_TEMPLATE("per-decision calls allocate nothing after construction", P, 
   const std::vector<expert_key> accesses = replay_accesses(t);
   const std::vector<std::uint64_t> next = next_use_positions(accesses, 4, 16);
   for (capacity_scope scope : {capacity_scope::shared, capacity_scope::per_layer}) {
-    expert_cache<P> cache({.num_layers = 4, .num_experts = 16, .capacity = scope == capacity_scope::shared ? 20u : 5u,
-                           .scope = scope},
-                          {});
+    expert_cache<P> cache(
+        {.num_layers = 4, .num_experts = 16, .capacity = scope == capacity_scope::shared ? 20u : 5u, .scope = scope},
+        {});
     std::size_t pos = 0;
     std::vector<std::uint8_t> seen(16, 0);
     test::allocation_counter counter;

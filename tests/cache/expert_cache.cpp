@@ -109,7 +109,10 @@ TEST_CASE("per-layer pools: an expert only displaces an expert of its own layer"
 TEST_CASE("bytes capacity: an expert larger than the pool overflows; a large one evicts several") {
   std::vector<std::string> log;
   // Layer 0: experts of 3, 3, 5 and 9 bytes; layer 1 all 1 byte.
-  expert_cache<scripted_policy> c({.num_layers = 2, .num_experts = 4, .capacity = 8, .unit = capacity_unit::byte_count,
+  expert_cache<scripted_policy> c({.num_layers = 2,
+                                   .num_experts = 4,
+                                   .capacity = 8,
+                                   .unit = capacity_unit::byte_count,
                                    .footprints = {3, 3, 5, 9, 1, 1, 1, 1}},
                                   {.log = &log});
   CHECK(c.weight({0, 2}) == 5);
@@ -159,8 +162,7 @@ TEST_CASE("no evictable victim: the miss overflows, the prefetch is dropped") {
 
 TEST_CASE("prefetch accounting: inserted, already resident, used, wasted") {
   std::vector<std::string> log;
-  expert_cache<scripted_policy> c({.num_layers = 1, .num_experts = 4, .capacity = 2, .expert_bytes = 4},
-                                  {.log = &log});
+  expert_cache<scripted_policy> c({.num_layers = 1, .num_experts = 4, .capacity = 2, .expert_bytes = 4}, {.log = &log});
   CHECK(c.prefetch({0, 3}, 0.7f) == prefetch_outcome::inserted);
   CHECK(c.prefetch({0, 3}, 0.9f) == prefetch_outcome::already_resident);
   CHECK(c.prefetch({0, 2}, 0.5f) == prefetch_outcome::inserted);
@@ -193,6 +195,24 @@ TEST_CASE("preload and clear") {
   CHECK(!c.get({0, 0}).hit);
 }
 
+TEST_CASE("erase drops one resident: counted as dropped, and as wasted when a prefetch brought it unused") {
+  std::vector<std::string> log;
+  expert_cache<scripted_policy> c({.num_layers = 1, .num_experts = 4, .capacity = 3}, {.log = &log});
+  c.prefetch({0, 1}, 0.9f);
+  c.get({0, 2});
+  CHECK(c.erase({0, 1}));
+  CHECK(!c.erase({0, 1}));  // no longer resident
+  CHECK(c.erase({0, 2}));
+  CHECK(!c.erase({0, 3}));
+  CHECK(c.resident_count() == 0);
+  CHECK(c.used(0) == 0);
+  const cache_stats& s = c.stats();
+  CHECK(s.dropped == 2);
+  CHECK(s.evictions == 0);
+  CHECK(s.prefetch_wasted == 1);
+  CHECK(log == std::vector<std::string>{"prefetch 0.1", "insert 0.2", "evict 0.1", "evict 0.2"});
+}
+
 TEST_CASE("capacity 0 caches nothing") {
   expert_cache<lru_policy> c({.num_layers = 1, .num_experts = 2, .capacity = 0});
   CHECK(!c.get({0, 0}).inserted);
@@ -206,8 +226,8 @@ TEST_CASE("footprints from a device model") {
   const auto f = footprints_of(gpu, 2, 3, bitwidth{4});
   REQUIRE(f.size() == 6);
   CHECK(f[5] == expert_bytes(m, bitwidth{4}));
-  expert_cache<lru_policy> c({.num_layers = 2, .num_experts = 3, .capacity = 2 * f[0], .unit = capacity_unit::byte_count,
-                              .footprints = f});
+  expert_cache<lru_policy> c(
+      {.num_layers = 2, .num_experts = 3, .capacity = 2 * f[0], .unit = capacity_unit::byte_count, .footprints = f});
   c.get({0, 0});
   c.get({0, 1});
   c.get({1, 2});
@@ -227,6 +247,7 @@ TEST_CASE("bad configurations name the problem") {
                        "moepolicy::expert_cache: a bytes-unit cache needs footprints or expert_bytes > 0, got 0",
                        invalid_argument);
   CHECK_THROWS_WITH_AS(
-      static_cast<void>(cache({.num_layers = 1, .num_experts = 2, .unit = capacity_unit::byte_count, .footprints = {3, 0}})),
+      static_cast<void>(
+          cache({.num_layers = 1, .num_experts = 2, .unit = capacity_unit::byte_count, .footprints = {3, 0}})),
       "moepolicy::expert_cache: footprints must be > 0 in a bytes-unit cache; entry 1, got 0", invalid_argument);
 }

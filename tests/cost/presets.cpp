@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <set>
 #include <string>
 #include <string_view>
@@ -11,38 +12,58 @@
 using namespace moepolicy;
 
 TEST_CASE("presets carry the papers' figures") {
-  const auto sxm = presets::h100_sxm_gen4();  // seed 000 Tab. 2
+  const auto sxm = presets::h100_sxm_gen4();  // Context-Aware GPU-NDP Tab. 2
   CHECK(sxm.compute.peak_flops == doctest::Approx(989.4e12));
   CHECK(sxm.capacity_bytes == 80'000'000'000ULL);
   CHECK(sxm.weight_link.bandwidth == doctest::Approx(32e9));
 
-  const auto pcie = presets::h100_pcie_gen5();  // seed 001 Tab. 1
+  const auto pcie = presets::h100_pcie_gen5();  // TriMoE Tab. 1
   CHECK(pcie.compute.peak_flops == doctest::Approx(819.6e12));
   CHECK(pcie.compute.memory_bandwidth == doctest::Approx(2.04e12));
   CHECK(pcie.weight_link.bandwidth == doctest::Approx(64e9));
 
-  const auto cpu = presets::xeon_8470_amx();  // seed 001 Tab. 1
+  const auto cpu = presets::xeon_8470_amx();  // TriMoE Tab. 1
   CHECK(cpu.compute.peak_flops == doctest::Approx(90.1e12));
   CHECK(cpu.compute.memory_bandwidth == doctest::Approx(307.2e9));
 
-  const auto ndp = presets::cxl_ndp();  // seed 000 Tab. 2
+  const auto ndp = presets::cxl_ndp();  // Context-Aware GPU-NDP Tab. 2
   CHECK(ndp.capacity_bytes == 512'000'000'000ULL);
   CHECK(ndp.compute.memory_bandwidth == doctest::Approx(512e9));
   CHECK(ndp.compute.peak_flops == doctest::Approx(2.048e12));
   CHECK(ndp.compute.bit_scaled_compute);
   CHECK(ndp.host_read_bandwidth == doctest::Approx(512e9));  // reads by the GPU at the internal bandwidth
 
-  const auto dimm = presets::dimm_ndp();  // seed 001 Tab. 1
+  const auto dimm = presets::dimm_ndp();  // TriMoE Tab. 1
   CHECK(dimm.num_units == 16);
   CHECK(dimm.compute.peak_flops == doctest::Approx(256e9));
   CHECK(dimm.compute.memory_bandwidth == doctest::Approx(153.6e9));
   CHECK(dimm.capacity_bytes == 128'000'000'000ULL);
   CHECK(dimm.weight_link.bandwidth == doctest::Approx(25e9));
   CHECK(dimm.host_read_bandwidth * dimm.num_units == doctest::Approx(307.2e9));
+
+  // Edge-MoE Tab. 1: three edge GPUs and six CPU cores.
+  const auto s1 = presets::rtx_3080_ti();
+  CHECK(s1.capacity_bytes == 12ULL * gibi);
+  CHECK(s1.compute.peak_flops == doctest::Approx(80 * 512 * 1.665e9).epsilon(1e-3));
+  CHECK(s1.compute.memory_bandwidth == doctest::Approx(384.0 / 8 * 19e9));
+  CHECK(s1.weight_link.bandwidth == presets::pcie_gen4_x16.bandwidth);
+  const auto s2 = presets::rtx_4060_ti_16gb();
+  CHECK(s2.capacity_bytes == 16ULL * gibi);
+  CHECK(s2.compute.peak_flops == doctest::Approx(34 * 512 * 2.535e9).epsilon(1e-3));
+  CHECK(s2.compute.memory_bandwidth == doctest::Approx(128.0 / 8 * 18e9));
+  CHECK(s2.weight_link.bandwidth == doctest::Approx(16e9));  // an x8 interface
+  const auto s3 = presets::rtx_a6000();
+  CHECK(s3.capacity_bytes == 48ULL * gibi);
+  CHECK(s3.compute.peak_flops == doctest::Approx(309.7e12 / 2).epsilon(1e-3));
+  CHECK(s3.weight_link.bandwidth == presets::pcie_gen4_x16.bandwidth);
+  const auto six = presets::ryzen9_5900x_6c();
+  CHECK(six.compute.peak_flops == doctest::Approx(710.4e9));
+  CHECK(six.compute.memory_bandwidth == doctest::Approx(51.2e9));
+  CHECK(std::isinf(six.weight_link.bandwidth));  // computes in its own memory
 }
 
 TEST_CASE("CXL-MoE's fetch model: CXL beats the PCIe host path by about 21%") {
-  // seed 002 §2: 14 GB over PCIe 5.0 at 50 GB/s + 1000 ns = 0.28 s; over CXL at
+  // CXL-MoE §2: 14 GB over PCIe 5.0 at 50 GB/s + 1000 ns = 0.28 s; over CXL at
   // 64 GB/s + 300 ns = 0.21875 s: a 21.9% reduction.
   const roofline_cost host{presets::h100_host_pcie5(), models::mixtral_8x7b()};
   const roofline_cost cxl{presets::h100_cxl_expander(), models::mixtral_8x7b()};
@@ -55,7 +76,8 @@ TEST_CASE("CXL-MoE's fetch model: CXL beats the PCIe host path by about 21%") {
 
 TEST_CASE("every preset validates") {
   for (auto make : {presets::h100_sxm_gen4, presets::h100_pcie_gen5, presets::h100_cxl_expander,
-                    presets::h100_host_pcie5, presets::xeon_8470_amx, presets::cxl_ndp, presets::dimm_ndp}) {
+                    presets::h100_host_pcie5, presets::xeon_8470_amx, presets::cxl_ndp, presets::dimm_ndp,
+                    presets::rtx_3080_ti, presets::rtx_4060_ti_16gb, presets::rtx_a6000, presets::ryzen9_5900x_6c}) {
     CHECK_NOTHROW(make().validate());
   }
 }
@@ -69,14 +91,12 @@ bool same_device(const device_spec& a, const device_spec& b) {
   };
   return a.name == b.name && a.execution == b.execution && a.num_units == b.num_units &&
          a.capacity_bytes == b.capacity_bytes && a.compute.peak_flops == b.compute.peak_flops &&
-         a.compute.peak_bits == b.compute.peak_bits &&
-         a.compute.bit_scaled_compute == b.compute.bit_scaled_compute &&
+         a.compute.peak_bits == b.compute.peak_bits && a.compute.bit_scaled_compute == b.compute.bit_scaled_compute &&
          a.compute.memory_bandwidth == b.compute.memory_bandwidth &&
          a.compute.launch_seconds == b.compute.launch_seconds && same_link(a.weight_link, b.weight_link) &&
          same_link(a.activation_link, b.activation_link) && a.host_read_bandwidth == b.host_read_bandwidth &&
-         a.activation_element_bytes == b.activation_element_bytes &&
-         a.quant.group_size == b.quant.group_size && a.quant.metadata_bits == b.quant.metadata_bits &&
-         a.quant.full_precision == b.quant.full_precision;
+         a.activation_element_bytes == b.activation_element_bytes && a.quant.group_size == b.quant.group_size &&
+         a.quant.metadata_bits == b.quant.metadata_bits && a.quant.full_precision == b.quant.full_precision;
 }
 
 bool snake_case(std::string_view s) {
@@ -97,9 +117,13 @@ TEST_CASE("device presets by name") {
   CHECK(same_device(*presets::find("xeon_8470_amx"), presets::xeon_8470_amx()));
   CHECK(same_device(*presets::find("cxl_ndp"), presets::cxl_ndp()));
   CHECK(same_device(*presets::find("dimm_ndp"), presets::dimm_ndp()));
+  CHECK(same_device(*presets::find("rtx_3080_ti"), presets::rtx_3080_ti()));
+  CHECK(same_device(*presets::find("rtx_4060_ti_16gb"), presets::rtx_4060_ti_16gb()));
+  CHECK(same_device(*presets::find("rtx_a6000"), presets::rtx_a6000()));
+  CHECK(same_device(*presets::find("ryzen9_5900x_6c"), presets::ryzen9_5900x_6c()));
 
   constexpr auto names = presets::names();
-  CHECK(names.size() == 7);
+  CHECK(names.size() == 11);
   CHECK(std::set<std::string_view>(names.begin(), names.end()).size() == names.size());
   for (std::string_view n : names) {
     CAPTURE(n);
@@ -122,6 +146,7 @@ TEST_CASE("link presets by name") {
     return found && found->bandwidth == l.bandwidth && found->latency_seconds == l.latency_seconds;
   };
   CHECK(same("pcie_gen4_x16", presets::pcie_gen4_x16));
+  CHECK(same("pcie_gen4_x8", presets::pcie_gen4_x8));
   CHECK(same("pcie_gen5_x16", presets::pcie_gen5_x16));
   CHECK(same("host_pcie5_effective", presets::host_pcie5_effective));
   CHECK(same("cxl2_x16", presets::cxl2_x16));
@@ -129,7 +154,7 @@ TEST_CASE("link presets by name") {
   static_assert(presets::find_link("cxl2_x16")->latency_seconds == 300e-9);
 
   constexpr auto names = presets::link_names();
-  CHECK(names.size() == 5);
+  CHECK(names.size() == 6);
   CHECK(std::set<std::string_view>(names.begin(), names.end()).size() == names.size());
   for (std::string_view n : names) {
     CAPTURE(n);

@@ -4,3 +4,4 @@ moepolicy_add_test(test_cost_roofline SOURCES ${CMAKE_CURRENT_LIST_DIR}/roofline
 moepolicy_add_test(test_cost_profiled SOURCES ${CMAKE_CURRENT_LIST_DIR}/profiled.cpp)
 moepolicy_add_test(test_cost_any_device SOURCES ${CMAKE_CURRENT_LIST_DIR}/any_device.cpp)
 moepolicy_add_test(test_cost_presets SOURCES ${CMAKE_CURRENT_LIST_DIR}/presets.cpp)
+moepolicy_add_test(test_cost_trimoe_profiles SOURCES ${CMAKE_CURRENT_LIST_DIR}/trimoe_profiles.cpp)

@@ -1,8 +1,7 @@
 // moepolicy/balance/migration_planner.hpp — TriMoE's prediction-driven migrations: hot
 // expert prefetch, dynamic relayout (striped ↔ localized) and cold-expert rebalancing,
 // ranked by predicted benefit and fitted into the overlap window of the current layer
-// (seed 001 "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for
-// High-Throughput MoE Inference via Offloading", §4.3, "Expert Migration Decision").
+// (TriMoE §4.3, "Expert Migration Decision").
 //
 // When a layer's experts finish, the runtime plans the background work for the next
 // layer from its predicted loads and classes (predict/ema_load_predictor.hpp):
@@ -40,10 +39,13 @@
 //     chain).
 //   - A relayout to localized targets the DIMM with the least predicted cold NDP time
 //     after the rebalance moves (each relayout adds its expert there for the next).
-//   - Transfer time: prefetch `gpu.transfer_seconds(W)` (PCIe); relayout and rebalance
-//     `dimm.transfer_seconds(W)` (DIMM-Link, 25 GB/s in presets::dimm_ndp), the whole
-//     expert for either relayout direction (conservative: striping from one DIMM sends
-//     (D−1)/D of it, localizing gathers as much).
+//   - Transfer time: prefetch `gpu.transfer_seconds(W)` (PCIe); rebalance
+//     `dimm.transfer_seconds(W)` (DIMM-Link, 25 GB/s in presets::dimm_ndp); relayout, by
+//     `relayout_estimate`: the whole expert over one link (`whole_expert`, the default,
+//     conservative), or what the busiest DIMM-Link port carries when every DIMM's port moves
+//     its share at once (`busiest_port`: striping from one DIMM sends (D−1)/D of the expert
+//     from its port, localizing gathers as much into the home's port; TriMoE §5.5 credits
+//     "the DIMM-Link's host-free, parallel inter-dimm transfer capability").
 // Ranking and budget: benefit descending, then balance gain descending, then transfer time
 // ascending, then kind (prefetch, relayout_to_striped, relayout_to_localized, rebalance),
 // chain position and expert. A task that does not fit in what remains of the window is
@@ -70,13 +72,15 @@
 // above), and ranking, window and the rest are unchanged; an expert gets at most one
 // relayout candidate either way.
 // Why the second exists: on the Mixtral-8x7B decode trace (B = 64, 8 experts, 16 DIMMs,
-// sim/trimoe_replay.hpp, the trimoe driver's golden output) the class-change rule leaves
-// predicted-cold experts localized although an activated one still carries 11.2 tokens on
-// average, so a DIMM bounds every one of the 32 layers and +Relayout measures 468.6 ms per
-// batched step against 159.4 for GPU+CPU. Under the benefit rule the same replay measures
-// 275.3 ms per step: 596.4 ms at step 1, which both rules run on the same starting layout,
-// then 181.7, 165.4 and 157.6 ms. It is not better everywhere: on the bundled Granite trace
-// (32 experts) it measures 5.372 ms per step against the class-change rule's 5.289.
+// sim/trimoe_replay.hpp on the timed model with the window read as the layer's MoE span; the
+// trimoe driver prints it beside the default reading) the class-change rule leaves
+// predicted-cold experts localized although an activated one still carries a few tokens,
+// and a single-DIMM read of a 352 MB expert takes 18 ms, so a DIMM bounds most layers:
+// +Relayout measures 543.7 ms per batched step (580.7, 589.2, 523.6, 481.4 over steps 1–4)
+// against 252.2 for the En-KTransformers-like GPU+CPU system. Under the benefit rule the same
+// replay measures 469.3 ms per step (580.7 at step 1, which both rules run on the same initial
+// layout, then 424.9, 438.5, 433.2). On the bundled Granite trace (32 experts) the benefit
+// rule is also ahead, by less: 7.256 ms per step against 7.318.
 #pragma once
 
 #include <algorithm>
@@ -101,16 +105,20 @@
 
 namespace moepolicy {
 
-/// The kinds of background migration (seed 001 §4.3).
+/// The kinds of background migration (TriMoE §4.3).
 enum class migration_kind : std::uint8_t { prefetch, relayout_to_striped, relayout_to_localized, rebalance };
 
 /// "prefetch", "relayout_to_striped", "relayout_to_localized" or "rebalance".
 [[nodiscard]] constexpr std::string_view to_string(migration_kind k) noexcept {
   switch (k) {
-    case migration_kind::prefetch: return "prefetch";
-    case migration_kind::relayout_to_striped: return "relayout_to_striped";
-    case migration_kind::relayout_to_localized: return "relayout_to_localized";
-    case migration_kind::rebalance: return "rebalance";
+    case migration_kind::prefetch:
+      return "prefetch";
+    case migration_kind::relayout_to_striped:
+      return "relayout_to_striped";
+    case migration_kind::relayout_to_localized:
+      return "relayout_to_localized";
+    case migration_kind::rebalance:
+      return "rebalance";
   }
   return "?";
 }
@@ -147,11 +155,19 @@ enum class relayout_rule : std::uint8_t {
 /// "class_change" or "benefit".
 [[nodiscard]] constexpr std::string_view to_string(relayout_rule r) noexcept {
   switch (r) {
-    case relayout_rule::class_change: return "class_change";
-    case relayout_rule::benefit: return "benefit";
+    case relayout_rule::class_change:
+      return "class_change";
+    case relayout_rule::benefit:
+      return "benefit";
   }
   return "?";
 }
+
+/// How the planner estimates a relayout's time on DIMM-Link (see the header).
+enum class relayout_estimate : std::uint8_t {
+  whole_expert,  ///< W over one link
+  busiest_port,  ///< (D − 1) · ⌈W / D⌉ over one port, the others moving their shares at once
+};
 
 /// Configuration of `migration_planner`.
 struct migration_planner_config {
@@ -168,6 +184,8 @@ struct migration_planner_config {
   bool separate_links = false;
   /// Whether the first task that does not fit ends the plan (else smaller ones are tried).
   bool stop_at_first_misfit = false;
+  /// How a relayout's DIMM-Link time is estimated.
+  relayout_estimate relayout_time = relayout_estimate::whole_expert;
   /// The scheduler of the predicted step.
   local_search_config scheduling{.exact_max_experts = 0};
 };
@@ -226,8 +244,8 @@ class migration_planner {
     constexpr std::string_view fn = "migration_planner::plan";
     const auto need = [&](const char* what, std::size_t got) {
       if (got != experts_) {
-        detail::throw_invalid(fn, std::string(what) + " must have one entry per expert (" + std::to_string(experts_) + ")",
-                              got);
+        detail::throw_invalid(
+            fn, std::string(what) + " must have one entry per expert (" + std::to_string(experts_) + ")", got);
       }
     };
     need("predicted", predicted.size());
@@ -306,7 +324,7 @@ class migration_planner {
         if (evaluate(t, x, true, here)) tasks_.push_back(t);
       }
       if (!config_.relayout) continue;
-      t.transfer_seconds = system_.dimm().transfer_seconds(t.size);
+      t.transfer_seconds = system_.dimm().transfer_seconds(relayout_port_bytes(t.size));
       const bool by_class = config_.relayout_when == relayout_rule::class_change;
       const bool to_striped = here.is_localized() && (by_class ? classes[e] != hotness::cold : x > 0.0);
       const bool to_localized =
@@ -339,6 +357,13 @@ class migration_planner {
 
   [[nodiscard]] expert_key key(std::size_t e) const noexcept { return {layer_, static_cast<expert_id>(e)}; }
 
+  /// Bytes the busiest DIMM-Link port carries in a relayout of `w` bytes.
+  [[nodiscard]] bytes relayout_port_bytes(bytes w) const noexcept {
+    if (config_.relayout_time == relayout_estimate::whole_expert) return w;
+    const auto D = static_cast<bytes>(system_.num_dimms());
+    return D <= 1 ? w : (D - 1) * ((w + D - 1) / D);
+  }
+
   template <class F>
   [[nodiscard]] static seconds priced(double x, F&& f) {
     if (!(x > 0.0)) return 0.0;
@@ -363,8 +388,9 @@ class migration_planner {
     c.dram = std::min(1.0, x) * system_.dram_seconds(k, b, layout);
     c.exec[0] = res ? priced(x, [&](std::uint32_t n) { return system_.gpu_hit_seconds(k, b, n); })
                     : priced(x, [&](std::uint32_t n) { return system_.gpu_miss_seconds(k, b, n, layout); });
-    c.exec[1] = system_.config().use_cpu ? priced(x, [&](std::uint32_t n) { return system_.cpu_seconds(k, b, n, layout); })
-                                         : not_allowed;
+    c.exec[1] = system_.config().use_cpu
+                    ? priced(x, [&](std::uint32_t n) { return system_.cpu_seconds(k, b, n, layout); })
+                    : not_allowed;
     c.exec[2] = (system_.config().use_ndp && layout.is_localized())
                     ? priced(x, [&](std::uint32_t n) { return system_.ndp_seconds(k, b, n); })
                     : not_allowed;

@@ -20,6 +20,7 @@
 
 #include "moepolicy/cache/belady.hpp"
 #include "moepolicy/cache/concepts.hpp"
+#include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/fifo.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
@@ -31,8 +32,8 @@
 namespace moepolicy {
 
 /// The configuration of one of the shipped policies; the alternative picks the policy.
-using any_eviction_config =
-    std::variant<score_aware_config, sticky_lru_config, lru_config, lfu_config, fifo_config, belady_config>;
+using any_eviction_config = std::variant<score_aware_config, sticky_lru_config, ema_score_config, lru_config,
+                                         lfu_config, fifo_config, belady_config>;
 
 /// One entry of the name table.
 struct eviction_policy_entry {
@@ -42,10 +43,10 @@ struct eviction_policy_entry {
 };
 
 /// Every shipped policy by name, in the order of `any_eviction_config`.
-inline const std::array<eviction_policy_entry, 6> eviction_policies = {{
-    {"score-aware", "lowest windowed average router score, in-layer shield (seed 004 §5.3)", score_aware_config{}},
-    {"sticky-lru", "LRU with confidence stickiness and prediction-gated admission (seed 002 §3)",
-     sticky_lru_config{}},
+inline const std::array<eviction_policy_entry, 7> eviction_policies = {{
+    {"score-aware", "lowest windowed average router score, in-layer shield (Edge-MoE §5.3)", score_aware_config{}},
+    {"sticky-lru", "LRU with confidence stickiness and prediction-gated admission (CXL-MoE §3)", sticky_lru_config{}},
+    {"ema-score", "HybriMoE-like: lowest moving average of the router score, in-layer shield", ema_score_config{}},
     {"lru", "least recently used", lru_config{}},
     {"lfu", "least frequently used (decay 1: no decay)", lfu_config{}},
     {"fifo", "first in, first out", fifo_config{}},
@@ -76,8 +77,8 @@ inline const std::array<eviction_policy_entry, 6> eviction_policies = {{
 class any_eviction_policy {
  public:
   using config_type = any_eviction_config;
-  using variant_type =
-      std::variant<score_aware_policy, sticky_lru_policy, lru_policy, lfu_policy, fifo_policy, belady_policy>;
+  using variant_type = std::variant<score_aware_policy, sticky_lru_policy, ema_score_policy, lru_policy, lfu_policy,
+                                    fifo_policy, belady_policy>;
   /// An alternative (Belady) may read `access_info::next_use`; feed it.
   static constexpr bool needs_future = true;
 
@@ -163,6 +164,7 @@ class any_eviction_policy {
  private:
   static variant_type make(const cache_shape& s, const score_aware_config& c) { return score_aware_policy(s, c); }
   static variant_type make(const cache_shape& s, const sticky_lru_config& c) { return sticky_lru_policy(s, c); }
+  static variant_type make(const cache_shape& s, const ema_score_config& c) { return ema_score_policy(s, c); }
   static variant_type make(const cache_shape& s, const lru_config& c) { return lru_policy(s, c); }
   static variant_type make(const cache_shape& s, const lfu_config& c) { return lfu_policy(s, c); }
   static variant_type make(const cache_shape& s, const fifo_config& c) { return fifo_policy(s, c); }

@@ -15,9 +15,10 @@
 //
 // Shipped policies, each with `static_assert(EvictionPolicy<…>)` where it is defined:
 // `lru_policy`, `fifo_policy` (cache/lru.hpp, cache/fifo.hpp), `lfu_policy` (cache/lfu.hpp),
-// `score_aware_policy` (cache/score_aware.hpp, seed 004 §5.3), `sticky_lru_policy`
-// (cache/sticky_lru.hpp, seed 002 §3), `belady_policy` (cache/belady.hpp) and the run-time
-// choice `any_eviction_policy` (cache/any_eviction_policy.hpp).
+// `score_aware_policy` (cache/score_aware.hpp, Edge-MoE §5.3), `sticky_lru_policy`
+// (cache/sticky_lru.hpp, CXL-MoE §3), the HybriMoE-like `ema_score_policy`
+// (cache/ema_score.hpp), `belady_policy` (cache/belady.hpp) and the run-time choice
+// `any_eviction_policy` (cache/any_eviction_policy.hpp).
 #pragma once
 
 #include <concepts>
@@ -77,7 +78,8 @@ struct cache_shape {
 
   /// Throws: `invalid_argument` naming `fn` when a dimension is 0 or above 65536.
   void validate(std::string_view fn) const {
-    if (num_layers == 0 || num_layers > 65536) detail::throw_invalid(fn, "num_layers must be in [1, 65536]", num_layers);
+    if (num_layers == 0 || num_layers > 65536)
+      detail::throw_invalid(fn, "num_layers must be in [1, 65536]", num_layers);
     if (num_experts == 0 || num_experts > 65536) {
       detail::throw_invalid(fn, "num_experts must be in [1, 65536]", num_experts);
     }
@@ -119,10 +121,14 @@ template <class P>
 concept EvictionPolicy = requires(P& p, const P& cp, expert_key k, const access_info& i, std::size_t part) {
   typename P::config_type;
   requires std::constructible_from<P, const cache_shape&, const typename P::config_type&>;
-  { p.on_insert(k, i) } noexcept;
-  { p.on_hit(k, i) } noexcept;
-  { p.on_evict(k) } noexcept;
-  { cp.victim(part) } noexcept -> std::same_as<std::optional<expert_key>>;
+  { p.on_insert(k, i) }
+  noexcept;
+  { p.on_hit(k, i) }
+  noexcept;
+  { p.on_evict(k) }
+  noexcept;
+  { cp.victim(part) }
+  noexcept->std::same_as<std::optional<expert_key>>;
 };
 
 namespace detail {
@@ -158,14 +164,16 @@ struct policy_traits {
   static constexpr bool has_admission = requires(const P& cp, expert_key k, const access_info& i, bool must_evict) {
     { cp.admit(k, i, must_evict) } -> std::convertible_to<bool>;
   };
-  static constexpr bool observes_layers = requires(P& p, const batch_view& b, layer_id l) {
+  static constexpr bool observes_layers = requires(P & p, const batch_view& b, layer_id l) {
     p.on_layer_begin(b);
     p.on_layer_end(l);
   };
-  static constexpr bool observes_steps = requires(P& p) { p.on_step_end(); };
-  static constexpr bool observes_bypass = requires(P& p, expert_key k, const access_info& i) { p.on_bypass(k, i); };
-  static constexpr bool takes_hints = requires(P& p, expert_key k, float c) { p.on_hint(k, c); };
-  static constexpr bool observes_prefetch = requires(P& p, expert_key k, const access_info& i) { p.on_prefetch(k, i); };
+  static constexpr bool observes_steps = requires(P & p) { p.on_step_end(); };
+  static constexpr bool observes_bypass = requires(P & p, expert_key k, const access_info& i) { p.on_bypass(k, i); };
+  static constexpr bool takes_hints = requires(P & p, expert_key k, float c) { p.on_hint(k, c); };
+  static constexpr bool observes_prefetch = requires(P & p, expert_key k, const access_info& i) {
+    p.on_prefetch(k, i);
+  };
 };
 
 }  // namespace moepolicy

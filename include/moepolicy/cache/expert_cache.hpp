@@ -10,7 +10,7 @@
 //                  evict victims of k's pool until k fits → insert k
 //
 // and a prefetch inserts the same way without asking for admission (CXL-MoE admits what
-// the prefetcher requests, seed 002 §3). The layer and step hooks (`begin_layer`,
+// the prefetcher requests, CXL-MoE §3). The layer and step hooks (`begin_layer`,
 // `end_layer`, `end_step`) and prefetch hints are forwarded to policies that take them
 // (see `policy_traits` in cache/concepts.hpp).
 //
@@ -249,7 +249,7 @@ class expert_cache {
     return prefetch_outcome::inserted;
   }
 
-  /// Places `k` before any traffic (the initial GPU-resident set of seed 004 §4.1),
+  /// Places `k` before any traffic (the initial GPU-resident set of Edge-MoE §4.1),
   /// evicting if needed; counted as a preload, not a prefetch. Returns whether `k` is
   /// resident afterwards.
   bool preload(expert_key k) noexcept {
@@ -263,7 +263,7 @@ class expert_cache {
   }
 
   /// A predictor flags `k` as likely needed soon, with `confidence` in [0, 1]; forwarded
-  /// to policies that take hints (prediction-gated admission, seed 002 §3).
+  /// to policies that take hints (prediction-gated admission, CXL-MoE §3).
   void hint(expert_key k, float confidence) noexcept {
     static_cast<void>(checked_flat(k));
     if constexpr (traits::takes_hints) policy_.on_hint(k, confidence);
@@ -287,6 +287,20 @@ class expert_cache {
     return policy_.victim(shape_.partition_of(k));
   }
 
+  /// Removes `k` if it is resident (the caller gave up a copy it had started to bring in, or
+  /// no longer wants it); counted as dropped, not evicted, and as a wasted prefetch when
+  /// a prefetch inserted it and nothing used it since. Returns whether `k` was resident.
+  ///
+  /// Preconditions: `k` within the shape. Complexity: O(1) plus the policy's `on_evict`.
+  bool erase(expert_key k) noexcept {
+    const std::size_t f = checked_flat(k);
+    if (resident_[f] == 0) return false;
+    if (prefetched_unused_[f] != 0) ++stats_.prefetch_wasted;
+    remove(f);
+    ++stats_.dropped;
+    return true;
+  }
+
   /// Removes every resident (between independent runs); counted as dropped, not evicted.
   /// Complexity: O(slots).
   void clear() noexcept {
@@ -304,9 +318,9 @@ class expert_cache {
     cfg.shape().validate(fn);
     const std::size_t slots = cfg.shape().slots();
     if (!cfg.footprints.empty() && cfg.footprints.size() != slots) {
-      detail::throw_invalid(fn, "footprints must be empty or hold num_layers * num_experts = " +
-                                    std::to_string(slots) + " entries",
-                            cfg.footprints.size());
+      detail::throw_invalid(
+          fn, "footprints must be empty or hold num_layers * num_experts = " + std::to_string(slots) + " entries",
+          cfg.footprints.size());
     }
     if (cfg.unit == capacity_unit::byte_count) {
       if (cfg.footprints.empty() && cfg.expert_bytes == 0) {

@@ -1,12 +1,12 @@
-// moepolicy/predict/short_horizon_predictor.hpp — CXL-MoE's short-horizon predictor (seed
-// 002, "CXL-MoE: Accelerating Sparse Model Inference through Intelligent Expert Offloading
-// to CXL Memory", §3 "Decode Stage Prefetching"). Models `PrefetchPredictor`.
+// moepolicy/predict/short_horizon_predictor.hpp — CXL-MoE's short-horizon predictor (CXL-MoE
+// §3 "Decode Stage Prefetching"). Models `PrefetchPredictor`.
 //
 // "our model uses the expert routing decisions from the last m generated tokens to predict
 // the experts needed for the next n tokens, where n is a small, configurable lookahead
 // window (e.g., n = 2 to 4) … The prediction model can be extremely simple (e.g., a Markov
 // model or a small recurrent network)". The paper names no model; this is the simplest
-// one the text allows, a per-layer frequency model over the last m tokens:
+// one the text allows, a per-layer frequency model over the last m tokens (the Markov model
+// it names is predict/markov_predictor.hpp):
 //   p_l(e) = Σ_{j=1..m'} w_j [e selected by the j-th most recent token at layer l] / Σ w_j,
 //   w_j = recency_decay^(j−1),  m' = min(m, tokens seen in this request),
 // the estimated chance that one token selects e; and the score of e for the next n tokens
@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "moepolicy/core/error.hpp"
@@ -45,6 +46,23 @@ struct short_horizon_config {
   /// tokens equally.
   double recency_decay = 1.0;
 };
+
+/// CXL-MoE's decode predictor as the library's defaults run it — the timed replays' CXL-MoE
+/// system, `moepolicy replay` and the report use this one definition: the frequency model
+/// over m = 8 past tokens scoring the next n = 2 (the low end of §3's n = 2 to 4).
+[[nodiscard]] constexpr short_horizon_config cxl_moe_short_horizon(std::uint32_t num_layers, std::uint32_t num_experts,
+                                                                   std::uint32_t top_k) noexcept {
+  return {.num_layers = num_layers, .num_experts = num_experts, .top_k = top_k};
+}
+
+/// "short-horizon frequency model, m = 8, n = 2" (with ", decay d" when below 1): the
+/// settings printed beside a figure.
+[[nodiscard]] inline std::string describe(const short_horizon_config& c) {
+  std::string s =
+      "short-horizon frequency model, m = " + std::to_string(c.history) + ", n = " + std::to_string(c.horizon);
+  if (c.recency_decay < 1.0) s += ", decay " + std::to_string(c.recency_decay);
+  return s;
+}
 
 /// Predicts a layer's experts for the next n tokens from its last m tokens' routing.
 class short_horizon_predictor {
@@ -120,11 +138,13 @@ class short_horizon_predictor {
  private:
   static short_horizon_config checked(const short_horizon_config& c) {
     constexpr const char* fn = "short_horizon_predictor";
-    if (c.num_layers == 0 || c.num_layers > 65536) detail::throw_invalid(fn, "num_layers must be in [1, 65536]", c.num_layers);
+    if (c.num_layers == 0 || c.num_layers > 65536)
+      detail::throw_invalid(fn, "num_layers must be in [1, 65536]", c.num_layers);
     if (c.num_experts == 0 || c.num_experts > 65536) {
       detail::throw_invalid(fn, "num_experts must be in [1, 65536]", c.num_experts);
     }
-    if (c.top_k == 0 || c.top_k > c.num_experts) detail::throw_invalid(fn, "top_k must be in [1, num_experts]", c.top_k);
+    if (c.top_k == 0 || c.top_k > c.num_experts)
+      detail::throw_invalid(fn, "top_k must be in [1, num_experts]", c.top_k);
     if (c.history == 0) detail::throw_invalid(fn, "history must be >= 1", c.history);
     if (c.horizon == 0) detail::throw_invalid(fn, "horizon must be >= 1", c.horizon);
     if (!(c.recency_decay > 0.0 && c.recency_decay <= 1.0)) {
@@ -134,8 +154,8 @@ class short_horizon_predictor {
   }
 
   short_horizon_config cfg_;
-  std::vector<expert_id> ring_;     // layers × m × k: the last m tokens' selections
-  std::vector<std::size_t> head_;   // next slot to write, per layer
+  std::vector<expert_id> ring_;      // layers × m × k: the last m tokens' selections
+  std::vector<std::size_t> head_;    // next slot to write, per layer
   std::vector<std::size_t> filled_;  // tokens held, per layer
   std::vector<double> weights_;
   std::vector<double> counts_;

@@ -1,29 +1,26 @@
-// moepolicy/sim/cache_replay.hpp — replaying a routing trace through an expert cache, with
-// or without prefetching, and measuring predictors on a trace.
+// moepolicy/sim/cache_replay.hpp — untimed demand replays of a routing trace through an
+// expert cache, and measuring predictors on a trace.
 //
 // A replay walks the trace's batches in order (request, step, layer) and, for each batch
 // of the phases kept, does what a serving system does at that layer:
-//   [prefetch replays]  predictor.predict(layer) → hint every expert with a score > 0 →
-//                       plan the load queue (the `depth` best) → tell the cache of the queued
-//                       experts already resident (`prefetch` of a resident: no load; LRU
-//                       refreshes them, sticky LRU re-sticks them), then load the others best
-//                       first → clear the queue (the true routing arrived). Residents go
-//                       first so that a load never evicts a predicted expert already there;
+//   [hint replays]            predictor.predict(layer) → hint every expert with a score > 0
+//                             (the policy may use hints for admission, as the sticky LRU's
+//                             prediction-gated admission does, CXL-MoE §3; nothing is loaded);
 //   cache.begin_layer(batch)  (the policy sees the routing: scores, shield)
 //   one demand access per distinct expert of the batch, in order of first selection
-//   cache.end_layer(layer);   [prefetch replays] predictor.observe(batch)
+//   cache.end_layer(layer);   [hint replays] predictor.observe(batch)
 // and `end_step` after each forward pass. An access is one expert fetched for one layer of
 // one forward pass — an expert that several tokens of the batch select is fetched once.
-// Timing is not modelled: every queued prefetch lands before the layer's accesses. Belady
-// is fed the next-use position of every demand access (`next_use_positions` over the same
-// access sequence); it is the bound of demand replays (prefetches are not demand
-// accesses, and a prefetching policy can beat it).
+// Nothing is timed: these are hit ratios of demand caching. Belady is fed the next-use
+// position of every demand access (`next_use_positions` over the same access sequence); it
+// bounds every policy here. Prefetching is only meaningful with time — a prefetch helps
+// only if it lands before the access — so it lives on the timed model
+// (sim/timed_cache.hpp, sim/offload_replay.hpp, sim/edge_replay.hpp).
 //
 // Functions:
 //   replay_accesses            the demand access sequence of a replay;
 //   replay_cache               a demand replay, by policy type or by `any_eviction_config`;
-//   replay_cache_with_prefetch a replay with a `PrefetchPredictor` feeding the load queue;
-//   measure_prefetch           both, side by side: hits gained, bytes per hit byte gained;
+//   replay_cache_with_hints    a demand replay whose policy hears a predictor's hints;
 //   evaluate_predictor         precision and recall of a predictor's top-scored experts
 //                              against the experts of the next `horizon` batches per layer;
 //   lru_hit_curve              the LRU hit count at every capacity in one pass.
@@ -78,12 +75,6 @@ struct cache_replay_result {
   std::uint64_t batches = 0;
 };
 
-/// How a prefetch replay uses its predictor.
-struct prefetch_replay_config {
-  /// Experts queued per layer: the `depth` highest predicted scores (0: the trace's top_k).
-  std::size_t depth = 0;
-};
-
 /// Precision and recall of a predictor over a trace.
 struct prediction_quality {
   /// Predictions made (one per batch replayed) and those where the predictor had nothing
@@ -122,7 +113,8 @@ struct prediction_eval_config {
 
 namespace detail {
 
-inline void check_replay(const routing_trace& t, const cache_config& cc, const cache_replay_config& rc, std::string_view fn) {
+inline void check_replay(const routing_trace& t, const cache_config& cc, const cache_replay_config& rc,
+                         std::string_view fn) {
   if (cc.num_layers < t.info().num_layers) {
     throw_invalid(fn, "cache num_layers must be >= the trace's " + std::to_string(t.info().num_layers), cc.num_layers);
   }
@@ -149,7 +141,7 @@ void distinct_experts(const batch_view& b, std::vector<std::uint8_t>& seen, Each
   for (expert_id e : b.experts) seen[e] = 0;
 }
 
-/// The replay loop shared by the demand and prefetch replays. `before(b)` runs before the
+/// The replay loop shared by the demand and hint replays. `before(b)` runs before the
 /// batch's accesses, `after(b)` after its `end_layer`, `new_request()` when a request
 /// starts, `step_end()` after each kept step.
 template <EvictionPolicy P, class Before, class After, class NewRequest, class StepEnd>
@@ -205,7 +197,8 @@ template <EvictionPolicy P>
 /// experts in order of first selection.
 ///
 /// Complexity: O(rows · k).
-[[nodiscard]] inline std::vector<expert_key> replay_accesses(const routing_trace& t, const cache_replay_config& rc = {}) {
+[[nodiscard]] inline std::vector<expert_key> replay_accesses(const routing_trace& t,
+                                                             const cache_replay_config& rc = {}) {
   std::vector<expert_key> out;
   std::vector<std::uint8_t> seen(t.info().num_experts, 0);
   for (const step_ref& s : t.steps()) {
@@ -225,7 +218,8 @@ template <EvictionPolicy P>
 /// future, O(accesses) to compute it.
 template <EvictionPolicy P>
 [[nodiscard]] cache_replay_result replay_cache(const routing_trace& t, const cache_config& cc,
-                                               const typename P::config_type& pc = {}, const cache_replay_config& rc = {}) {
+                                               const typename P::config_type& pc = {},
+                                               const cache_replay_config& rc = {}) {
   detail::check_replay(t, cc, rc, "replay_cache");
   expert_cache<P> cache(cc, pc);
   std::vector<std::uint64_t> next_use;
@@ -238,90 +232,39 @@ template <EvictionPolicy P>
 
 /// Replays `t` through the policy `pc` names (see `eviction_config_by_name`).
 [[nodiscard]] inline cache_replay_result replay_cache(const routing_trace& t, const cache_config& cc,
-                                                      const any_eviction_config& pc, const cache_replay_config& rc = {}) {
+                                                      const any_eviction_config& pc,
+                                                      const cache_replay_config& rc = {}) {
   return replay_cache<any_eviction_policy>(t, cc, pc, rc);
 }
 
-/// Replays `t` through an `expert_cache<P>` with `predictor` prefetching into it before
-/// every batch (see the header comment). The predictor observes every replayed batch.
+/// Replays `t` through an `expert_cache<P>` whose policy hears `predictor`'s hints before
+/// every batch (see the header comment): demand accesses only, nothing is loaded ahead. The
+/// predictor observes every replayed batch.
 ///
 /// Throws: as `replay_cache`.
 template <EvictionPolicy P, PrefetchPredictor Predictor>
-[[nodiscard]] cache_replay_result replay_cache_with_prefetch(const routing_trace& t, const cache_config& cc,
-                                                             const typename P::config_type& pc, Predictor& predictor,
-                                                             const prefetch_replay_config& fc = {},
-                                                             const cache_replay_config& rc = {}) {
-  detail::check_replay(t, cc, rc, "replay_cache_with_prefetch");
+[[nodiscard]] cache_replay_result replay_cache_with_hints(const routing_trace& t, const cache_config& cc,
+                                                          const typename P::config_type& pc, Predictor& predictor,
+                                                          const cache_replay_config& rc = {}) {
+  detail::check_replay(t, cc, rc, "replay_cache_with_hints");
   expert_cache<P> cache(cc, pc);
   std::vector<std::uint64_t> next_use;
   if (detail::reads_future(cache)) {
     next_use = next_use_positions(replay_accesses(t, rc), cc.num_layers, cc.num_experts);
   }
   const std::size_t E = t.info().num_experts;
-  const std::size_t depth = fc.depth == 0 ? t.info().top_k : fc.depth;
   std::vector<float> scores(E, 0.0f);
-  prefetch_queue queue(E);
   const auto before = [&](const batch_view& b) {
     const layer_id l = b.ref.layer;
     if (!predictor.predict(l, scores)) return;
     for (std::size_t e = 0; e < E; ++e) {
       if (scores[e] > 0.0f) cache.hint(expert_key{l, static_cast<expert_id>(e)}, scores[e]);
     }
-    queue.plan(l, scores, depth);
-    // Residents first (nothing to load; the policy hears of the prediction), so that the
-    // loads that follow cannot evict a predicted expert that is already there.
-    for (const queued_expert& q : queue.pending()) {
-      if (cache.contains(q.key)) cache.prefetch(q.key, q.score);
-    }
-    while (const auto q = queue.pop()) {
-      if (!cache.contains(q->key)) cache.prefetch(q->key, q->score);
-    }
-    queue.clear();
   };
   const auto after = [&](const batch_view& b) { predictor.observe(b); };
   const auto new_request = [&]() { predictor.begin_request(); };
   const auto step_end = [&]() { predictor.end_step(); };
   return detail::replay_loop(t, cache, rc, next_use, before, after, new_request, step_end);
-}
-
-/// A prefetch replay beside the demand replay of the same cache and policy.
-struct prefetch_gain {
-  cache_replay_result without;
-  cache_replay_result with;
-
-  /// Demand hit bytes the prefetching gained (negative when it lost hits).
-  [[nodiscard]] double hit_bytes_gained() const noexcept {
-    return static_cast<double>(with.stats.hit_bytes) - static_cast<double>(without.stats.hit_bytes);
-  }
-  /// Bytes prefetched per byte of demand hit gained (infinity when nothing was gained).
-  [[nodiscard]] double prefetch_bytes_per_hit_byte() const noexcept {
-    const double g = hit_bytes_gained();
-    return g > 0.0 ? static_cast<double>(with.stats.prefetch_bytes) / g : std::numeric_limits<double>::infinity();
-  }
-  /// Extra bytes moved in all (prefetched + fetched on demand, minus what the demand replay
-  /// fetched) per byte of demand hit gained: what the gain costs the link net of the
-  /// demand fetches it saves (infinity when nothing was gained).
-  [[nodiscard]] double extra_bytes_per_hit_byte() const noexcept {
-    const double g = hit_bytes_gained();
-    const double extra = static_cast<double>(with.stats.prefetch_bytes) + static_cast<double>(with.stats.demand_bytes) -
-                         static_cast<double>(without.stats.demand_bytes);
-    return g > 0.0 ? extra / g : std::numeric_limits<double>::infinity();
-  }
-};
-
-/// Runs `replay_cache_with_prefetch` and the demand `replay_cache` of the same cache and
-/// policy (the predictor is used by the first only).
-///
-/// Throws: as `replay_cache`.
-template <EvictionPolicy P, PrefetchPredictor Predictor>
-[[nodiscard]] prefetch_gain measure_prefetch(const routing_trace& t, const cache_config& cc,
-                                             const typename P::config_type& pc, Predictor& predictor,
-                                             const prefetch_replay_config& fc = {},
-                                             const cache_replay_config& rc = {}) {
-  prefetch_gain g;
-  g.without = replay_cache<P>(t, cc, pc, rc);
-  g.with = replay_cache_with_prefetch<P>(t, cc, pc, predictor, fc, rc);
-  return g;
 }
 
 /// Scores `predictor` on `t`: before each kept batch of layer l it predicts layer l; the

@@ -33,7 +33,10 @@ device_spec serial(const char* name, double flops) {
   device_spec d;
   d.name = name;
   d.capacity_bytes = 1'000'000'000ULL;
-  d.compute = {.peak_flops = flops, .peak_bits = fp16, .bit_scaled_compute = false, .memory_bandwidth = flops,
+  d.compute = {.peak_flops = flops,
+               .peak_bits = fp16,
+               .bit_scaled_compute = false,
+               .memory_bandwidth = flops,
                .launch_seconds = 0.0};
   return d;
 }
@@ -251,9 +254,10 @@ TEST_CASE("migration_planner: checks its inputs") {
                        invalid_argument);
   const std::array<expert_layout, 3> far{striped, loc(2), striped};
   CHECK_THROWS_WITH_AS(static_cast<void>(planner.plan(0, pred, classes, far, resident, 1.0, 0)),
-                       "moepolicy::migration_planner::plan: a localized home must be < the DIMMs 2, got 2", invalid_argument);
-  CHECK_THROWS_WITH_AS(migration_planner(make_toy(), 0), "moepolicy::ndp_rebalancer: num_experts must be in [1, 65536], got 0",
+                       "moepolicy::migration_planner::plan: a localized home must be < the DIMMs 2, got 2",
                        invalid_argument);
+  CHECK_THROWS_WITH_AS(migration_planner(make_toy(), 0),
+                       "moepolicy::ndp_rebalancer: num_experts must be in [1, 65536], got 0", invalid_argument);
   CHECK(to_string(migration_kind::relayout_to_localized) == "relayout_to_localized");
 }
 
@@ -289,12 +293,16 @@ TEST_CASE("migration_planner on random layers of the TriMoE machine: budget, ran
       CHECK((t.benefit > 0.0 || t.balance_gain > 0.0));
       const std::size_t e = t.expert;
       switch (t.kind) {
-        case migration_kind::prefetch: CHECK((classes[e] == hot && resident[e] == 0)); break;
+        case migration_kind::prefetch:
+          CHECK((classes[e] == hot && resident[e] == 0));
+          break;
         case migration_kind::relayout_to_striped:
-          CHECK(((by_class ? classes[e] != cold : predicted[e] > 0.0) && layouts[e].is_localized() && t.to.is_striped()));
+          CHECK(
+              ((by_class ? classes[e] != cold : predicted[e] > 0.0) && layouts[e].is_localized() && t.to.is_striped()));
           break;
         case migration_kind::relayout_to_localized:
-          CHECK(((by_class ? classes[e] == cold : classes[e] != hot) && layouts[e].is_striped() && t.to.is_localized()));
+          CHECK(
+              ((by_class ? classes[e] == cold : classes[e] != hot) && layouts[e].is_striped() && t.to.is_localized()));
           break;
         case migration_kind::rebalance:
           CHECK((classes[e] == cold && t.from.is_localized() && t.to.is_localized()));
@@ -311,4 +319,27 @@ TEST_CASE("migration_planner on random layers of the TriMoE machine: budget, ran
     CHECK(pcie <= window * (1 + 1e-12));
     CHECK(link <= window * (1 + 1e-12));
   }
+}
+
+TEST_CASE("relayout estimate: the busiest DIMM-Link port carries (D - 1) of D shares") {
+  // The benefit-rule case above: striping e0 (W = 6 MB) over D = 2 DIMMs. Over one link the
+  // whole expert takes 1 ms; with the ports moving their shares at once, e0's home port sends
+  // (D − 1) · ⌈W / D⌉ = 3 MB: 0.5 ms, which fits a 0.6 ms window.
+  CHECK(migration_planner_config{}.relayout_time == relayout_estimate::whole_expert);
+  const std::array<double, 2> predicted{4.0, 20.0};
+  const std::array<hotness, 2> classes{cold, hot};
+  const std::array<expert_layout, 2> layouts{loc(0), striped};
+  const std::array<std::uint8_t, 2> resident{0, 1};
+  migration_planner whole(make_toy(), 2, {.relayout_when = relayout_rule::benefit});
+  auto tasks = whole.plan(0, predicted, classes, layouts, resident, 0.6 * ms, 0);
+  REQUIRE(tasks.size() == 1);
+  CHECK(tasks[0].transfer_seconds == doctest::Approx(1.0 * ms));
+  CHECK_FALSE(tasks[0].taken);
+  migration_planner ports(make_toy(), 2,
+                          {.relayout_when = relayout_rule::benefit, .relayout_time = relayout_estimate::busiest_port});
+  tasks = ports.plan(0, predicted, classes, layouts, resident, 0.6 * ms, 0);
+  REQUIRE(tasks.size() == 1);
+  CHECK(tasks[0].transfer_seconds == doctest::Approx(0.5 * ms));
+  CHECK(tasks[0].size == 6'000'000);
+  CHECK(tasks[0].taken);
 }

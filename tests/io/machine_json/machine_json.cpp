@@ -95,14 +95,14 @@ TEST_CASE("machine json: papers.json reproduces the presets field by field") {
 
 TEST_CASE("machine json: every GPU and CPU preset spelled out") {
   const auto gpu = [](const std::string& device) { return *parse(R"({"gpu": )" + device + "}").gpu; };
-  check_same_device(gpu(spelled_gpu("H100-SXM (PCIe Gen4 x16)", 989.4, 3350,
-                                    R"({"bandwidth_gbps": 32, "latency_ns": 1000})")),
-                    presets::h100_sxm_gen4());
+  check_same_device(
+      gpu(spelled_gpu("H100-SXM (PCIe Gen4 x16)", 989.4, 3350, R"({"bandwidth_gbps": 32, "latency_ns": 1000})")),
+      presets::h100_sxm_gen4());
   check_same_device(gpu(spelled_gpu("H100-PCIe (PCIe Gen5 x16)", 819.6, 2040, R"("pcie_gen5_x16")")),
                     presets::h100_pcie_gen5());
-  check_same_device(gpu(spelled_gpu("H100 (CXL 2.0 x16 expander)", 819.6, 2040,
-                                    R"({"bandwidth_gbps": 64, "latency_ns": 300})")),
-                    presets::h100_cxl_expander());
+  check_same_device(
+      gpu(spelled_gpu("H100 (CXL 2.0 x16 expander)", 819.6, 2040, R"({"bandwidth_gbps": 64, "latency_ns": 300})")),
+      presets::h100_cxl_expander());
   check_same_device(gpu(spelled_gpu("H100 (host DRAM over PCIe 5.0)", 819.6, 2040, R"("host_pcie5_effective")")),
                     presets::h100_host_pcie5());
 
@@ -116,6 +116,20 @@ TEST_CASE("machine json: every GPU and CPU preset spelled out") {
   const auto cpu = parse(R"({"cpu": {"name": "Xeon-8470 AMX", "capacity_gb": 2000, "peak_tflops": 90.1,
       "memory_bandwidth_gbps": 307.2, "activation_link": {"bandwidth_gbps": 64, "latency_ns": 1000}}})");
   check_same_device(*cpu.cpu, presets::xeon_8470_amx());
+
+  // The edge devices (Edge-MoE Tab. 1), in the short forms of docs/machine.md.
+  check_same_device(gpu(R"j({"name": "RTX 3080 Ti 12GB", "capacity_gb": 12.884901888, "peak_tflops": 68.2,
+                            "memory_bandwidth_gbps": 912, "weight_link": "pcie_gen4_x16"})j"),
+                    presets::rtx_3080_ti());
+  check_same_device(gpu(R"j({"name": "RTX 4060 Ti 16GB", "capacity_gb": 17.179869184, "peak_tflops": 44.1,
+                            "memory_bandwidth_gbps": 288, "weight_link": "pcie_gen4_x8"})j"),
+                    presets::rtx_4060_ti_16gb());
+  check_same_device(gpu(R"j({"name": "RTX A6000 48GB", "capacity_gb": 51.539607552, "peak_tflops": 154.8,
+                            "memory_bandwidth_gbps": 768, "weight_link": "pcie_gen4_x16"})j"),
+                    presets::rtx_a6000());
+  const auto six = parse(R"({"cpu": {"name": "6 cores of Ryzen 9 5900X", "capacity_gb": 137.438953472,
+      "peak_tflops": 0.7104, "memory_bandwidth_gbps": 51.2, "activation_link": "pcie_gen4_x16"}})");
+  check_same_device(*six.cpu, presets::ryzen9_5900x_6c());
 }
 
 TEST_CASE("machine json: preset names, bare or as a base") {
@@ -323,17 +337,20 @@ TEST_CASE("machine json: unknown keys name the keys allowed") {
 
 TEST_CASE("machine json: unknown presets list the names known") {
   const std::string devices =
-      "h100_sxm_gen4, h100_pcie_gen5, h100_cxl_expander, h100_host_pcie5, xeon_8470_amx, cxl_ndp, dimm_ndp";
-  const std::string links = "pcie_gen4_x16, pcie_gen5_x16, host_pcie5_effective, cxl2_x16, dimm_link";
+      "h100_sxm_gen4, h100_pcie_gen5, h100_cxl_expander, h100_host_pcie5, xeon_8470_amx, cxl_ndp, dimm_ndp, "
+      "rtx_3080_ti, rtx_4060_ti_16gb, rtx_a6000, ryzen9_5900x_6c";
+  const std::string links = "pcie_gen4_x16, pcie_gen4_x8, pcie_gen5_x16, host_pcie5_effective, cxl2_x16, dimm_link";
   CHECK(error_of(R"({"gpu": "h100"})") == "m.json: gpu: unknown device preset \"h100\" (known: " + devices + ")");
   CHECK(error_of(R"({"gpu": "H100_SXM_GEN4"})") ==
         "m.json: gpu: unknown device preset \"H100_SXM_GEN4\" (known: " + devices + ")");
-  CHECK(error_of(R"({"gpu": "cxl2_x16"})") == "m.json: gpu: unknown device preset \"cxl2_x16\" (known: " + devices + ")");
+  CHECK(error_of(R"({"gpu": "cxl2_x16"})") ==
+        "m.json: gpu: unknown device preset \"cxl2_x16\" (known: " + devices + ")");
   CHECK(error_of(R"({"cpu": {"preset": "xeon"}})") ==
         "m.json: cpu.preset: unknown device preset \"xeon\" (known: " + devices + ")");
   CHECK(error_of(R"({"cpu": {"preset": 8470}})") ==
         "m.json: cpu.preset: expected a device preset name (a string), got 8470");
-  CHECK(error_of(R"({"host_link": "pcie6"})") == "m.json: host_link: unknown link preset \"pcie6\" (known: " + links + ")");
+  CHECK(error_of(R"({"host_link": "pcie6"})") ==
+        "m.json: host_link: unknown link preset \"pcie6\" (known: " + links + ")");
   CHECK(error_of(R"({"host_link": "cxl_ndp"})") ==
         "m.json: host_link: unknown link preset \"cxl_ndp\" (known: " + links + ")");
   CHECK(error_of(R"({"gpu": {"preset": "h100_sxm_gen4", "weight_link": {"preset": "pcie7"}}})") ==
@@ -344,7 +361,8 @@ TEST_CASE("machine json: unknown presets list the names known") {
 
 TEST_CASE("machine json: values of the wrong type") {
   const std::string gpu = R"({"gpu": {"preset": "h100_sxm_gen4", )";
-  CHECK(error_of(gpu + R"("peak_tflops": "989.4"}})") == "m.json: gpu.peak_tflops: expected a number > 0, got \"989.4\"");
+  CHECK(error_of(gpu + R"("peak_tflops": "989.4"}})") ==
+        "m.json: gpu.peak_tflops: expected a number > 0, got \"989.4\"");
   CHECK(error_of(gpu + R"("name": 1}})") == "m.json: gpu.name: expected a non-empty string, got 1");
   CHECK(error_of(gpu + R"("bit_scaled_compute": 1}})") ==
         "m.json: gpu.bit_scaled_compute: expected true or false, got 1");
@@ -352,9 +370,11 @@ TEST_CASE("machine json: values of the wrong type") {
         "m.json: gpu.execution: expected \"serial\" or \"parallel_units\", got \"parallel\"");
   CHECK(error_of(gpu + R"("execution": 2}})") ==
         "m.json: gpu.execution: expected \"serial\" or \"parallel_units\", got 2");
-  CHECK(error_of(gpu + R"("units": "1"}})") == "m.json: gpu.units: expected a whole number in [1, 4294967295], got \"1\"");
+  CHECK(error_of(gpu + R"("units": "1"}})") ==
+        "m.json: gpu.units: expected a whole number in [1, 4294967295], got \"1\"");
   CHECK(error_of(gpu + R"("quant": 4}})") == "m.json: gpu.quant: expected an object, got 4");
-  CHECK(error_of(gpu + R"("capacity_gb": {"gb": 80}}})") == "m.json: gpu.capacity_gb: expected a number >= 0, got an object");
+  CHECK(error_of(gpu + R"("capacity_gb": {"gb": 80}}})") ==
+        "m.json: gpu.capacity_gb: expected a number >= 0, got an object");
   CHECK(error_of(gpu + R"("host_read_bandwidth_gbps": "infinite"}})") ==
         "m.json: gpu.host_read_bandwidth_gbps: expected a number > 0 or \"unlimited\", got \"infinite\"");
   CHECK(error_of(gpu + R"("memory_bandwidth_gbps": "unlimited"}})") ==
@@ -379,7 +399,8 @@ TEST_CASE("machine json: numbers out of range") {
   CHECK(error_of(gpu + R"("peak_bits": 0}})") == "m.json: gpu.peak_bits: expected a whole number in [1, 32], got 0");
   CHECK(error_of(gpu + R"("units": 0}})") == "m.json: gpu.units: expected a whole number in [1, 4294967295], got 0");
   CHECK(error_of(gpu + R"("units": -1}})") == "m.json: gpu.units: expected a whole number in [1, 4294967295], got -1");
-  CHECK(error_of(gpu + R"("units": 1.5}})") == "m.json: gpu.units: expected a whole number in [1, 4294967295], got 1.5");
+  CHECK(error_of(gpu + R"("units": 1.5}})") ==
+        "m.json: gpu.units: expected a whole number in [1, 4294967295], got 1.5");
   CHECK(error_of(gpu + R"("units": 4294967296}})") ==
         "m.json: gpu.units: expected a whole number in [1, 4294967295], got 4294967296");
   CHECK(error_of(gpu + R"("quant": {"metadata_bits": -32}}})") ==
@@ -397,26 +418,33 @@ TEST_CASE("machine json: numbers out of range") {
 
 TEST_CASE("machine json: missing keys without a preset") {
   CHECK(error_of(R"({"gpu": {}})") == "m.json: gpu: missing key \"name\" (required without \"preset\")");
-  CHECK(error_of(R"({"gpu": {"name": "x"}})") == "m.json: gpu: missing key \"capacity_gb\" (required without \"preset\")");
+  CHECK(error_of(R"({"gpu": {"name": "x"}})") ==
+        "m.json: gpu: missing key \"capacity_gb\" (required without \"preset\")");
   const std::string core = R"("name": "x", "capacity_gb": 1, "peak_tflops": 1, "memory_bandwidth_gbps": 1)";
-  CHECK(error_of(R"({"gpu": {)" + core + "}}") == "m.json: gpu: missing key \"weight_link\" (required without \"preset\")");
+  CHECK(error_of(R"({"gpu": {)" + core + "}}") ==
+        "m.json: gpu: missing key \"weight_link\" (required without \"preset\")");
   CHECK(error_of(R"({"cpu": {)" + core + "}}") ==
         "m.json: cpu: missing key \"activation_link\" (required without \"preset\")");
   CHECK(error_of(R"({"cxl_ndp": {)" + core + R"(, "weight_link": "cxl2_x16", "activation_link": "cxl2_x16"}})") ==
         "m.json: cxl_ndp: missing key \"host_read_bandwidth_gbps\" (required without \"preset\")");
-  CHECK(error_of(R"({"dimm_ndp": {)" + core + "}}") == "m.json: dimm_ndp: missing key \"execution\" (required without \"preset\")");
+  CHECK(error_of(R"({"dimm_ndp": {)" + core + "}}") ==
+        "m.json: dimm_ndp: missing key \"execution\" (required without \"preset\")");
   CHECK(error_of(R"({"host_link": {"bandwidth_gbps": 10}})") ==
         "m.json: host_link: missing key \"latency_ns\" (required without \"preset\")");
-  CHECK(error_of(R"({"cxl_link": {}})") == "m.json: cxl_link: missing key \"bandwidth_gbps\" (required without \"preset\")");
+  CHECK(error_of(R"({"cxl_link": {}})") ==
+        "m.json: cxl_link: missing key \"bandwidth_gbps\" (required without \"preset\")");
   CHECK(error_of(R"({"gpu": {)" + core + R"(, "weight_link": {"bandwidth_gbps": 32}}})") ==
         "m.json: gpu.weight_link: missing key \"latency_ns\" (required when neither the link nor its device names a "
         "\"preset\")");
   // Complete without a preset: every role's minimum.
   const auto m = parse(R"({"gpu": {)" + core + R"(, "weight_link": "pcie_gen4_x16"},
-      "cpu": {)" + core + R"(, "activation_link": "pcie_gen5_x16"},
-      "cxl_ndp": {)" + core + R"(, "weight_link": "cxl2_x16", "activation_link": "cxl2_x16",
+      "cpu": {)" + core +
+                       R"(, "activation_link": "pcie_gen5_x16"},
+      "cxl_ndp": {)" + core +
+                       R"(, "weight_link": "cxl2_x16", "activation_link": "cxl2_x16",
                   "host_read_bandwidth_gbps": 64},
-      "dimm_ndp": {)" + core + R"(, "execution": "parallel_units", "units": 4, "weight_link": "dimm_link",
+      "dimm_ndp": {)" + core +
+                       R"(, "execution": "parallel_units", "units": 4, "weight_link": "dimm_link",
                    "activation_link": {"bandwidth_gbps": 19.2, "latency_ns": 0}, "host_read_bandwidth_gbps": 19.2}})");
   CHECK(m.gpu->capacity_bytes == 1'000'000'000ULL);
   CHECK(m.gpu->activation_link.bandwidth == unlimited_bandwidth);  // device_spec's default
@@ -437,7 +465,8 @@ TEST_CASE("machine json: fields that contradict each other") {
 }
 
 TEST_CASE("machine json: repeated keys are errors, not last-one-wins") {
-  CHECK(error_of(R"({"gpu": {"preset": "h100_sxm_gen4", "preset": "cxl_ndp"}})") == "m.json: gpu: duplicate key \"preset\"");
+  CHECK(error_of(R"({"gpu": {"preset": "h100_sxm_gen4", "preset": "cxl_ndp"}})") ==
+        "m.json: gpu: duplicate key \"preset\"");
   CHECK(error_of(R"({"gpu": {"preset": "h100_sxm_gen4", "weight_link": {"latency_ns": 1, "latency_ns": 2}}})") ==
         "m.json: gpu.weight_link: duplicate key \"latency_ns\"");
 }
@@ -446,10 +475,12 @@ TEST_CASE("machine json: device_spec::validate messages point at the key") {
   namespace mj = io::detail::machine_json;
   CHECK(mj::validate_path("gpu", "moepolicy::device_spec::validate(x): compute.peak_flops must be > 0, got 0") ==
         "gpu.peak_tflops");
-  CHECK(mj::validate_path("gpu", "moepolicy::device_spec::validate(a): b): weight_link.latency_seconds must be "
-                                 "finite and >= 0, got -1") == "gpu.weight_link.latency_ns");
-  CHECK(mj::validate_path("cpu", "moepolicy::device_spec::validate(x): a serial device has exactly 1 unit, "
-                                 "num_units, got 2") == "cpu.units");
+  CHECK(mj::validate_path("gpu",
+                          "moepolicy::device_spec::validate(a): b): weight_link.latency_seconds must be "
+                          "finite and >= 0, got -1") == "gpu.weight_link.latency_ns");
+  CHECK(mj::validate_path("cpu",
+                          "moepolicy::device_spec::validate(x): a serial device has exactly 1 unit, "
+                          "num_units, got 2") == "cpu.units");
   CHECK(mj::validate_path("cpu", "moepolicy::device_spec::validate(x): something new") == "cpu");
   CHECK(mj::validate_path("cpu", "no such shape") == "cpu");
 }

@@ -1,6 +1,6 @@
 // Replaying traces through expert caches: the access sequence, demand replays by type and
-// by name, prefetch replays, predictor scoring, and golden hit counts of every policy on the
-// bundled Granite trace (regenerate with MOEPOLICY_PRINT_GOLDEN=1).
+// by name, replays with a predictor's hints, predictor scoring, and golden hit counts of
+// every policy on the bundled Granite trace (regenerate with MOEPOLICY_PRINT_GOLDEN=1).
 #include "moepolicy/sim/cache_replay.hpp"
 
 #include <doctest/doctest.h>
@@ -24,7 +24,10 @@ namespace {
 bool print_golden() { return std::getenv("MOEPOLICY_PRINT_GOLDEN") != nullptr; }
 
 cache_config granite_cache(std::uint64_t capacity, capacity_scope scope = capacity_scope::shared) {
-  return {.num_layers = 24, .num_experts = 32, .capacity = capacity, .scope = scope,
+  return {.num_layers = 24,
+          .num_experts = 32,
+          .capacity = capacity,
+          .scope = scope,
           .expert_bytes = expert_bytes(models::granite_3_1_1b_a400m(), fp16)};
 }
 
@@ -51,8 +54,8 @@ TEST_CASE("the access sequence: each batch's distinct experts in order of first 
   CHECK(r.batches == 3);
   CHECK_THROWS_WITH_AS(static_cast<void>(replay_cache<lru_policy>(t, {.num_layers = 1, .num_experts = 4})),
                        "moepolicy::replay_cache: cache num_layers must be >= the trace's 2, got 1", invalid_argument);
-  CHECK_THROWS_WITH_AS(static_cast<void>(replay_cache<lru_policy>(t, {.num_layers = 2, .num_experts = 4},
-                                                                  {}, {.prefill = false, .decode = false})),
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_cache<lru_policy>(t, {.num_layers = 2, .num_experts = 4}, {},
+                                                                  {.prefill = false, .decode = false})),
                        "moepolicy::replay_cache: replay prefill, decode or both", invalid_argument);
 }
 
@@ -68,21 +71,25 @@ TEST_CASE("a replay by name equals the replay by type; Belady is fed the future"
   CHECK(cold.dropped > 0);
 }
 
-TEST_CASE("prefetching with the oracle hits every decode access when each layer can hold its top-k") {
+TEST_CASE("hints feed prediction-gated admission: nothing is loaded ahead, so Belady still bounds it") {
   const routing_trace t = test::granite_trace();
+  const cache_config cc = granite_cache(8, capacity_scope::per_layer);
+  const cache_replay_config decode{.prefill = false};
+  const cache_replay_result none = replay_cache<sticky_lru_policy>(t, cc, {}, decode);
+  CHECK(none.stats.hits == 0);  // the gate admits nothing without hints
+  CHECK(none.stats.rejections == none.stats.misses);
   oracle_predictor oracle(t, {.prefill = false});
-  const prefetch_gain g = measure_prefetch<lru_policy>(t, granite_cache(8, capacity_scope::per_layer), {}, oracle,
-                                                       {}, {.prefill = false});
-  CHECK(g.with.stats.hit_ratio() == 1.0);
-  CHECK(g.with.stats.prefetch_hits == g.with.stats.prefetches);  // every prefetch is used
-  CHECK(g.with.stats.prefetch_wasted == 0);
-  CHECK(g.without.stats.hit_ratio() < 1.0);
-  CHECK(g.hit_bytes_gained() > 0.0);
-  // Every prefetched byte turned into a hit, and more: without prefetching a demand miss
-  // can evict an expert the same batch needs next, so the demand replay misses more often
-  // than the oracle loads. Perfect prefetching moves fewer bytes than demand fetching.
-  CHECK(g.prefetch_bytes_per_hit_byte() <= 1.0);
-  CHECK(g.extra_bytes_per_hit_byte() <= 0.0);
+  const cache_replay_result told = replay_cache_with_hints<sticky_lru_policy>(t, cc, {}, oracle, decode);
+  CHECK(told.stats.hits > 0);
+  CHECK(told.stats.prefetches == 0);
+  CHECK(told.stats.accesses == none.stats.accesses);
+  CHECK(replay_cache<belady_policy>(t, cc, {}, decode).stats.hits >= told.stats.hits);
+  short_horizon_predictor sh({.num_layers = 24, .num_experts = 32, .top_k = 8});
+  const cache_replay_result freq = replay_cache_with_hints<sticky_lru_policy>(t, cc, {}, sh, decode);
+  CHECK(freq.stats.hits > 0);
+  CHECK_THROWS_WITH_AS(
+      static_cast<void>(replay_cache_with_hints<lru_policy>(t, cc, {}, sh, {.prefill = false, .decode = false})),
+      "moepolicy::replay_cache_with_hints: replay prefill, decode or both", invalid_argument);
 }
 
 TEST_CASE("predictor scoring: the oracle is exact on decode; horizons widen the truth") {
@@ -115,22 +122,24 @@ TEST_CASE("golden: demand hit counts of every policy on the bundled Granite trac
                                      {8, capacity_scope::per_layer},
                                      {16, capacity_scope::per_layer}}};
   // hits[point][policy], policies in the name table's order:
-  // score-aware, sticky-lru, lru, lfu, fifo, belady. 44,803 accesses (decode and prefill).
+  // score-aware, sticky-lru, ema-score, lru, lfu, fifo, belady. 44,803 accesses (decode and
+  // prefill).
   // LRU and FIFO thrash below one step's working set (24 layers × ~8 experts); sticky LRU
   // caches nothing without a predictor's hints (its admission is gated).
-  constexpr std::uint64_t golden[6][6] = {
-      {6861, 0, 0, 7670, 0, 11972},
-      {12919, 0, 0, 14314, 0, 20837},
-      {23006, 0, 17126, 24146, 15530, 31375},
-      {30958, 0, 25957, 31894, 24895, 37357},
-      {19121, 0, 13409, 18451, 12501, 26251},
-      {32352, 0, 27105, 31154, 25937, 36849},
+  constexpr std::uint64_t golden[6][7] = {
+      {6861, 0, 6903, 0, 7670, 0, 11972},
+      {12919, 0, 13690, 0, 14314, 0, 20837},
+      {23006, 0, 23854, 17126, 24146, 15530, 31375},
+      {30958, 0, 31739, 25957, 31894, 24895, 37357},
+      {19121, 0, 19121, 13409, 18451, 12501, 26251},
+      {32352, 0, 32340, 27105, 31154, 25937, 36849},
   };
+
   const hit_curve shared_lru = lru_hit_curve(t, {24, 32, capacity_scope::shared});
   const hit_curve layer_lru = lru_hit_curve(t, {24, 32, capacity_scope::per_layer});
   for (std::size_t i = 0; i < points.size(); ++i) {
     const cache_config cc = granite_cache(points[i].capacity, points[i].scope);
-    std::uint64_t hits[6] = {};
+    std::uint64_t hits[7] = {};
     for (std::size_t p = 0; p < eviction_policies.size(); ++p) {
       const cache_replay_result r = replay_cache(t, cc, eviction_policies[p].defaults);
       hits[p] = r.stats.hits;
@@ -143,15 +152,15 @@ TEST_CASE("golden: demand hit counts of every policy on the bundled Granite trac
       }
     }
     if (print_golden()) {
-      std::printf("      {%llu, %llu, %llu, %llu, %llu, %llu},\n", static_cast<unsigned long long>(hits[0]),
-                  static_cast<unsigned long long>(hits[1]), static_cast<unsigned long long>(hits[2]),
-                  static_cast<unsigned long long>(hits[3]), static_cast<unsigned long long>(hits[4]),
-                  static_cast<unsigned long long>(hits[5]));
+      std::printf("      {");
+      for (std::size_t p = 0; p < 7; ++p)
+        std::printf("%s%llu", p == 0 ? "" : ", ", static_cast<unsigned long long>(hits[p]));
+      std::printf("},\n");
     } else {
-      for (std::size_t p = 0; p < 6; ++p) CHECK(hits[p] == golden[i][p]);
+      for (std::size_t p = 0; p < 7; ++p) CHECK(hits[p] == golden[i][p]);
     }
-    for (std::size_t p = 0; p < 5; ++p) CHECK(hits[5] >= hits[p]);  // Belady bounds every policy
+    for (std::size_t p = 0; p < 6; ++p) CHECK(hits[6] >= hits[p]);  // Belady bounds every policy
     const hit_curve& curve = points[i].scope == capacity_scope::shared ? shared_lru : layer_lru;
-    CHECK(curve.hits_at(points[i].capacity) == hits[2]);  // Mattson agrees with the LRU replay
+    CHECK(curve.hits_at(points[i].capacity) == hits[3]);  // Mattson agrees with the LRU replay
   }
 }

@@ -1,0 +1,136 @@
+// Costs of timed expert caching (sim/timed_cache.hpp, sim/offload_replay.hpp,
+// sim/edge_replay.hpp): one demand access served through the timed cache, and a whole timed
+// replay of the bundled Granite trace per decoded token — CXL-MoE (sticky LRU, frequency
+// model prefetch, the prefill stand-in) and Edge-MoE's scheduler (router, transition
+// prefetch, score-aware eviction, two-pointer split) — each beside a floor that only reads
+// the same inputs once. The ratio to the floor is the figure to quote.
+#include <benchmark/benchmark.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "bundled_trace.hpp"
+#include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/roofline.hpp"
+#include "moepolicy/sim/cache_replay.hpp"
+#include "moepolicy/sim/edge_replay.hpp"
+#include "moepolicy/sim/offload_replay.hpp"
+#include "moepolicy/sim/timed_cache.hpp"
+
+namespace {
+
+using namespace moepolicy;
+
+const std::vector<expert_key>& granite_accesses() {
+  static const std::vector<expert_key> a = replay_accesses(bench::bundled_granite(), {.prefill = false});
+  return a;
+}
+
+// One demand access through a timed cache of 256 Granite experts over CXL: a hit, or a
+// demand transfer on the link plus admission and eviction. The timeline is reset every
+// 4096 accesses (outside the timed region).
+void BM_timed_cache_serve(benchmark::State& state) {
+  const std::vector<expert_key>& acc = granite_accesses();
+  const bytes w = expert_bytes(models::granite_3_1_1b_a400m(), fp16);
+  timeline tl;
+  tl.add_resource("gpu", resource_kind::processor);
+  const resource_id link = tl.add_resource("link", resource_kind::link);
+  std::optional<timed_expert_cache<>> cache;
+  cache.emplace(tl, link, link_cost{presets::cxl2_x16}, 24, 32, 256, lru_config{}, w);
+  std::size_t i = 0;
+  double t = 0.0;
+  for (auto _ : state) {
+    if (i == 4096) {
+      state.PauseTiming();
+      tl.reset();
+      cache.emplace(tl, link, link_cost{presets::cxl2_x16}, 24, 32, 256, lru_config{}, w);
+      i = 0;
+      t = 0.0;
+      state.ResumeTiming();
+    }
+    const timed_access a = cache->serve(acc[i % acc.size()], t);
+    t = a.ready;
+    benchmark::DoNotOptimize(a);
+    ++i;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel("one demand access (hit, or transfer + admission + eviction)");
+}
+BENCHMARK(BM_timed_cache_serve);
+
+void BM_timed_cache_serve_floor(benchmark::State& state) {
+  const std::vector<expert_key>& acc = granite_accesses();
+  std::size_t i = 0;
+  std::uint64_t sum = 0;
+  for (auto _ : state) {
+    const expert_key k = acc[i % acc.size()];
+    sum += k.layer + k.expert;
+    benchmark::DoNotOptimize(sum);
+    ++i;
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel("floor: read the access once");
+}
+BENCHMARK(BM_timed_cache_serve_floor);
+
+// The CXL-MoE replay of the bundled Granite trace (192 decoded tokens, 12 prefills, 24
+// layers) with a cache of 192 experts, per decoded token, for one system, at B = 1 and 4.
+void BM_offload_replay(benchmark::State& state) {
+  const routing_trace& t = bench::bundled_granite();
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const roofline_cost gpu{presets::h100_pcie_gen5(), m};
+  const std::array<offload_system_config, 1> systems{{cxl_moe_system()}};
+  const auto B = static_cast<std::size_t>(state.range(0));
+  std::uint64_t tokens = 0;
+  for (auto _ : state) {
+    const auto r = replay_offload(t, gpu, m, systems, {.streams = B, .cache_experts = 192});
+    tokens = r.tokens;
+    benchmark::DoNotOptimize(r.systems[0].run_seconds);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(tokens));
+  state.SetLabel("CXL-MoE, Granite bundled trace, per decoded token");
+}
+BENCHMARK(BM_offload_replay)->Arg(1)->Arg(4)->ArgName("B")->Unit(benchmark::kMillisecond);
+
+// Edge-MoE's scheduler on the RTX 3080 Ti preset, cache 192 experts, per decoded token.
+void BM_edge_replay(benchmark::State& state) {
+  const routing_trace& t = bench::bundled_granite();
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const roofline_cost gpu{presets::rtx_3080_ti(), m};
+  const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
+  const std::array<edge_system_config, 1> systems{
+      {{"ours", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::transition}}};
+  const auto B = static_cast<std::size_t>(state.range(0));
+  std::uint64_t tokens = 0;
+  for (auto _ : state) {
+    const auto r = replay_edge(t, gpu, cpu, m, systems, {.streams = B, .cache_experts = 192});
+    tokens = r.tokens;
+    benchmark::DoNotOptimize(r.systems[0].run_seconds);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(tokens));
+  state.SetLabel("Edge-MoE, Granite bundled trace, per decoded token");
+}
+BENCHMARK(BM_edge_replay)->Arg(1)->Arg(3)->ArgName("B")->Unit(benchmark::kMillisecond);
+
+// Floor of the replays: read every routing row of the trace once, per decoded token.
+void BM_timed_replay_floor(benchmark::State& state) {
+  const routing_trace& t = bench::bundled_granite();
+  for (auto _ : state) {
+    std::uint64_t ids = 0;
+    float w = 0.0f;
+    for (const auto& b : t.batches()) {
+      const auto v = t.view(b);
+      for (auto e : v.experts) ids += e;
+      for (auto x : v.weights) w += x;
+    }
+    benchmark::DoNotOptimize(ids);
+    benchmark::DoNotOptimize(w);
+  }
+  state.SetItemsProcessed(state.iterations() * 192);
+  state.SetLabel("floor: read the trace's ids and weights once, per decoded token");
+}
+BENCHMARK(BM_timed_replay_floor)->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,558 @@
+// moepolicy/sim/edge_replay.hpp — the importance-driven expert scheduler of Edge-MoE
+// (§4.2, §5.1–5.4) and its baselines on the timed model of serving (sim/timeline.hpp): an
+// edge GPU whose memory holds a cache of experts, a CPU that computes the others where they
+// are, and the PCIe link between them, while B streams decode (sim/decode_streams.hpp).
+//
+// Machine. Four resources: the GPU, the CPU (its cores run one expert at a time, each on
+// all of its tokens), `link to GPU` (expert loads, prefetches, and the CPU's results coming
+// back) and `link to CPU` (activations going out). Experts live in host memory at FP16/BF16;
+// a GPU copy exists only after a transfer brought it (sim/timed_cache.hpp: a hit is
+// resident and landed; a prefetch that has not landed is a late prefetch — a partial
+// stall, or a full one when it had not started).
+//
+// A decode step (decode only: Edge-MoE's TPOT, §2.1) of t tokens runs, per MoE layer, on the
+// GPU attention over the streams' KV caches and the router (sim/forward_pass.hpp); at the
+// router's output t0:
+//   route     (ours) the expert-cache router (Alg. 1, §5.4's batch-shared alternatives)
+//             substitutes low-score experts with experts whose copies are usable at t0;
+//   look up   each distinct expert of the routed batch: usable → computed on the GPU at t0;
+//             otherwise missing — a started prefetch that has not landed with only its
+//             remaining bytes to load;
+//   misses    by the system's rule: all loaded, all on the CPU, or split by Alg. 2's
+//             two-pointer loop (or the best prefix of its order, `best_prefix`) between loads
+//             over PCIe and CPU compute (§5.4, min max(T_load, T_CPU)), in the order of
+//             `cost_balancer` (CPU time per load time descending) with each expert's own load
+//             time; loads are demand transfers issued in that order (a started prefetch
+//             becomes a late prefetch: the rest is loaded), each computed on the GPU once
+//             landed; an expert sent to the CPU stops its prefetch; the CPU experts'
+//             activations cross `link to CPU`, the CPU computes them one after another, and
+//             the results cross back on `link to GPU` (first in, first out behind the
+//             layer's loads);
+//   ends      when the GPU and the returned results are done; then the shared experts.
+// Prefetch (§5.2). After the layer's resident experts are computed (the moment §5.2's
+// prediction is ready, computed on the GPU from their outputs), the predictor scores layer
+// l+1 and its top-k experts are queued as background jobs that use only the link's idle time
+// (they never delay a demand load, §5.2: "we strictly ensure that prefetching-related PCIe
+// loads overlap with computation and do not interfere with expert loading for the current
+// layer"). When layer l+1's router output arrives the queue is cleared: the jobs still on
+// their way that layer l+1 does not need are stopped (the bytes they moved are wasted), and
+// those it needs are late prefetches. The transition predictor (predict/transition_predictor.hpp)
+// stands in for §5.2's gate-on-partial-hidden-states prediction, which a routing trace cannot
+// drive; the oracle (the trace's next batch) bounds what a predictor can add.
+//
+// Caches start empty (a static placement starts with its set, loaded at startup and not
+// charged), hold experts of every layer in one pool, and never admit an expert computed on
+// the CPU (its weights never reach the GPU).
+//
+// Systems (`edge_system_config`) reconstruct the paper's baselines minimally (the driver
+// states each): LRU fetch on miss (Mixtral-Offloading style), LFU over the whole run
+// (MoE-Infinity-like), a static layer-contiguous placement with the rest on the CPU
+// (llama.cpp-like), the HybriMoE-like EMA cache (cache/ema_score.hpp) with the two-pointer
+// split, and Edge-MoE itself (router + prefetch + score-aware eviction with the shield,
+// cache/score_aware.hpp + the two-pointer balancer).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "moepolicy/balance/two_pointer.hpp"
+#include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/core/model_shape.hpp"
+#include "moepolicy/core/units.hpp"
+#include "moepolicy/cost/concepts.hpp"
+#include "moepolicy/predict/oracle_predictor.hpp"
+#include "moepolicy/predict/prefetch_queue.hpp"
+#include "moepolicy/predict/transition_predictor.hpp"
+#include "moepolicy/route/expert_cache_router.hpp"
+#include "moepolicy/sim/decode_streams.hpp"
+#include "moepolicy/sim/forward_pass.hpp"
+#include "moepolicy/sim/timed_cache.hpp"
+#include "moepolicy/sim/timeline.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+
+namespace moepolicy {
+
+/// What happens to the experts of a layer that are not on the GPU.
+enum class edge_miss_rule : std::uint8_t {
+  load_all,     ///< every one is loaded over PCIe
+  cpu_all,      ///< every one runs on the CPU
+  balance,      ///< Alg. 2's two-pointer split between loads and the CPU (§5.4)
+  best_prefix,  ///< the best prefix of Alg. 2's order (never worse than `balance`)
+};
+
+/// "load_all", "cpu_all", "balance" or "best_prefix".
+[[nodiscard]] constexpr std::string_view to_string(edge_miss_rule r) noexcept {
+  switch (r) {
+    case edge_miss_rule::load_all:
+      return "load_all";
+    case edge_miss_rule::cpu_all:
+      return "cpu_all";
+    case edge_miss_rule::balance:
+      return "balance";
+    case edge_miss_rule::best_prefix:
+      return "best_prefix";
+  }
+  return "?";
+}
+
+/// The predictor of the one-layer-ahead prefetch.
+enum class edge_predictor : std::uint8_t { none, transition, oracle };
+
+/// One system to replay.
+struct edge_system_config {
+  std::string label;
+  /// The cache's eviction policy (any but Belady's).
+  any_eviction_config policy = lru_config{};
+  edge_miss_rule misses = edge_miss_rule::load_all;
+  /// Run the expert-cache router (Alg. 1) with threshold `alpha`.
+  bool route = false;
+  double alpha = 0.3;
+  edge_predictor predictor = edge_predictor::none;
+  /// A static placement: the first `cache_experts` experts in layer-major order are on the
+  /// GPU from the start and nothing is ever loaded (pair with `cpu_all`).
+  bool static_placement = false;
+};
+
+/// Options of `replay_edge`.
+struct edge_replay_config {
+  std::size_t streams = 1;
+  stream_formation formation = stream_formation::automatic;
+  /// Experts the GPU holds (one pool shared by all layers).
+  std::uint64_t cache_experts = 0;
+  forward_pass_config pass{};
+  /// Tokens of a batch the transition predictor uses.
+  std::uint32_t predictor_tokens = 64;
+  /// Background chunk size of the timeline.
+  bytes chunk_bytes = bytes{1} << 20;
+};
+
+/// What one system did.
+struct edge_system_result {
+  edge_system_config config;
+  std::uint64_t steps = 0;
+  std::uint64_t tokens = 0;
+  seconds token_seconds = 0.0;
+  seconds run_seconds = 0.0;
+  timed_cache_stats cache;
+  cache_stats policy;
+  /// The router's totals (all zero without routing).
+  std::uint64_t substituted = 0;
+  double original_mass = 0.0;
+  double routed_mass = 0.0;
+  resource_id gpu = 0, cpu = 0, to_gpu = 0, to_cpu = 0;
+  ledger accounts;
+
+  [[nodiscard]] seconds tpot() const noexcept {
+    return tokens == 0 ? 0.0 : token_seconds / static_cast<double>(tokens);
+  }
+  [[nodiscard]] double throughput() const noexcept {
+    return run_seconds > 0.0 ? static_cast<double>(tokens) / run_seconds : 0.0;
+  }
+  [[nodiscard]] double hit_ratio() const noexcept { return cache.hit_ratio(); }
+  /// Whether no expert ever entered the GPU cache: every miss ran on the CPU and nothing
+  /// was placed or prefetched, so a 0 hit ratio says the cache was bypassed, not that it
+  /// missed.
+  [[nodiscard]] bool cache_bypassed() const noexcept {
+    return policy.admissions == 0 && policy.prefetches == 0 && policy.preloads == 0;
+  }
+  /// Router mass kept (1 without substitutions).
+  [[nodiscard]] double mass_kept() const noexcept { return original_mass > 0.0 ? routed_mass / original_mass : 1.0; }
+};
+
+/// Everything `replay_edge` measured.
+struct edge_replay_result {
+  std::size_t streams = 0;
+  stream_formation formation = stream_formation::whole_requests;
+  std::size_t steps = 0;
+  std::size_t tokens = 0;
+  std::uint64_t cache_experts = 0;
+  bytes expert_bytes = 0;
+  std::vector<edge_system_result> systems;
+};
+
+/// Experts of `expert_size` bytes that fit the GPU's memory beside the non-expert weights, a
+/// runtime reserve and `kv_tokens` tokens of KV cache (0 when nothing fits).
+template <class Gpu>
+requires MemoryModel<Gpu>
+[[nodiscard]] std::uint64_t experts_that_fit(const Gpu& gpu, const model_shape& shape, bytes reserve,
+                                             std::uint64_t kv_tokens, const forward_pass_config& pass = {}) {
+  const bytes used = non_expert_weight_bytes(shape, pass) + reserve + kv_tokens * kv_bytes_per_token(shape, pass);
+  const bytes cap = gpu.capacity_bytes();
+  if (used >= cap) return 0;
+  return (cap - used) / gpu.footprint_bytes({0, 0}, fp16);
+}
+
+namespace detail {
+
+/// One edge system's run on its own timeline (see the header comment).
+template <DeviceCost Gpu, DeviceCost Cpu>
+requires DenseComputeCost<Gpu>
+class edge_run {
+ public:
+  edge_run(const Gpu& gpu, const Cpu& cpu, const model_shape& shape, const edge_system_config& sys,
+           const edge_replay_config& cfg, const decode_streams& d)
+      : gpu_dev_(gpu),
+        cpu_dev_(cpu),
+        pass_(gpu, shape, cfg.pass),
+        shape_(shape),
+        sys_(sys),
+        cfg_(cfg),
+        d_(d),
+        L_(d.batched().info().num_layers),
+        E_(d.batched().info().num_experts),
+        k_(d.batched().info().top_k),
+        tl_({.chunk_bytes = cfg.chunk_bytes}),
+        gpu_(tl_.add_resource("gpu", resource_kind::processor)),
+        cpu_(tl_.add_resource("cpu", resource_kind::processor)),
+        to_gpu_(tl_.add_resource("link to GPU", resource_kind::link)),
+        to_cpu_(tl_.add_resource("link to CPU", resource_kind::link)),
+        cache_(tl_, to_gpu_, gpu, static_cast<std::uint32_t>(L_), static_cast<std::uint32_t>(E_), cfg.cache_experts,
+               sys.policy, gpu.footprint_bytes({0, 0}, fp16)),
+        queue_(E_),
+        loads_(E_, 0),
+        scores_(E_, 0.0f) {
+    order_.reserve(E_);
+    missing_.reserve(E_);
+    sides_.reserve(E_);
+    order_of_.reserve(E_);
+    load_t_.reserve(E_);
+    cpu_t_.reserve(E_);
+    ops_.reserve(E_);
+    const std::size_t rows = static_cast<std::size_t>(d.num_streams()) * d.rows_per_token() * k_;
+    ids_.resize(rows);
+    weights_.resize(rows);
+    if (sys.route) {
+      router_.emplace(router_config{.num_experts = static_cast<std::uint32_t>(E_),
+                                    .top_k = static_cast<std::uint32_t>(k_),
+                                    .alpha = sys.alpha,
+                                    .prefer_batch_shared = true});
+    }
+    if (sys.predictor == edge_predictor::transition) {
+      transition_.emplace(transition_config{.num_layers = static_cast<std::uint32_t>(L_),
+                                            .num_experts = static_cast<std::uint32_t>(E_),
+                                            .top_k = static_cast<std::uint32_t>(k_),
+                                            .max_batch_tokens = cfg.predictor_tokens});
+    } else if (sys.predictor == edge_predictor::oracle) {
+      oracle_.emplace(d.batched(), oracle_config{.horizon = 1, .prefill = false});
+    }
+    if (sys.static_placement) {
+      std::uint64_t placed = 0;
+      for (std::size_t l = 0; l < L_ && placed < cfg.cache_experts; ++l) {
+        for (std::size_t e = 0; e < E_ && placed < cfg.cache_experts; ++e) {
+          if (cache_.preload(key(l, e))) ++placed;
+        }
+      }
+    }
+  }
+
+  void run(edge_system_result& out) {
+    out.gpu = gpu_;
+    out.cpu = cpu_;
+    out.to_gpu = to_gpu_;
+    out.to_cpu = to_cpu_;
+    std::vector<std::uint64_t> contexts;
+    contexts.reserve(d_.num_streams());
+    seconds now = 0.0;
+    if (transition_) transition_->begin_request();
+    if (oracle_) oracle_->begin_request();
+    for (std::size_t s = 0; s < d_.num_steps(); ++s) {
+      const auto tokens = d_.tokens(s);
+      contexts.clear();
+      for (const stream_token& tk : tokens) contexts.push_back(tk.context);
+      const seconds start = now;
+      now = step(s, contexts, start, out);
+      out.token_seconds += static_cast<double>(tokens.size()) * (now - start);
+      out.tokens += tokens.size();
+      ++out.steps;
+      cache_.end_step();
+      if (transition_) transition_->end_step();
+    }
+    out.run_seconds = now;
+    cache_.cancel_all_pending();
+    tl_.drain();
+    cache_.collect();
+    out.cache = cache_.stats();
+    out.policy = cache_.cache().stats();
+    out.accounts = tl_.accounts();
+  }
+
+ private:
+  [[nodiscard]] static expert_key key(std::size_t l, std::size_t e) noexcept {
+    return {static_cast<layer_id>(l), static_cast<expert_id>(e)};
+  }
+
+  seconds step(std::size_t s, std::span<const std::uint64_t> contexts, seconds t, edge_system_result& out) {
+    const std::size_t n = contexts.size();
+    const std::uint64_t reads = decode_cached_reads(contexts);
+    const routing_trace& b = d_.batched();
+    const auto batches = b.batches_of(b.steps()[s]);
+    for (std::uint32_t i = 0; i < shape_.num_dense_layers; ++i) {
+      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(n, reads), cost_kind::dense).end;
+    }
+    std::size_t bi = 0;
+    for (std::size_t l = 0; l < L_; ++l) {
+      t = tl_.run(t, gpu_, pass_.attention_seconds(n, reads), cost_kind::attention).end;
+      t = tl_.run(t, gpu_, pass_.router_seconds(n), cost_kind::dense).end;
+      if (bi >= batches.size() || batches[bi].layer != l) continue;
+      const batch_view v = b.view(batches[bi++]);
+      t = layer(s, l, t, v, n, out);
+    }
+    return tl_.run(t, gpu_, pass_.output_head_seconds(n), cost_kind::dense).end;
+  }
+
+  seconds layer(std::size_t s, std::size_t l, seconds t0, const batch_view& v, std::size_t tokens,
+                edge_system_result& out) {
+    tl_.settle(t0);
+    cache_.collect();
+    // Route with the copies usable now.
+    batch_view routed = v;
+    if (router_) {
+      const std::size_t m = v.experts.size();
+      const route_result r = router_->route(
+          v, [&](expert_id e) { return cache_.state(key(l, e), t0) == copy_state::usable; },
+          std::span<expert_id>(ids_).first(m), std::span<float>(weights_).first(m));
+      out.substituted += r.substituted;
+      out.original_mass += r.original_mass;
+      out.routed_mass += r.routed_mass;
+      routed.experts = std::span<const expert_id>(ids_).first(m);
+      routed.weights = std::span<const float>(weights_).first(m);
+    }
+    cache_.begin_layer(routed);
+    for (expert_id e : order_) loads_[e] = 0;
+    order_.clear();
+    for (expert_id e : routed.experts) {
+      if (loads_[e]++ == 0) order_.push_back(e);
+    }
+    // Hits are served; the others are missing, a started prefetch with only its remaining
+    // bytes to load.
+    ops_.clear();
+    missing_.clear();
+    for (expert_id e : order_) {
+      const expert_key k = key(l, e);
+      const bytes rest = cache_.remaining(k, t0);
+      if (rest == 0 && cache_.state(k, t0) == copy_state::usable) {
+        ops_.push_back({e, cache_.serve(k, t0).ready});
+        continue;
+      }
+      missing_.push_back({k, loads_[e], gpu_dev_.transfer_seconds(rest), cpu_dev_.compute_seconds(k, fp16, loads_[e])});
+    }
+    split();
+    // Loads, in the split's order (largest CPU time per load time first), so that they
+    // stream while the GPU computes the hits.
+    for (std::size_t i : order_of_) {
+      if (sides_[i] != balance_side::load) continue;
+      const timed_access a = cache_.serve(missing_[i].key, t0);
+      ops_.push_back({missing_[i].key.expert, a.ready});
+    }
+    // The GPU: hits first, then the rest as their weights land.
+    std::stable_sort(ops_.begin(), ops_.end(), [](const op& a, const op& c) { return a.ready < c.ready; });
+    seconds end = t0, resident_end = t0;
+    for (const op& o : ops_) {
+      const seconds done =
+          tl_.run(o.ready, gpu_, gpu_dev_.compute_seconds(key(l, o.e), fp16, loads_[o.e]), cost_kind::expert).end;
+      end = std::max(end, done);
+      if (o.ready <= t0) resident_end = std::max(resident_end, done);
+    }
+    const seconds shared = pass_.shared_experts_seconds(static_cast<layer_id>(l), tokens);
+    if (shared > 0.0) {
+      end = std::max(end, tl_.run(t0, gpu_, shared, cost_kind::dense).end);
+      resident_end = std::max(resident_end, end);
+    }
+    // The CPU: activations out, its experts one after another, results back.
+    std::uint64_t cpu_tokens = 0;
+    for (std::size_t i = 0; i < missing_.size(); ++i) {
+      if (sides_[i] != balance_side::cpu) continue;
+      const expert_key k = missing_[i].key;
+      if (cache_.pending(k)) cache_.cancel_pending(k.layer, [&](expert_id e) { return e != k.expert; });
+      cache_.serve_elsewhere(k);
+      cpu_tokens += missing_[i].tokens;
+    }
+    if (cpu_tokens > 0) {
+      const std::uint64_t crossing = std::min<std::uint64_t>(cpu_tokens, tokens);
+      const bytes act =
+          static_cast<bytes>(static_cast<double>(crossing) * static_cast<double>(shape_.hidden_size) * 2.0);
+      const seconds half = 0.5 * cpu_dev_.activation_transfer_seconds(crossing);
+      const std::array<hop, 1> outward{{{to_cpu_, half, act}}};
+      seconds t = tl_.transfer(t0, outward, std::max<bytes>(act, 1), cost_kind::activation).landed();
+      for (std::size_t i = 0; i < missing_.size(); ++i) {
+        if (sides_[i] != balance_side::cpu) continue;
+        t = tl_.run(t, cpu_, missing_[i].cpu_seconds, cost_kind::expert).end;
+      }
+      const std::array<hop, 1> back{{{to_gpu_, half, act}}};
+      end = std::max(end, tl_.transfer(t, back, std::max<bytes>(act, 1), cost_kind::activation).landed());
+    }
+    cache_.end_layer(static_cast<layer_id>(l));
+    // §5.2's queue for this layer is cleared: its true routing is known.
+    cache_.cancel_pending(static_cast<layer_id>(l), [](expert_id) { return false; });
+    // The predictor sees the recorded routing; then layer l+1 is prefetched.
+    if (transition_) transition_->observe(v);
+    if (oracle_) oracle_->observe(v);
+    const std::size_t next = l + 1;
+    if (next < L_) {
+      bool any = false;
+      if (transition_) any = transition_->predict(static_cast<layer_id>(next), scores_);
+      if (oracle_) any = oracle_->predict(static_cast<layer_id>(next), scores_);
+      if (any) {
+        queue_.plan(static_cast<layer_id>(next), scores_, k_);
+        const int prio = static_cast<int>(s * L_ + next);
+        while (const auto q = queue_.pop()) static_cast<void>(cache_.prefetch(q->key, q->score, resident_end, prio));
+        queue_.clear();
+      }
+    }
+    return end;
+  }
+
+  struct op {
+    expert_id e;
+    seconds ready;
+  };
+  /// An expert not usable on the GPU: its tokens, and the time to load what it lacks or to
+  /// compute it on the CPU.
+  struct item {
+    expert_key key;
+    std::uint32_t tokens = 0;
+    seconds load_seconds = 0.0;
+    seconds cpu_seconds = 0.0;
+  };
+
+  /// Splits `missing_` between loads and the CPU by the system's rule, as
+  /// `cost_balancer` does (order: CPU time per load time descending, then tokens, then
+  /// input order) but with each item's own load time, so that a started prefetch enters with
+  /// the time of its remaining bytes.
+  void split() {
+    const std::size_t n = missing_.size();
+    sides_.assign(n, balance_side::load);
+    order_of_.resize(n);
+    load_t_.resize(n);
+    cpu_t_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      order_of_[i] = i;
+      load_t_[i] = missing_[i].load_seconds;
+      cpu_t_[i] = missing_[i].cpu_seconds;
+    }
+    const auto ratio = [&](std::size_t i) {
+      if (load_t_[i] > 0.0) return cpu_t_[i] / load_t_[i];
+      return cpu_t_[i] > 0.0 ? std::numeric_limits<double>::infinity() : 0.0;
+    };
+    std::sort(order_of_.begin(), order_of_.end(), [&](std::size_t a, std::size_t b) {
+      const double ra = ratio(a), rb = ratio(b);
+      if (ra != rb) return ra > rb;
+      if (missing_[a].tokens != missing_[b].tokens) return missing_[a].tokens > missing_[b].tokens;
+      return a < b;
+    });
+    switch (sys_.misses) {
+      case edge_miss_rule::load_all:
+        break;
+      case edge_miss_rule::cpu_all:
+        std::fill(sides_.begin(), sides_.end(), balance_side::cpu);
+        break;
+      case edge_miss_rule::balance:
+        static_cast<void>(detail::two_pointer_split(order_of_, load_t_, cpu_t_, sides_));
+        break;
+      case edge_miss_rule::best_prefix: {
+        double cpu_rest = 0.0;
+        for (double c : cpu_t_) cpu_rest += c;
+        double load = 0.0, best = cpu_rest;
+        std::size_t best_j = 0;
+        for (std::size_t j = 1; j <= n; ++j) {
+          const std::size_t i = order_of_[j - 1];
+          load += load_t_[i];
+          cpu_rest -= cpu_t_[i];
+          if (std::max(load, cpu_rest) < best) best = std::max(load, cpu_rest), best_j = j;
+        }
+        for (std::size_t p = 0; p < n; ++p) sides_[order_of_[p]] = p < best_j ? balance_side::load : balance_side::cpu;
+        break;
+      }
+    }
+  }
+
+  const Gpu& gpu_dev_;
+  const Cpu& cpu_dev_;
+  forward_pass_cost<Gpu> pass_;
+  const model_shape& shape_;
+  const edge_system_config& sys_;
+  const edge_replay_config& cfg_;
+  const decode_streams& d_;
+  std::size_t L_, E_, k_;
+  timeline tl_;
+  resource_id gpu_, cpu_, to_gpu_, to_cpu_;
+  timed_expert_cache<Gpu> cache_;
+  std::optional<expert_cache_router> router_;
+  std::optional<transition_predictor> transition_;
+  std::optional<oracle_predictor> oracle_;
+  prefetch_queue queue_;
+  std::vector<std::uint32_t> loads_;
+  std::vector<expert_id> order_;
+  std::vector<item> missing_;
+  std::vector<balance_side> sides_;
+  std::vector<std::size_t> order_of_;
+  std::vector<double> load_t_, cpu_t_;
+  std::vector<op> ops_;
+  std::vector<expert_id> ids_;
+  std::vector<float> weights_;
+  std::vector<float> scores_;
+};
+
+}  // namespace detail
+
+/// Replays the decode steps of `trace` as B concurrent streams through each edge system, on
+/// `gpu` and `cpu` for a model of `shape`.
+///
+/// Throws: `invalid_argument` naming `replay_edge` when the trace's layers or experts differ
+/// from the shape's MoE layers and experts, the shape does not describe its forward pass, a
+/// system uses Belady's policy, routes a trace of fewer than 2 experts or has an `alpha`
+/// outside [0, 1]; what the stream formation throws.
+template <DeviceCost Gpu, DeviceCost Cpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] edge_replay_result replay_edge(const routing_trace& trace, const Gpu& gpu, const Cpu& cpu,
+                                             const model_shape& shape, std::span<const edge_system_config> systems,
+                                             const edge_replay_config& cfg = {}) {
+  constexpr std::string_view fn = "replay_edge";
+  const trace_info& info = trace.info();
+  detail::require_forward_pass(shape, fn);
+  if (info.num_layers != shape.num_moe_layers() || info.num_experts != shape.num_experts) {
+    detail::throw_invalid(fn,
+                          "the trace's layers x experts must match the model's " +
+                              std::to_string(shape.num_moe_layers()) + " x " + std::to_string(shape.num_experts) +
+                              ", trace layers",
+                          info.num_layers);
+  }
+  for (const auto& s : systems) {
+    if (std::holds_alternative<belady_config>(s.policy)) {
+      detail::throw_invalid(fn, "system \"" + s.label + "\": Belady's policy needs the future and cannot run timed");
+    }
+    if (s.route && !(s.alpha >= 0.0 && s.alpha <= 1.0)) {
+      detail::throw_invalid(fn, "system \"" + s.label + "\": alpha must be in [0, 1]", s.alpha);
+    }
+  }
+  const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation});
+  edge_replay_result r;
+  r.streams = cfg.streams;
+  r.formation = d.formation();
+  r.steps = d.num_steps();
+  r.tokens = d.num_tokens();
+  r.cache_experts = cfg.cache_experts;
+  r.expert_bytes = gpu.footprint_bytes({0, 0}, fp16);
+  for (const auto& sc : systems) {
+    edge_system_result out;
+    out.config = sc;
+    detail::edge_run<Gpu, Cpu> run(gpu, cpu, shape, sc, cfg, d);
+    run.run(out);
+    r.systems.push_back(std::move(out));
+  }
+  return r;
+}
+
+}  // namespace moepolicy

@@ -1,0 +1,783 @@
+// moepolicy/sim/offload_replay.hpp — CXL-MoE and its baselines on the timed model of serving
+// (sim/timeline.hpp): a GPU that keeps a cache of experts in HBM and fetches the others from
+// the memory that holds every expert — a CXL expander, or host DRAM behind PCIe — while B
+// concurrent streams decode (sim/decode_streams.hpp).
+//
+// Machine. A GPU (a `DeviceCost` that is also `DenseComputeCost`) and the link from the
+// expert memory, per system (`offload_system_config::link`). Full duplex (CXL-MoE §3:
+// "CXL's full-duplex channels"): two link resources, `link in` carrying weights to the GPU
+// and `link out` carrying the KV-cache entries each layer writes to the expert memory (the
+// write traffic CXL-MoE §4 observed on its bus); half duplex (the host's DDR bus as
+// CXL-MoE §1 describes CPU offloading): one resource `link` carries both, so the writes take
+// link time from the fetches. Every expert lives in the expert memory at FP16; a GPU copy
+// exists only after a transfer brought it (sim/timed_cache.hpp holds the hit definition: a
+// hit is resident and landed).
+//
+// A forward pass of t tokens runs on the GPU the dense layers, then per MoE layer attention
+// over the KV cache and the router (sim/forward_pass.hpp) — after which the layer's KV
+// entries are written out, when `kv_writes` — then the layer's experts: each distinct
+// expert the batch selected is served by the timed cache at the router's output t0 (hits at
+// once; misses and late prefetches after their demand transfer, issued in order of first
+// selection, first in first out on the link) and computed on the GPU on its tokens, hits
+// first; then the shared experts; the output head ends the pass. Background prefetches are
+// placed into the link's idle time up to each layer's t0 (`timeline::settle`).
+//
+// Passes. Each batched decode step is one pass of its tokens. A sequence that starts at its
+// request's first decode token, when the request has a recorded prefill and `prefills` is
+// on, first runs its prefill as a pass of the prompt (between decode steps, the other
+// streams waiting, as a server without chunked prefill does); TTFT is that pass's end minus
+// the end of the decode step before it.
+//
+// Systems (`offload_system_kind`):
+//   hbm_only  every expert in HBM (CXL-MoE §4's upper bound): nothing crosses the link. It
+//             needs HBM for the non-expert weights, every expert and the KV cache; when that
+//             does not fit it reports `does_not_fit` (the paper's OOM).
+//   cached    an HBM cache of `cache_experts` experts under an eviction policy, fetching
+//             over the link, with a predictor feeding prefetches:
+//     decode-stage prefetch (CXL-MoE §3): after each layer l of a pass, each continuing
+//       stream's predictor (the frequency model, cf. `short_horizon_predictor`, or the
+//       Markov model, `markov_predictor`; or the trace's own future, `oracle`) scores layer
+//       l's experts for its next n tokens from its last m; the batch's score of e is the
+//       chance that some stream needs it, 1 − Π_s (1 − score_s(e)). The `depth` best
+//       (default n · top-k per stream, at most the layer's experts) are prefetched for layer
+//       l of the next pass, nearer layers first; a prefetch still on its way for layer l
+//       that the new prediction drops is stopped. The scores also flag experts for the
+//       policy (`hint`) before the layer's next accesses (prediction-gated admission).
+//     prefill-stage prefetch (CXL-MoE §3), when `prefill` is on: the paper's classifier
+//       reads the prompt's pooled embedding; the traces hold routing, not embeddings, so a
+//       STAND-IN takes its place — the prefill's own activation counts (known here when the
+//       prompt arrives): at the start of the prefill pass the `prefill_depth` most activated
+//       experts of every layer are prefetched, scored 1 − (1 − share)^n.
+// The CXL-MoE system is `cached` over `presets::cxl2_x16`, full duplex, with the sticky LRU
+// (cache/sticky_lru.hpp) and the frequency model at m = 8, n = 2 (`cxl_moe_system`); the
+// CPU-offload baseline of CXL-MoE §4 (fMoE-like) is `cached` over host DRAM
+// (`presets::host_pcie5_effective`), half duplex, LRU, with a long-horizon frequency model
+// (m = 64 past tokens, n = 16 ahead, the k best per stream) and the same prefill stand-in
+// (`cpu_offload_system`).
+//
+// Measures. TPOT: the mean over decoded tokens of the time from the end of the sequence's
+// previous token (the start of its step, for a sequence's first token) to the end of its
+// step — prefill passes that interrupt decoding count for every waiting stream. Throughput:
+// decoded tokens over the run's time (first step start to last step end, prefills
+// included). Hit ratio, late prefetches, stalls (the GPU's idle time waiting for weights),
+// and bytes per link and purpose from the ledger.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/core/model_shape.hpp"
+#include "moepolicy/core/units.hpp"
+#include "moepolicy/cost/concepts.hpp"
+#include "moepolicy/cost/device_spec.hpp"
+#include "moepolicy/cost/presets.hpp"
+#include "moepolicy/predict/markov_predictor.hpp"
+#include "moepolicy/predict/oracle_predictor.hpp"
+#include "moepolicy/predict/prefetch_queue.hpp"
+#include "moepolicy/predict/short_horizon_predictor.hpp"
+#include "moepolicy/sim/decode_streams.hpp"
+#include "moepolicy/sim/forward_pass.hpp"
+#include "moepolicy/sim/timed_cache.hpp"
+#include "moepolicy/sim/timeline.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+
+namespace moepolicy {
+
+/// The systems `replay_offload` compares (see the header).
+enum class offload_system_kind : std::uint8_t { hbm_only, cached };
+
+/// Whether reads and writes of the expert memory have a link direction each.
+enum class link_duplex : std::uint8_t { full, half };
+
+/// The predictor of a cached system's decode-stage prefetch.
+enum class offload_predictor : std::uint8_t { none, frequency, markov, oracle };
+
+/// "none", "frequency", "markov" or "oracle".
+[[nodiscard]] constexpr std::string_view to_string(offload_predictor p) noexcept {
+  switch (p) {
+    case offload_predictor::none:
+      return "none";
+    case offload_predictor::frequency:
+      return "frequency";
+    case offload_predictor::markov:
+      return "markov";
+    case offload_predictor::oracle:
+      return "oracle";
+  }
+  return "?";
+}
+
+/// How a cached system prefetches.
+struct offload_prefetch_config {
+  offload_predictor predictor = offload_predictor::frequency;
+  /// m, past tokens of a stream the predictor reads (frequency, Markov).
+  std::uint32_t history = short_horizon_config{}.history;
+  /// n, future tokens a prediction covers (the oracle: future passes).
+  std::uint32_t horizon = short_horizon_config{}.horizon;
+  /// Experts prefetched per layer and pass (0: n · top-k per predicting stream, at most the
+  /// layer's experts).
+  std::size_t depth = 0;
+  /// Weight of each older token relative to the next newer one, in (0, 1].
+  double recency_decay = 1.0;
+  /// The prefill-stage prefetch with the prefill-counts stand-in (see the header).
+  bool prefill = false;
+  /// Experts per layer it prefetches (0: top-k).
+  std::size_t prefill_depth = 0;
+};
+
+/// One system to replay.
+struct offload_system_config {
+  std::string label;
+  offload_system_kind kind = offload_system_kind::cached;
+  /// The path from the expert memory to the GPU (bandwidth per direction, latency per
+  /// transfer).
+  link_spec link = presets::cxl2_x16;
+  link_duplex duplex = link_duplex::full;
+  /// The cache's eviction policy (any but Belady's, which needs the future).
+  any_eviction_config policy = sticky_lru_config{};
+  offload_prefetch_config prefetch{};
+};
+
+/// CXL-MoE as §3 describes it: a CXL 2.0 ×16 expander, full duplex, the sticky LRU with
+/// prediction-gated admission (sticky for n steps), the frequency model at m = 8, n = 2 and
+/// the prefill-stage prefetch stand-in.
+[[nodiscard]] inline offload_system_config cxl_moe_system(std::string label = "CXL-MoE") {
+  const short_horizon_config h{};
+  return {std::move(label),
+          offload_system_kind::cached,
+          presets::cxl2_x16,
+          link_duplex::full,
+          sticky_lru_config{.sticky_steps = h.horizon},
+          {.predictor = offload_predictor::frequency, .history = h.history, .horizon = h.horizon, .prefill = true}};
+}
+
+/// The CPU-offload baseline of CXL-MoE §4 (fMoE-like): host DRAM over PCIe 5.0 at the
+/// effective figures of §2, half duplex, LRU, a long-horizon frequency model (m = 64, n =
+/// 16) prefetching the k likeliest experts per layer and stream, and the same prefill
+/// stand-in.
+[[nodiscard]] inline offload_system_config cpu_offload_system(std::string label = "CPU offload (fMoE-like)") {
+  return {std::move(label),
+          offload_system_kind::cached,
+          presets::host_pcie5_effective,
+          link_duplex::half,
+          lru_config{},
+          {.predictor = offload_predictor::frequency, .history = 64, .horizon = 16, .depth = 0, .prefill = true}};
+}
+
+/// Options of `replay_offload`.
+struct offload_replay_config {
+  /// B, concurrent decode streams, and how they are formed.
+  std::size_t streams = 1;
+  stream_formation formation = stream_formation::automatic;
+  /// Experts the GPU cache holds (one pool shared by all layers).
+  std::uint64_t cache_experts = 0;
+  /// Non-expert weights, KV cache and activations.
+  forward_pass_config pass{};
+  /// Write each layer's new KV entries to the expert memory (cached systems).
+  bool kv_writes = true;
+  /// Run the prefill pass of each sequence that starts its request, when recorded.
+  bool prefills = true;
+  /// Background chunk size of the timeline.
+  bytes chunk_bytes = bytes{8} << 20;
+};
+
+/// How a system's replay ended.
+enum class offload_status : std::uint8_t { ok, does_not_fit };
+
+/// What one system did.
+struct offload_system_result {
+  offload_system_config config;
+  offload_status status = offload_status::ok;
+  std::string status_detail;
+  /// HBM the system needs (non-expert weights, its experts, the peak KV cache).
+  bytes hbm_needed_bytes = 0;
+  std::uint64_t steps = 0;
+  std::uint64_t tokens = 0;
+  /// Σ over decoded tokens of their latency (see the header): TPOT's numerator.
+  seconds token_seconds = 0.0;
+  /// From the first pass's start to the last step's end.
+  seconds run_seconds = 0.0;
+  /// Prefill passes, and Σ of their TTFT.
+  std::uint64_t prefills = 0;
+  seconds ttft_seconds = 0.0;
+  /// Expert accesses of the decode steps and of the prefill passes (a cached system's
+  /// cache statistics cover both).
+  std::uint64_t decode_accesses = 0;
+  std::uint64_t decode_hits = 0;
+  timed_cache_stats cache;
+  cache_stats policy;
+  /// Resources: `gpu`, and the link directions (the same resource when half duplex).
+  resource_id gpu = 0, link_in = 0, link_out = 0;
+  ledger accounts;
+
+  [[nodiscard]] bool ok() const noexcept { return status == offload_status::ok; }
+  /// Seconds per output token.
+  [[nodiscard]] seconds tpot() const noexcept {
+    return tokens == 0 ? 0.0 : token_seconds / static_cast<double>(tokens);
+  }
+  /// Decoded tokens per second.
+  [[nodiscard]] double throughput() const noexcept {
+    return run_seconds > 0.0 ? static_cast<double>(tokens) / run_seconds : 0.0;
+  }
+  [[nodiscard]] seconds mean_ttft() const noexcept {
+    return prefills == 0 ? 0.0 : ttft_seconds / static_cast<double>(prefills);
+  }
+  /// Hits over the decode steps' expert accesses.
+  [[nodiscard]] double decode_hit_ratio() const noexcept {
+    return decode_accesses == 0 ? 0.0 : static_cast<double>(decode_hits) / static_cast<double>(decode_accesses);
+  }
+  /// The GPU's stall time (waiting for weights or activations), per decoded token.
+  [[nodiscard]] seconds stall_per_token() const noexcept {
+    return tokens == 0 || accounts.resources.empty() ? 0.0 : accounts[gpu].stall_seconds / static_cast<double>(tokens);
+  }
+};
+
+/// Everything `replay_offload` measured.
+struct offload_replay_result {
+  std::size_t streams = 0;
+  stream_formation formation = stream_formation::whole_requests;
+  std::size_t steps = 0;
+  std::size_t tokens = 0;
+  std::size_t sequences = 0;
+  /// Bytes of one expert at FP16; the cache size; HBM of the GPU.
+  bytes expert_bytes = 0;
+  std::uint64_t cache_experts = 0;
+  bytes hbm_capacity_bytes = 0;
+  /// The most tokens held in KV caches at once.
+  std::uint64_t peak_kv_tokens = 0;
+  std::vector<offload_system_result> systems;
+};
+
+namespace detail {
+
+/// The recorded prefill of one request: its batches per layer and per-expert loads.
+struct recorded_prefill {
+  std::uint64_t tokens = 0;
+  std::vector<std::vector<batch_view>> views;  // per layer
+  std::vector<std::uint32_t> loads;            // layers × experts
+};
+
+inline std::vector<recorded_prefill> recorded_prefills(const routing_trace& t) {
+  const std::size_t L = t.info().num_layers, E = t.info().num_experts;
+  std::vector<recorded_prefill> out(t.requests().size());
+  for (const step_ref& s : t.steps()) {
+    if (s.kind != phase::prefill) continue;
+    recorded_prefill& p = out[s.request];
+    if (p.views.empty()) {
+      p.views.resize(L);
+      p.loads.assign(L * E, 0);
+    }
+    std::uint64_t rows = 0;
+    for (const batch_ref& b : t.batches_of(s)) {
+      const batch_view v = t.view(b);
+      p.views[b.layer].push_back(v);
+      for (expert_id e : v.experts) ++p.loads[b.layer * E + e];
+      rows = std::max<std::uint64_t>(rows, b.num_rows);
+    }
+    p.tokens += rows;
+  }
+  return out;
+}
+
+/// Per-stream predictors (frequency or Markov), or one predictor of the whole batch (the
+/// oracle), combined into one score per expert of a layer.
+class stream_predictors {
+ public:
+  stream_predictors(const offload_prefetch_config& c, const trace_info& info, std::size_t streams,
+                    const routing_trace& batched)
+      : E_(info.num_experts), scores_(info.num_experts, 0.0f), miss_(info.num_experts, 1.0) {
+    switch (c.predictor) {
+      case offload_predictor::none:
+        break;
+      case offload_predictor::frequency:
+        for (std::size_t s = 0; s < streams; ++s) {
+          freq_.emplace_back(short_horizon_config{.num_layers = info.num_layers,
+                                                  .num_experts = info.num_experts,
+                                                  .top_k = info.top_k,
+                                                  .history = c.history,
+                                                  .horizon = c.horizon,
+                                                  .recency_decay = c.recency_decay});
+        }
+        break;
+      case offload_predictor::markov:
+        for (std::size_t s = 0; s < streams; ++s) {
+          markov_.emplace_back(markov_config{.num_layers = info.num_layers,
+                                             .num_experts = info.num_experts,
+                                             .top_k = info.top_k,
+                                             .history = c.history,
+                                             .horizon = c.horizon,
+                                             .recency_decay = c.recency_decay});
+        }
+        break;
+      case offload_predictor::oracle:
+        oracle_.emplace(batched, oracle_config{.horizon = c.horizon, .prefill = false});
+        break;
+    }
+  }
+
+  [[nodiscard]] bool any() const noexcept { return !freq_.empty() || !markov_.empty() || oracle_.has_value(); }
+  [[nodiscard]] bool per_stream() const noexcept { return !freq_.empty() || !markov_.empty(); }
+
+  void begin_sequence(std::size_t stream) noexcept {
+    if (!freq_.empty()) freq_[stream].begin_request();
+    if (!markov_.empty()) markov_[stream].begin_request();
+  }
+  /// One stream's rows.
+  void observe_stream(std::size_t stream, const batch_view& v) noexcept {
+    if (!freq_.empty()) freq_[stream].observe(v);
+    if (!markov_.empty()) markov_[stream].observe(v);
+  }
+  /// A whole decode batch of the batched trace (the oracle).
+  void observe_batch(const batch_view& v) noexcept {
+    if (oracle_) oracle_->observe(v);
+  }
+  void end_step() noexcept {
+    for (auto& p : freq_) p.end_step();
+    for (auto& p : markov_) p.end_step();
+  }
+
+  /// Starts a layer's combined prediction.
+  void begin_combine() noexcept { std::fill(miss_.begin(), miss_.end(), 1.0); }
+  /// Folds stream `s`'s prediction of layer `l` in; returns whether it had any.
+  bool add_stream(std::size_t s, layer_id l) noexcept {
+    bool any = false;
+    if (!freq_.empty()) any = freq_[s].predict(l, scores_);
+    if (!markov_.empty()) any = markov_[s].predict(l, scores_);
+    if (!any) return false;
+    for (std::size_t e = 0; e < E_; ++e) miss_[e] *= 1.0 - static_cast<double>(scores_[e]);
+    return true;
+  }
+  /// Folds the oracle's prediction of layer `l` in.
+  bool add_batch(layer_id l) noexcept {
+    if (!oracle_ || !oracle_->predict(l, scores_)) return false;
+    for (std::size_t e = 0; e < E_; ++e) miss_[e] *= 1.0 - static_cast<double>(scores_[e]);
+    return true;
+  }
+  /// Writes the combined scores.
+  void combined(std::span<float> out) const noexcept {
+    for (std::size_t e = 0; e < E_; ++e) out[e] = static_cast<float>(1.0 - miss_[e]);
+  }
+
+ private:
+  std::size_t E_;
+  std::vector<short_horizon_predictor> freq_;
+  std::vector<markov_predictor> markov_;
+  std::optional<oracle_predictor> oracle_;
+  std::vector<float> scores_;
+  std::vector<double> miss_;
+};
+
+/// The rows of token `i` of a decode batch of `d.batched()` as a view of their own.
+[[nodiscard]] inline batch_view token_rows(const batch_view& v, std::size_t first, std::size_t n,
+                                           std::size_t experts) noexcept {
+  batch_view out = v;
+  out.ref.first_row = v.ref.first_row + static_cast<std::uint32_t>(first);
+  out.ref.num_rows = static_cast<std::uint32_t>(n);
+  const std::size_t k = v.top_k;
+  out.positions = v.positions.subspan(first, n);
+  out.experts = v.experts.subspan(first * k, n * k);
+  out.weights = v.weights.subspan(first * k, n * k);
+  if (!v.scores.empty()) out.scores = v.scores.subspan(first * experts, n * experts);
+  return out;
+}
+
+/// One system's run on its own timeline (see the header comment).
+template <DeviceCost Gpu>
+requires DenseComputeCost<Gpu>
+class offload_run {
+ public:
+  offload_run(const Gpu& gpu, const model_shape& shape, const offload_system_config& sys,
+              const offload_replay_config& cfg, const decode_streams& d, const std::vector<recorded_prefill>& prefills,
+              const trace_info& info)
+      : gpu_dev_(gpu),
+        pass_(gpu, shape, cfg.pass),
+        shape_(shape),
+        sys_(sys),
+        cfg_(cfg),
+        d_(d),
+        prefills_(prefills),
+        L_(info.num_layers),
+        E_(info.num_experts),
+        k_(info.top_k),
+        tl_({.chunk_bytes = cfg.chunk_bytes}),
+        gpu_(tl_.add_resource("gpu", resource_kind::processor)),
+        in_(tl_.add_resource(sys.duplex == link_duplex::full ? "link in" : "link", resource_kind::link)),
+        out_(sys.duplex == link_duplex::full ? tl_.add_resource("link out", resource_kind::link) : in_),
+        predictors_(sys.prefetch, info, d.num_streams(), d.batched()),
+        loads_(info.num_experts, 0),
+        order_(),
+        scores_(info.num_experts, 0.0f),
+        stored_(static_cast<std::size_t>(info.num_layers) * info.num_experts, 0.0f),
+        wanted_(info.num_experts, 0),
+        queue_(info.num_experts) {
+    order_.reserve(E_);
+    ops_.reserve(E_);
+    if (sys.kind == offload_system_kind::cached) {
+      cache_.emplace(tl_, in_, link_cost{sys.link}, info.num_layers, info.num_experts, cfg.cache_experts, sys.policy,
+                     gpu.footprint_bytes({0, 0}, fp16));
+    }
+    kv_layer_bytes_ =
+        static_cast<bytes>(static_cast<double>(shape.attention.kv_elements_per_token()) * cfg.pass.kv_element_bytes);
+  }
+
+  void run(offload_system_result& out) {
+    out.gpu = gpu_;
+    out.link_in = in_;
+    out.link_out = out_;
+    seconds now = 0.0, prev_end = 0.0;
+    std::vector<std::uint64_t> contexts;
+    contexts.reserve(d_.num_streams());
+    for (std::size_t s = 0; s < d_.num_steps(); ++s) {
+      const auto tokens = d_.tokens(s);
+      // Sequences that start here: their predictors restart, and their prefills run first.
+      for (const stream_token& tk : tokens) {
+        if (!tk.first) continue;
+        predictors_.begin_sequence(tk.stream);
+        const stream_sequence& q = d_.sequences()[tk.sequence];
+        const recorded_prefill& p = prefills_[q.request];
+        if (!cfg_.prefills || !q.starts_request || p.tokens == 0) continue;
+        now = prefill_pass(s, tk.stream, p, now);
+        ++out.prefills;
+        out.ttft_seconds += now - prev_end;
+      }
+      const seconds start = now;
+      contexts.clear();
+      for (const stream_token& tk : tokens) contexts.push_back(tk.context);
+      now = decode_pass(s, contexts, out);
+      for (const stream_token& tk : tokens) out.token_seconds += now - (tk.first ? start : prev_end);
+      out.tokens += tokens.size();
+      ++out.steps;
+      prev_end = now;
+      predictors_.end_step();
+      if (cache_) cache_->end_step();
+    }
+    out.run_seconds = now;
+    if (cache_) {
+      cache_->cancel_all_pending();
+      tl_.drain();
+      cache_->collect();
+      out.cache = cache_->stats();
+      out.policy = cache_->cache().stats();
+    } else {
+      tl_.drain();
+    }
+    out.accounts = tl_.accounts();
+  }
+
+ private:
+  [[nodiscard]] expert_key key(std::size_t l, std::size_t e) const noexcept {
+    return {static_cast<layer_id>(l), static_cast<expert_id>(e)};
+  }
+
+  /// The KV entries of `tokens` tokens of one layer, written to the expert memory.
+  void write_kv(seconds ready, std::size_t tokens) {
+    if (!cfg_.kv_writes || !cache_ || tokens == 0 || kv_layer_bytes_ == 0) return;
+    const bytes n = kv_layer_bytes_ * tokens;
+    const std::array<hop, 1> h{{{out_, sys_.link.seconds_for(n), n}}};
+    static_cast<void>(tl_.transfer(ready, h, n, cost_kind::kv_cache));
+  }
+
+  /// The loads of the views' experts, and the distinct experts in order of first selection.
+  void gather(std::span<const batch_view> views) {
+    for (expert_id e : order_) loads_[e] = 0;
+    order_.clear();
+    for (const batch_view& v : views) {
+      for (expert_id e : v.experts) {
+        if (loads_[e]++ == 0) order_.push_back(e);
+      }
+    }
+  }
+
+  /// One MoE layer's experts from `t0`; returns when the layer ends.
+  seconds moe_layer(std::size_t l, seconds t0, std::span<const batch_view> views, std::size_t tokens, bool decode,
+                    offload_system_result& out) {
+    gather(views);
+    seconds end = t0;
+    if (!cache_) {
+      for (expert_id e : order_) {
+        end = std::max(end,
+                       tl_.run(t0, gpu_, gpu_dev_.compute_seconds(key(l, e), fp16, loads_[e]), cost_kind::expert).end);
+        if (decode) ++out.decode_hits;
+      }
+      if (decode) out.decode_accesses += order_.size();
+    } else {
+      tl_.settle(t0);
+      cache_->collect();
+      for (std::size_t e = 0; e < E_; ++e) {
+        const float s = stored_[l * E_ + e];
+        if (s > 0.0f) cache_->hint(key(l, e), s);
+      }
+      for (const batch_view& v : views) cache_->begin_layer(v);
+      // Transfers first (in order of first selection), so that they stream while the GPU
+      // computes the hits; then the hits, then the rest as their weights land.
+      ops_.clear();
+      for (expert_id e : order_) {
+        const timed_access a = cache_->serve(key(l, e), t0);
+        ops_.push_back({e, a.ready});
+        if (decode) {
+          ++out.decode_accesses;
+          if (a.kind == timed_access_kind::hit) ++out.decode_hits;
+        }
+      }
+      std::stable_sort(ops_.begin(), ops_.end(), [](const op& a, const op& b) { return a.ready < b.ready; });
+      for (const op& o : ops_) {
+        end = std::max(
+            end,
+            tl_.run(o.ready, gpu_, gpu_dev_.compute_seconds(key(l, o.e), fp16, loads_[o.e]), cost_kind::expert).end);
+      }
+      cache_->end_layer(static_cast<layer_id>(l));
+    }
+    const seconds shared = pass_.shared_experts_seconds(static_cast<layer_id>(l), tokens);
+    if (shared > 0.0) end = std::max(end, tl_.run(t0, gpu_, shared, cost_kind::dense).end);
+    return end;
+  }
+
+  /// Predicts layer `l` for the next pass from `streams` (or the oracle) and prefetches it;
+  /// `replace`: stop layer `l`'s prefetches the prediction drops.
+  template <class Streams>
+  void prefetch_layer(std::size_t l, seconds ready, int priority, Streams&& streams, bool replace) {
+    if (!cache_ || !predictors_.any()) return;
+    predictors_.begin_combine();
+    std::size_t predicting = 0;
+    if (predictors_.per_stream()) {
+      streams([&](std::size_t s) {
+        if (predictors_.add_stream(s, static_cast<layer_id>(l))) ++predicting;
+      });
+    } else {
+      if (predictors_.add_batch(static_cast<layer_id>(l))) ++predicting;
+    }
+    predictors_.combined(scores_);
+    float* stored = stored_.data() + l * E_;
+    for (std::size_t e = 0; e < E_; ++e) stored[e] = replace ? scores_[e] : std::max(stored[e], scores_[e]);
+    std::fill(wanted_.begin(), wanted_.end(), std::uint8_t{0});
+    if (predicting > 0) {
+      const std::size_t per = static_cast<std::size_t>(sys_.prefetch.horizon) * k_;
+      const std::size_t depth = sys_.prefetch.depth != 0 ? sys_.prefetch.depth : std::min(E_, per * predicting);
+      queue_.plan(static_cast<layer_id>(l), scores_, depth);
+      // Experts already resident or on their way first (the policy hears of them), so that a
+      // new prefetch cannot evict a predicted expert already there.
+      for (const queued_expert& q : queue_.pending()) {
+        if (cache_->cache().contains(q.key)) {
+          wanted_[q.key.expert] = 1;
+          static_cast<void>(cache_->prefetch(q.key, q.score, ready, priority));
+        }
+      }
+      while (const auto q = queue_.pop()) {
+        if (wanted_[q->key.expert] != 0) continue;
+        wanted_[q->key.expert] = 1;
+        static_cast<void>(cache_->prefetch(q->key, q->score, ready, priority));
+      }
+      queue_.clear();
+    }
+    if (replace) cache_->cancel_pending(static_cast<layer_id>(l), [&](expert_id e) { return wanted_[e] != 0; });
+  }
+
+  /// The prefill of one sequence's request as a pass of its prompt; returns its end.
+  seconds prefill_pass(std::size_t step, std::size_t stream, const recorded_prefill& p, seconds t) {
+    const std::size_t tokens = p.tokens;
+    const std::uint64_t reads = prefill_cached_reads(tokens);
+    // The prefill-stage prefetch: the stand-in ranks each layer's experts by the prefill's
+    // own counts.
+    if (cache_ && sys_.prefetch.prefill) {
+      tl_.settle(t);
+      cache_->collect();
+      const std::size_t depth = sys_.prefetch.prefill_depth != 0 ? sys_.prefetch.prefill_depth : k_;
+      const double n = static_cast<double>(sys_.prefetch.horizon);
+      for (std::size_t l = 0; l < L_; ++l) {
+        for (std::size_t e = 0; e < E_; ++e) {
+          const double share = static_cast<double>(p.loads[l * E_ + e]) / static_cast<double>(tokens);
+          scores_[e] = static_cast<float>(1.0 - std::pow(1.0 - std::min(1.0, share), n));
+        }
+        queue_.plan(static_cast<layer_id>(l), scores_, depth);
+        while (const auto q = queue_.pop()) {
+          static_cast<void>(cache_->prefetch(q->key, q->score, t, priority(step, l)));
+        }
+        queue_.clear();
+      }
+    }
+    for (std::uint32_t i = 0; i < shape_.num_dense_layers; ++i) {
+      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(tokens, reads), cost_kind::dense).end;
+    }
+    offload_system_result scratch;
+    for (std::size_t l = 0; l < L_; ++l) {
+      t = tl_.run(t, gpu_, pass_.attention_seconds(tokens, reads), cost_kind::attention).end;
+      write_kv(t, tokens);
+      t = tl_.run(t, gpu_, pass_.router_seconds(tokens), cost_kind::dense).end;
+      const auto& views = p.views[l];
+      if (views.empty()) continue;
+      const seconds t0 = t;
+      t = moe_layer(l, t0, views, tokens, false, scratch);
+      for (const batch_view& v : views) predictors_.observe_stream(stream, v);
+      prefetch_layer(
+          l, t0, priority(step, l), [&](auto&& f) { f(stream); }, false);
+    }
+    t = tl_.run(t, gpu_, pass_.output_head_seconds(1), cost_kind::dense).end;
+    if (cache_) cache_->end_step();
+    return t;
+  }
+
+  /// Batched decode step `s`; returns its end.
+  seconds decode_pass(std::size_t s, std::span<const std::uint64_t> contexts, offload_system_result& out) {
+    const auto tokens = d_.tokens(s);
+    const std::size_t n = tokens.size();
+    const std::uint64_t reads = decode_cached_reads(contexts);
+    const routing_trace& b = d_.batched();
+    const step_ref& step = b.steps()[s];
+    const auto batches = b.batches_of(step);
+    seconds t = 0.0;
+    // The pass starts when the GPU is free.
+    t = tl_.free_at(gpu_);
+    for (std::uint32_t i = 0; i < shape_.num_dense_layers; ++i) {
+      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(n, reads), cost_kind::dense).end;
+    }
+    std::size_t bi = 0;
+    const std::uint32_t R = d_.rows_per_token();
+    for (std::size_t l = 0; l < L_; ++l) {
+      t = tl_.run(t, gpu_, pass_.attention_seconds(n, reads), cost_kind::attention).end;
+      write_kv(t, n);
+      t = tl_.run(t, gpu_, pass_.router_seconds(n), cost_kind::dense).end;
+      if (bi >= batches.size() || batches[bi].layer != l) continue;
+      const batch_view v = b.view(batches[bi++]);
+      const seconds t0 = t;
+      t = moe_layer(l, t0, std::span<const batch_view>(&v, 1), n, true, out);
+      // Each stream's predictor sees its token's rows; the oracle the whole batch.
+      for (std::size_t i = 0; i < v.tokens();) {
+        const std::uint32_t tok = v.positions[i] / R;
+        std::size_t j = i + 1;
+        while (j < v.tokens() && v.positions[j] / R == tok) ++j;
+        predictors_.observe_stream(tokens[tok].stream, token_rows(v, i, j - i, E_));
+        i = j;
+      }
+      predictors_.observe_batch(v);
+      prefetch_layer(
+          l, t0, priority(s + 1, l),
+          [&](auto&& f) {
+            for (const stream_token& tk : tokens) {
+              const stream_sequence& q = d_.sequences()[tk.sequence];
+              if (q.first_step + q.tokens > s + 1) f(tk.stream);  // it continues next step
+            }
+          },
+          true);
+    }
+    return tl_.run(t, gpu_, pass_.output_head_seconds(n), cost_kind::dense).end;
+  }
+
+  [[nodiscard]] int priority(std::size_t step, std::size_t l) const noexcept { return static_cast<int>(step * L_ + l); }
+
+  struct op {
+    expert_id e;
+    seconds ready;
+  };
+
+  const Gpu& gpu_dev_;
+  forward_pass_cost<Gpu> pass_;
+  const model_shape& shape_;
+  const offload_system_config& sys_;
+  const offload_replay_config& cfg_;
+  const decode_streams& d_;
+  const std::vector<recorded_prefill>& prefills_;
+  std::size_t L_, E_, k_;
+  timeline tl_;
+  resource_id gpu_, in_, out_;
+  std::optional<timed_expert_cache<link_cost>> cache_;
+  stream_predictors predictors_;
+  std::vector<std::uint32_t> loads_;
+  std::vector<expert_id> order_;
+  std::vector<op> ops_;
+  std::vector<float> scores_;
+  /// The last prediction of each layer (hints before its next accesses).
+  std::vector<float> stored_;
+  std::vector<std::uint8_t> wanted_;
+  prefetch_queue queue_;
+  bytes kv_layer_bytes_ = 0;
+};
+
+}  // namespace detail
+
+/// Replays the decode steps of `trace` as B concurrent streams (and the prefills of the
+/// sequences that start their requests) through each system, on `gpu` for a model of
+/// `shape`.
+///
+/// Throws: `invalid_argument` naming `replay_offload` when the trace's layers or experts
+/// differ from the shape's MoE layers and experts, the shape does not describe its forward
+/// pass, a cached system uses Belady's policy or a predictor's configuration is bad; what
+/// the stream formation throws.
+template <DeviceCost Gpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] offload_replay_result replay_offload(const routing_trace& trace, const Gpu& gpu, const model_shape& shape,
+                                                   std::span<const offload_system_config> systems,
+                                                   const offload_replay_config& cfg = {}) {
+  constexpr std::string_view fn = "replay_offload";
+  const trace_info& info = trace.info();
+  detail::require_forward_pass(shape, fn);
+  if (info.num_layers != shape.num_moe_layers() || info.num_experts != shape.num_experts) {
+    detail::throw_invalid(fn,
+                          "the trace's layers x experts must match the model's " +
+                              std::to_string(shape.num_moe_layers()) + " x " + std::to_string(shape.num_experts) +
+                              ", trace layers",
+                          info.num_layers);
+  }
+  for (const auto& s : systems) {
+    if (s.kind == offload_system_kind::cached && std::holds_alternative<belady_config>(s.policy)) {
+      detail::throw_invalid(fn, "system \"" + s.label + "\": Belady's policy needs the future and cannot run timed");
+    }
+    if (s.prefetch.history == 0 || s.prefetch.horizon == 0) {
+      detail::throw_invalid(fn, "system \"" + s.label + "\": a predictor's history and horizon must be >= 1");
+    }
+  }
+  const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation});
+  const std::vector<detail::recorded_prefill> prefills = detail::recorded_prefills(trace);
+
+  offload_replay_result r;
+  r.streams = cfg.streams;
+  r.formation = d.formation();
+  r.steps = d.num_steps();
+  r.tokens = d.num_tokens();
+  r.sequences = d.sequences().size();
+  r.expert_bytes = gpu.footprint_bytes({0, 0}, fp16);
+  r.cache_experts = cfg.cache_experts;
+  r.hbm_capacity_bytes = gpu.capacity_bytes();
+  for (std::size_t s = 0; s < d.num_steps(); ++s) {
+    std::uint64_t kv = 0;
+    for (const stream_token& tk : d.tokens(s)) kv += tk.context + 1;
+    r.peak_kv_tokens = std::max(r.peak_kv_tokens, kv);
+  }
+  const bytes base = non_expert_weight_bytes(shape, cfg.pass) + r.peak_kv_tokens * kv_bytes_per_token(shape, cfg.pass);
+  const std::uint64_t all = std::uint64_t{info.num_layers} * info.num_experts;
+  for (const auto& sc : systems) {
+    offload_system_result out;
+    out.config = sc;
+    const std::uint64_t held = sc.kind == offload_system_kind::hbm_only ? all : std::min(cfg.cache_experts, all);
+    out.hbm_needed_bytes = base + held * r.expert_bytes;
+    if (out.hbm_needed_bytes > r.hbm_capacity_bytes) {
+      out.status = offload_status::does_not_fit;
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "needs %.2f GB of HBM (%llu experts, peak KV cache of %llu tokens), has %.2f GB",
+                    static_cast<double>(out.hbm_needed_bytes) / 1e9, static_cast<unsigned long long>(held),
+                    static_cast<unsigned long long>(r.peak_kv_tokens), static_cast<double>(r.hbm_capacity_bytes) / 1e9);
+      out.status_detail = buf;
+      r.systems.push_back(std::move(out));
+      continue;
+    }
+    detail::offload_run<Gpu> run(gpu, shape, sc, cfg, d, prefills, info);
+    run.run(out);
+    r.systems.push_back(std::move(out));
+  }
+  return r;
+}
+
+}  // namespace moepolicy

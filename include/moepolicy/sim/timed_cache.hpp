@@ -1,0 +1,520 @@
+// moepolicy/sim/timed_cache.hpp — a GPU expert cache on the timed model of serving
+// (sim/timeline.hpp): every copy is a transfer over the link, a prefetch is a background
+// job that uses only the link's idle time, and an expert is a hit only if its copy has
+// landed when the layer needs it.
+//
+// `timed_expert_cache` joins three pieces: an `expert_cache<any_eviction_policy>` (which
+// experts hold a GPU slot — landed or on their way — and the policy that orders them), a
+// `timed_residency` (the copies and when each became usable: after `seal()` a copy exists
+// only through the receipt of the transfer that brought it) and the timeline's link. Every
+// expert's weights live in the offload memory (tier 0, preloaded); the GPU is tier 1.
+//
+// The hit definition. A demand access to expert k at time t0 (the router's output of its
+// layer) is
+//   hit            k's GPU copy is resident and landed by t0: usable at once;
+//   late prefetch  a prefetch of k was asked for but its copy has not landed by t0: the
+//                  prefetch job is stopped where it is, its chunks already placed stay (and
+//                  stay charged as prefetch), and the remaining bytes cross the link as a
+//                  demand transfer from t0 — a partial stall, charged; the copy is usable
+//                  when that transfer lands. A started prefetch's copy stays (it holds its
+//                  slot); one that had not started moves the whole expert — a full stall —
+//                  and the policy decides whether the copy stays, as for a miss. Not a hit,
+//                  counted apart from the misses;
+//   miss           k is not resident: the whole expert crosses the link as a demand transfer
+//                  from t0, and the policy decides whether the copy stays (admission; a copy
+//                  that does not is used once and dropped).
+// Demand transfers are served first in, first out on the link, in the order they are
+// issued; prefetches never delay them (`timeline::settle`).
+//
+// Prefetch. `prefetch(k, score, ready, priority)` queues a background job over the link;
+// the job takes a GPU slot when its first chunk is placed (the copy needs a buffer only once
+// it starts: a prefetch that never gets link time evicts nothing), asking the policy for it
+// as `expert_cache::prefetch` does — no admission test, the prefetcher's request is the
+// admission (CXL-MoE §3) — and is stopped when no slot can be freed. The copy is installed
+// when the job lands. Both happen in `collect()`, which the caller runs after every
+// `timeline::settle`. A prefetch of an expert already resident or on its way only tells the
+// policy (`on_prefetch`: sticky LRU re-sticks it). `cancel_pending(layer,
+// keep)` stops the jobs of a layer that are no longer wanted (Edge-MoE §5.2 clears its load
+// queue when the true scores arrive); a started one gives its slot back. An expert evicted
+// while its prefetch is on its way stops the job too. Bytes a stopped job already moved are
+// counted as wasted.
+//
+// Conservation (tested): the link's demand and prefetch bytes = the bytes of installed
+// copies' receipts + those of copies used once and dropped + the chunks of stopped jobs.
+//
+// Cost. Construction allocates (the cache, the residency table, one job slot per expert);
+// accesses, prefetches and hooks allocate nothing beyond what the timeline's first jobs
+// reserve.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/cache/expert_cache.hpp"
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/core/units.hpp"
+#include "moepolicy/cost/concepts.hpp"
+#include "moepolicy/cost/device_spec.hpp"
+#include "moepolicy/sim/timed_residency.hpp"
+#include "moepolicy/sim/timeline.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+
+namespace moepolicy {
+
+/// How a demand access was served (see the header).
+enum class timed_access_kind : std::uint8_t { hit, late_prefetch, miss };
+
+/// "hit", "late_prefetch" or "miss".
+[[nodiscard]] constexpr std::string_view to_string(timed_access_kind k) noexcept {
+  switch (k) {
+    case timed_access_kind::hit:
+      return "hit";
+    case timed_access_kind::late_prefetch:
+      return "late_prefetch";
+    case timed_access_kind::miss:
+      return "miss";
+  }
+  return "?";
+}
+
+/// Where an expert's GPU copy stands at a moment.
+enum class copy_state : std::uint8_t {
+  usable,     ///< resident and landed
+  in_flight,  ///< a started prefetch holds its slot, or a demand copy has not landed
+  absent,     ///< not resident
+};
+
+/// One demand access.
+struct timed_access {
+  timed_access_kind kind = timed_access_kind::miss;
+  /// When the weights are usable on the GPU (t0 for a hit).
+  seconds ready = 0.0;
+  /// Whether a copy stays resident afterwards.
+  bool cached = false;
+  /// Bytes moved on demand for it (0 for a hit).
+  bytes moved = 0;
+};
+
+/// What a `timed_expert_cache` did.
+struct timed_cache_stats {
+  /// Demand accesses: hits + late_prefetches + misses, and the misses served elsewhere
+  /// (`serve_elsewhere`: computed where the weights are, nothing moved) among the misses.
+  std::uint64_t accesses = 0;
+  std::uint64_t hits = 0;
+  std::uint64_t late_prefetches = 0;
+  /// Late prefetches that had not started (no chunk placed): a full stall.
+  std::uint64_t late_unstarted = 0;
+  std::uint64_t misses = 0;
+  std::uint64_t served_elsewhere = 0;
+  /// Misses whose copy the policy kept.
+  std::uint64_t admitted = 0;
+  /// Prefetch jobs queued; started (took a slot when their first chunk was placed); landed
+  /// (copy installed); landed and then hit before eviction; stopped before landing because
+  /// no longer wanted, evicted, or never started before their access (late ones not
+  /// counted).
+  std::uint64_t prefetches = 0;
+  std::uint64_t prefetches_started = 0;
+  std::uint64_t prefetches_landed = 0;
+  std::uint64_t prefetches_used = 0;
+  std::uint64_t prefetches_cancelled = 0;
+  /// Bytes moved on demand (misses and late remainders), of which late remainders.
+  bytes demand_bytes = 0;
+  bytes late_bytes = 0;
+  /// Bytes landed prefetches moved; chunks of late prefetches already placed when they
+  /// were stopped; chunks of cancelled prefetches (wasted).
+  bytes prefetch_bytes = 0;
+  bytes late_placed_bytes = 0;
+  bytes wasted_bytes = 0;
+  /// Bytes of demand copies used once and dropped (not admitted).
+  bytes transient_bytes = 0;
+  /// Σ over late prefetches and misses of (ready − t0): the wait each caused on its own.
+  seconds late_wait = 0.0;
+  seconds miss_wait = 0.0;
+
+  [[nodiscard]] double hit_ratio() const noexcept {
+    return accesses == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(accesses);
+  }
+};
+
+/// A link's cost as a `TransferCost`: latency + n / bandwidth.
+struct link_cost {
+  link_spec link;
+  [[nodiscard]] seconds transfer_seconds(bytes n) const noexcept { return link.seconds_for(n); }
+};
+static_assert(TransferCost<link_cost>);
+
+/// The GPU expert cache of a timed replay (see the header); `Link` prices a transfer of
+/// weights over the link (`link_cost`, or a GPU's `DeviceCost`, whose `transfer_seconds` is
+/// its weight link).
+template <TransferCost Link = link_cost>
+class timed_expert_cache {
+ public:
+  static constexpr tier_id memory_tier = 0, gpu_tier = 1;
+
+  /// A cache of `capacity` experts (one pool shared by all layers) under the policy `policy`,
+  /// fetching over `link` of `tl`, priced by `link_cost`; every expert weighs `expert_size`
+  /// bytes at `bits`. Keeps a reference to `tl`, which must outlive it.
+  ///
+  /// Throws: `invalid_argument` naming `timed_expert_cache` when `link` is not a link of
+  /// `tl`, `expert_size` is 0, or the policy is Belady's (it needs the future: compare with
+  /// its untimed demand replay instead); what `expert_cache` and the policy throw.
+  timed_expert_cache(timeline& tl, resource_id link, Link link_cost, std::uint32_t num_layers,
+                     std::uint32_t num_experts, std::uint64_t capacity, const any_eviction_config& policy,
+                     bytes expert_size, bitwidth bits = fp16)
+      : tl_(&tl),
+        link_(checked_link(tl, link)),
+        cost_(std::move(link_cost)),
+        E_(num_experts),
+        size_(checked_size(expert_size)),
+        bits_(bits),
+        cache_(cache_config{.num_layers = num_layers,
+                            .num_experts = num_experts,
+                            .capacity = capacity,
+                            .expert_bytes = expert_size},
+               checked_policy(policy)),
+        res_(num_layers, num_experts, 2),
+        job_(static_cast<std::size_t>(num_layers) * num_experts, no_job),
+        score_(static_cast<std::size_t>(num_layers) * num_experts, 0.0f),
+        slot_(static_cast<std::size_t>(num_layers) * num_experts, 0),
+        listed_(static_cast<std::size_t>(num_layers) * num_experts, 0),
+        fresh_(static_cast<std::size_t>(num_layers) * num_experts, 0) {
+    for (std::uint32_t l = 0; l < num_layers; ++l) {
+      for (std::uint32_t e = 0; e < num_experts; ++e) res_.preload(key(l, e), memory_tier, bits_);
+    }
+    waiting_.reserve(job_.size());
+  }
+
+  /// Places `k` on the GPU before the run (a static placement loaded at startup, not
+  /// charged); counted as the cache's preload. Returns whether it found a slot.
+  ///
+  /// Throws: `invalid_argument` once the run has begun (the first access, prefetch or
+  /// `collect`).
+  bool preload(expert_key k) {
+    if (res_.sealed()) {
+      detail::throw_invalid("timed_expert_cache::preload", "the run has begun: a copy needs a transfer, expert",
+                            flat(k));
+    }
+    if (!cache_.preload(k)) return false;
+    res_.preload(k, gpu_tier, bits_);
+    return true;
+  }
+
+  [[nodiscard]] const expert_cache<any_eviction_policy>& cache() const noexcept { return cache_; }
+  [[nodiscard]] const timed_residency& residency() const noexcept { return res_; }
+  [[nodiscard]] const timed_cache_stats& stats() const noexcept { return stats_; }
+  [[nodiscard]] bytes expert_size() const noexcept { return size_; }
+  /// Seconds the link takes for `n` bytes.
+  [[nodiscard]] seconds link_seconds(bytes n) const noexcept { return cost_.transfer_seconds(n); }
+
+  /// Where `k`'s GPU copy stands at `t` (a prefetch that has not started is `absent`: no
+  /// copy is on its way).
+  [[nodiscard]] copy_state state(expert_key k, seconds t) const noexcept {
+    if (res_.usable(k, gpu_tier, t)) return copy_state::usable;
+    const std::size_t f = flat(k);
+    if ((job_[f] != no_job && slot_[f] != 0) || res_.present(k, gpu_tier)) return copy_state::in_flight;
+    return copy_state::absent;
+  }
+  /// Bytes `k`'s copy still needs to cross at `t` to be usable: 0 when usable or already
+  /// crossing on demand, the rest of a started prefetch, else the whole expert.
+  [[nodiscard]] bytes remaining(expert_key k, seconds t) const noexcept {
+    if (res_.usable(k, gpu_tier, t)) return 0;
+    const std::size_t f = flat(k);
+    if (job_[f] != no_job && slot_[f] != 0) return size_ - tl_->placed_bytes(static_cast<timeline::job_id>(job_[f]));
+    if (job_[f] == no_job && res_.present(k, gpu_tier)) return 0;
+    return size_;
+  }
+  /// Whether a prefetch of `k` is queued or on its way.
+  [[nodiscard]] bool pending(expert_key k) const noexcept { return job_[flat(k)] != no_job; }
+  /// The cache's bookkeeping agrees with the copies: `k` holds a slot exactly when its copy
+  /// is present or a started prefetch is bringing it (for tests).
+  [[nodiscard]] bool consistent() const noexcept {
+    for (std::size_t f = 0; f < job_.size(); ++f) {
+      const expert_key k = key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_));
+      const bool job = job_[f] != no_job;
+      const bool held = (job && slot_[f] != 0) || res_.present(k, gpu_tier);
+      if (held != cache_.contains(k)) return false;
+      if (job && res_.present(k, gpu_tier)) return false;
+      if (!job && slot_[f] != 0) return false;
+    }
+    return true;
+  }
+
+  /// A demand access to `k` whose layer's routing is known at `t0` (see the header).
+  ///
+  /// Complexity: O(1) plus the policy's events and one timeline operation.
+  timed_access serve(expert_key k, seconds t0, const access_info& info = {}) {
+    res_.seal();
+    ++stats_.accesses;
+    const std::size_t f = flat(k);
+    if (res_.usable(k, gpu_tier, t0)) {
+      ++stats_.hits;
+      if (fresh_[f] != 0) {
+        ++stats_.prefetches_used;
+        fresh_[f] = 0;
+      }
+      static_cast<void>(cache_.get(k, info));
+      return {timed_access_kind::hit, t0, true, 0};
+    }
+    if (job_[f] == no_job && res_.present(k, gpu_tier)) {
+      // A copy still crossing on demand (asked for earlier): wait for it.
+      ++stats_.late_prefetches;
+      const seconds ready = res_.ready_at(k, gpu_tier);
+      stats_.late_wait += ready - t0;
+      static_cast<void>(cache_.get(k, info));
+      return {timed_access_kind::late_prefetch, ready, true, 0};
+    }
+    if (job_[f] != no_job && slot_[f] != 0) {
+      // Late: stop the prefetch where it is and bring the rest on demand.
+      const auto j = static_cast<timeline::job_id>(job_[f]);
+      const bytes placed = tl_->placed_bytes(j);
+      tl_->cancel(j);
+      job_[f] = no_job;
+      slot_[f] = 0;
+      const bytes rest = size_ - placed;
+      const transfer_receipt r = demand(t0, rest, k);
+      res_.install(k, gpu_tier, bits_, rest, r);
+      static_cast<void>(cache_.get(k, info));
+      ++stats_.late_prefetches;
+      stats_.late_bytes += rest;
+      stats_.demand_bytes += rest;
+      stats_.late_placed_bytes += placed;
+      stats_.late_wait += r.landed() - t0;
+      return {timed_access_kind::late_prefetch, r.landed(), true, rest};
+    }
+    if (job_[f] != no_job) {
+      // Queued, never started: the whole expert crosses on demand, and the policy decides
+      // whether the copy stays, as for a miss.
+      tl_->cancel(static_cast<timeline::job_id>(job_[f]));
+      job_[f] = no_job;
+      const transfer_receipt r = demand(t0, size_, k);
+      const std::optional<expert_key> v = pending_victim(k);
+      const access_outcome o = cache_.get(k, info);
+      sync_victim(v);
+      const bool kept = o.inserted;
+      if (kept) {
+        res_.install(k, gpu_tier, bits_, size_, r);
+      } else {
+        stats_.transient_bytes += size_;
+      }
+      ++stats_.late_prefetches;
+      ++stats_.late_unstarted;
+      stats_.late_bytes += size_;
+      stats_.demand_bytes += size_;
+      stats_.late_wait += r.landed() - t0;
+      return {timed_access_kind::late_prefetch, r.landed(), kept, size_};
+    }
+    ++stats_.misses;
+    const transfer_receipt r = demand(t0, size_, k);
+    stats_.demand_bytes += size_;
+    stats_.miss_wait += r.landed() - t0;
+    const std::optional<expert_key> v = pending_victim(k);
+    const access_outcome o = cache_.get(k, info);
+    sync_victim(v);
+    if (o.inserted) {
+      ++stats_.admitted;
+      res_.install(k, gpu_tier, bits_, size_, r);
+    } else {
+      stats_.transient_bytes += size_;
+    }
+    return {timed_access_kind::miss, r.landed(), o.inserted, size_};
+  }
+
+  /// A demand access to `k` computed where its weights are (on the CPU): a miss that
+  /// moves nothing and leaves the cache and its policy untouched.
+  void serve_elsewhere(expert_key k) noexcept {
+    static_cast<void>(k);
+    ++stats_.accesses;
+    ++stats_.misses;
+    ++stats_.served_elsewhere;
+  }
+
+  /// Prefetches `k` with the predictor's `score` in [0, 1]: a background job over the link,
+  /// ready at `ready`, at `priority` (lower first). Returns whether a job was queued (false:
+  /// already resident or on its way — the policy is told when it holds a slot).
+  ///
+  /// Throws: what `timeline::enqueue` throws (`ready` before the last settle).
+  bool prefetch(expert_key k, float score, seconds ready, int priority) {
+    res_.seal();
+    const std::size_t f = flat(k);
+    if (cache_.contains(k)) {
+      static_cast<void>(cache_.prefetch(k, score));
+      return false;
+    }
+    if (job_[f] != no_job) {
+      score_[f] = std::max(score_[f], score);
+      return false;
+    }
+    const std::array<hop, 1> h{{{link_, cost_.transfer_seconds(size_), size_}}};
+    job_[f] = tl_->enqueue(ready, h, size_, cost_kind::prefetch, priority, f);
+    score_[f] = score;
+    slot_[f] = 0;
+    if (listed_[f] == 0) {
+      listed_[f] = 1;
+      waiting_.push_back(static_cast<std::uint32_t>(f));
+    }
+    ++stats_.prefetches;
+    return true;
+  }
+
+  /// A predictor flags `k` as likely needed (prediction-gated admission, CXL-MoE §3).
+  void hint(expert_key k, float score) noexcept { cache_.hint(k, score); }
+
+  /// Stops the prefetches of `layer` still queued or on their way whose expert `keep(e)`
+  /// rejects; a started one gives its slot back. Returns how many were stopped.
+  template <class Keep>
+  std::size_t cancel_pending(layer_id layer, Keep&& keep) {
+    std::size_t n = 0;
+    for (std::uint32_t e = 0; e < E_; ++e) {
+      const std::size_t f = static_cast<std::size_t>(layer) * E_ + e;
+      if (job_[f] == no_job || keep(static_cast<expert_id>(e))) continue;
+      const bool held = slot_[f] != 0;
+      stop(f);
+      if (held) static_cast<void>(cache_.erase(key(layer, e)));
+      ++n;
+    }
+    return n;
+  }
+  /// Stops every prefetch still queued or on its way (the end of a run: speculative work is
+  /// not completed).
+  void cancel_all_pending() {
+    for (std::size_t f = 0; f < job_.size(); ++f) {
+      if (job_[f] == no_job) continue;
+      const bool held = slot_[f] != 0;
+      stop(f);
+      if (held) {
+        static_cast<void>(cache_.erase(key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_))));
+      }
+    }
+  }
+
+  /// Gives a slot to every prefetch whose copy has started, and installs those that landed;
+  /// call after every `timeline::settle`.
+  void collect() {
+    res_.seal();
+    std::size_t w = 0;
+    for (std::uint32_t f : waiting_) {
+      if (job_[f] == no_job || slot_[f] != 0) {  // stopped, or holding a slot already
+        listed_[f] = 0;
+        continue;
+      }
+      if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) {
+        waiting_[w++] = f;
+        continue;
+      }
+      listed_[f] = 0;
+      const expert_key k = key(f / E_, f % E_);
+      const std::optional<expert_key> v = pending_victim(k);
+      const prefetch_outcome o = cache_.prefetch(k, score_[f]);
+      sync_victim(v);
+      if (o == prefetch_outcome::inserted) {
+        slot_[f] = 1;
+        ++stats_.prefetches_started;
+      } else {
+        stop(f);  // no slot could be freed
+      }
+    }
+    waiting_.resize(w);
+    for (const transfer_receipt& r : tl_->landed()) {
+      if (!r.crossed_link() || r.why() != cost_kind::prefetch) continue;
+      const auto f = static_cast<std::size_t>(r.tag());
+      if (f >= job_.size() || job_[f] == no_job || slot_[f] == 0) continue;
+      job_[f] = no_job;
+      slot_[f] = 0;
+      const expert_key k = key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_));
+      res_.install(k, gpu_tier, bits_, size_, r);
+      ++stats_.prefetches_landed;
+      stats_.prefetch_bytes += r.size();
+      fresh_[f] = 1;
+    }
+    tl_->clear_landed();
+  }
+
+  /// The policy's layer and step hooks.
+  void begin_layer(const batch_view& b) noexcept { cache_.begin_layer(b); }
+  void end_layer(layer_id l) noexcept { cache_.end_layer(l); }
+  void end_step() noexcept { cache_.end_step(); }
+
+ private:
+  static constexpr std::uint64_t no_job = std::numeric_limits<std::uint64_t>::max();
+
+  static resource_id checked_link(const timeline& tl, resource_id link) {
+    if (link >= tl.num_resources() || tl.accounts()[link].kind != resource_kind::link) {
+      detail::throw_invalid("timed_expert_cache", "the link must be a link resource of the timeline", link);
+    }
+    return link;
+  }
+  static const any_eviction_config& checked_policy(const any_eviction_config& p) {
+    if (std::holds_alternative<belady_config>(p)) {
+      detail::throw_invalid("timed_expert_cache", "Belady's policy needs the future; replay it untimed",
+                            eviction_policy_name(p));
+    }
+    return p;
+  }
+  static bytes checked_size(bytes b) {
+    if (b == 0) detail::throw_invalid("timed_expert_cache", "expert_size must be > 0", b);
+    return b;
+  }
+  [[nodiscard]] static expert_key key(std::size_t l, std::size_t e) noexcept {
+    return {static_cast<layer_id>(l), static_cast<expert_id>(e)};
+  }
+  [[nodiscard]] std::size_t flat(expert_key k) const noexcept { return k.flat(E_); }
+
+  transfer_receipt demand(seconds t0, bytes n, expert_key k) {
+    const std::array<hop, 1> h{{{link_, cost_.transfer_seconds(n), n}}};
+    return tl_->transfer(t0, h, n, cost_kind::demand_fetch, flat(k));
+  }
+
+  /// The expert an insertion of `k` would evict now (experts weigh 1: at most one).
+  [[nodiscard]] std::optional<expert_key> pending_victim(expert_key k) const noexcept {
+    if (cache_.contains(k) || cache_.used(0) < cache_.capacity()) return std::nullopt;
+    return cache_.victim_for(k);
+  }
+  /// Drops the copy (or stops the prefetch) of a victim the cache evicted.
+  void sync_victim(const std::optional<expert_key>& v) noexcept {
+    if (!v || cache_.contains(*v)) return;
+    const std::size_t f = flat(*v);
+    if (job_[f] != no_job) stop(f);
+    res_.drop(*v, gpu_tier);
+    fresh_[f] = 0;
+  }
+  /// Stops the job of `f`: what it placed is wasted; it no longer holds a slot (the caller
+  /// gives the cache's slot back when it held one).
+  void stop(std::size_t f) noexcept {
+    const auto j = static_cast<timeline::job_id>(job_[f]);
+    stats_.wasted_bytes += tl_->placed_bytes(j);
+    tl_->cancel(j);
+    job_[f] = no_job;
+    slot_[f] = 0;
+    ++stats_.prefetches_cancelled;
+  }
+
+  timeline* tl_;
+  resource_id link_;
+  Link cost_;
+  std::uint32_t E_;
+  bytes size_;
+  bitwidth bits_;
+  expert_cache<any_eviction_policy> cache_;
+  timed_residency res_;
+  std::vector<std::uint64_t> job_;
+  /// The score of a queued prefetch, and whether its started copy holds a slot.
+  std::vector<float> score_;
+  std::vector<std::uint8_t> slot_;
+  std::vector<std::uint8_t> listed_;
+  /// Landed by a prefetch and not used since.
+  std::vector<std::uint8_t> fresh_;
+  /// Queued prefetches that hold no slot yet (a superset, each listed once).
+  std::vector<std::uint32_t> waiting_;
+  timed_cache_stats stats_;
+};
+
+}  // namespace moepolicy

@@ -1,0 +1,132 @@
+// B concurrent decode streams: continuous batching of whole requests, the split of a short
+// trace's tokens (the same loads as sched/batched_steps.hpp), contexts and positions.
+#include "moepolicy/sim/decode_streams.hpp"
+
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "../cache/cache_test_support.hpp"
+#include "moepolicy/sched/batched_steps.hpp"
+
+using namespace moepolicy;
+
+namespace {
+
+/// Requests with `prompt[r]` prefill tokens and `decode[r]` decode tokens, 2 layers, 4
+/// experts, top-1; each decode token of request r selects expert r at layer 0 and expert
+/// (index mod 4) at layer 1.
+routing_trace requests(const std::vector<std::uint32_t>& prompt, const std::vector<std::uint32_t>& decode) {
+  routing_trace_builder b({"m", "test", 2, 4, 1, false});
+  const float w[1] = {1.0f};
+  for (std::uint32_t r = 0; r < decode.size(); ++r) {
+    b.add_request("r" + std::to_string(r));
+    for (std::uint32_t p = 0; p < prompt[r]; ++p) {
+      const expert_id e[1] = {static_cast<expert_id>(p % 4)};
+      for (layer_id l = 0; l < 2; ++l) b.add({r, phase::prefill, 0, p, l, e, w, {}});
+    }
+    for (std::uint32_t i = 0; i < decode[r]; ++i) {
+      const expert_id e0[1] = {static_cast<expert_id>(r % 4)};
+      const expert_id e1[1] = {static_cast<expert_id>(i % 4)};
+      b.add({r, phase::decode, i + 1, prompt[r] + i, 0, e0, w, {}});
+      b.add({r, phase::decode, i + 1, prompt[r] + i, 1, e1, w, {}});
+    }
+  }
+  return std::move(b).finish();
+}
+
+}  // namespace
+
+TEST_CASE("whole requests: a free slot takes the next request, contexts count the prompt") {
+  const routing_trace t = requests({3, 0, 5}, {2, 3, 1});
+  const decode_streams d = make_decode_streams(t, {.streams = 2});
+  CHECK(d.formation() == stream_formation::whole_requests);
+  REQUIRE(d.num_steps() == 3);
+  CHECK(d.num_tokens() == 6);
+  // Step 0: r0 and r1 start; step 1: both continue; step 2: r0 is done, its slot takes r2.
+  const auto s0 = d.tokens(0), s1 = d.tokens(1), s2 = d.tokens(2);
+  REQUIRE(s0.size() == 2);
+  CHECK((s0[0].request == 0 && s0[0].first && s0[0].context == 3));
+  CHECK((s0[1].request == 1 && s0[1].first && s0[1].context == 0));
+  CHECK((s1[0].request == 0 && !s1[0].first && s1[0].context == 4 && s1[0].decode_index == 1));
+  REQUIRE(s2.size() == 2);
+  CHECK((s2[0].stream == 0 && s2[0].request == 2 && s2[0].first && s2[0].context == 5));
+  CHECK((s2[1].stream == 1 && s2[1].request == 1 && s2[1].decode_index == 2));
+  REQUIRE(d.sequences().size() == 3);
+  CHECK((d.sequences()[2].stream == 0 && d.sequences()[2].first_step == 2 && d.sequences()[2].tokens == 1));
+  CHECK(d.sequences()[0].starts_request);
+  CHECK(d.prompt_tokens()[2] == 5);
+  // The batched trace: step 2's layer-0 batch holds r2's then r1's token, by stream.
+  const routing_trace& b = d.batched();
+  REQUIRE(b.steps().size() == 3);
+  const batch_view v = b.view(b.batches_of(b.steps()[2])[0]);
+  REQUIRE(v.tokens() == 2);
+  CHECK(v.experts[0] == 2);
+  CHECK(v.experts[1] == 1);
+  CHECK(d.token_of(2, v, 1).request == 1);
+  // More slots than requests leave slots idle.
+  const decode_streams wide = make_decode_streams(t, {.streams = 5, .formation = stream_formation::whole_requests});
+  CHECK(wide.num_steps() == 3);
+  CHECK(wide.tokens(0).size() == 3);
+}
+
+TEST_CASE("split tokens: segments of floor(n/B) tokens, a new sequence where a request starts") {
+  const routing_trace t = requests({2, 2}, {3, 4});  // 7 tokens
+  const decode_streams d = make_decode_streams(t, {.streams = 3});
+  CHECK(d.formation() == stream_formation::split_tokens);
+  REQUIRE(d.num_steps() == 2);  // 7 / 3; one token left over
+  // Segments: (r0 0, r0 1), (r0 2, r1 0), (r1 1, r1 2).
+  CHECK((d.tokens(0)[1].request == 0 && d.tokens(0)[1].decode_index == 2 && d.tokens(0)[1].first));
+  CHECK((d.tokens(1)[1].request == 1 && d.tokens(1)[1].first && d.tokens(1)[1].context == 2));
+  CHECK((d.tokens(1)[2].request == 1 && !d.tokens(1)[2].first));
+  CHECK(d.sequences().size() == 4);
+  CHECK(!d.sequences()[1].starts_request);  // (r0 2) continues r0
+  CHECK(make_decode_streams(t, {.streams = 8}).num_steps() == 0);
+  CHECK_THROWS_WITH_AS(static_cast<void>(make_decode_streams(t, {.streams = 0})),
+                       "moepolicy::make_decode_streams: streams must be >= 1, got 0", invalid_argument);
+}
+
+TEST_CASE("one batched-steps rule: split tokens gives the loads of make_batched_decode_steps") {
+  const routing_trace t = test::granite_trace();
+  for (std::size_t B : {1u, 4u, 16u, 32u}) {
+    CAPTURE(B);
+    const decode_streams d = make_decode_streams(t, {.streams = B, .formation = stream_formation::split_tokens});
+    const batched_steps ref = make_batched_decode_steps(t, B);
+    REQUIRE(d.num_steps() == ref.num_steps());
+    const routing_trace& b = d.batched();
+    for (std::size_t s = 0; s < d.num_steps(); ++s) {
+      std::vector<std::uint32_t> loads(24 * 32, 0);
+      for (const batch_ref& r : b.batches_of(b.steps()[s])) {
+        for (expert_id e : b.view(r).experts) ++loads[r.layer * 32u + e];
+      }
+      std::vector<std::uint32_t> want;
+      for (std::size_t l = 0; l < 24; ++l) {
+        const auto w = ref.loads(s, l);
+        want.insert(want.end(), w.begin(), w.end());
+      }
+      CHECK(loads == want);
+    }
+  }
+}
+
+TEST_CASE("one stream replays the decode steps as recorded") {
+  const routing_trace t = test::granite_trace();
+  const decode_streams d = make_decode_streams(t, {.streams = 1});
+  CHECK(d.formation() == stream_formation::whole_requests);
+  CHECK(d.num_steps() == 192);
+  CHECK(d.sequences().size() == 12);
+  std::size_t s = 0;
+  for (const step_ref& st : t.steps()) {
+    if (st.kind != phase::decode) continue;
+    const auto want = t.batches_of(st);
+    const auto got = d.batched().batches_of(d.batched().steps()[s]);
+    REQUIRE(want.size() == got.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const auto a = t.view(want[i]).experts;
+      const auto c = d.batched().view(got[i]).experts;
+      CHECK(std::vector<expert_id>(a.begin(), a.end()) == std::vector<expert_id>(c.begin(), c.end()));
+    }
+    CHECK(d.tokens(s)[0].context == d.prompt_tokens()[st.request] + d.tokens(s)[0].decode_index);
+    ++s;
+  }
+}

@@ -1,0 +1,133 @@
+// Edge-MoE on the timed model: a miss split between PCIe loads and the CPU as Alg. 2 says, a
+// one-layer-ahead prefetch that only uses idle link time and is late when it has not landed,
+// the cache bypassed when every miss runs on the CPU, and every byte on a link.
+#include "moepolicy/sim/edge_replay.hpp"
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <vector>
+
+#include "../cache/cache_test_support.hpp"
+#include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/roofline.hpp"
+
+using namespace moepolicy;
+
+namespace {
+
+// Mixtral-sized experts (11 ms over PCIe Gen4 x16), two MoE layers, four experts, top-1.
+model_shape toy_shape() {
+  model_shape m = models::mixtral_8x7b();
+  m.name = "toy";
+  m.num_layers = 2;
+  m.num_experts = 4;
+  m.top_k = 1;
+  return m;
+}
+
+// One request; token i selects expert i mod 4 at layer 0 and (i + 1) mod 4 at layer 1.
+routing_trace toy(std::uint32_t tokens) {
+  routing_trace_builder b({.model = "toy", .source = "test", .num_layers = 2, .num_experts = 4, .top_k = 1});
+  const auto r = b.add_request("r");
+  for (std::uint32_t i = 0; i < tokens; ++i) {
+    const std::array<float, 1> w{1.0f};
+    const std::array<expert_id, 1> a{static_cast<expert_id>(i % 4)};
+    const std::array<expert_id, 1> c{static_cast<expert_id>((i + 1) % 4)};
+    b.add({r, phase::decode, i + 1, i, 0, a, w, {}});
+    b.add({r, phase::decode, i + 1, i, 1, c, w, {}});
+  }
+  return std::move(b).finish();
+}
+
+void check_conservation(const edge_system_result& s) {
+  const resource_account& in = s.accounts[s.to_gpu];
+  CHECK(in.moved(cost_kind::demand_fetch) == s.cache.demand_bytes);
+  CHECK(in.moved(cost_kind::prefetch) == s.cache.prefetch_bytes + s.cache.late_placed_bytes + s.cache.wasted_bytes);
+  CHECK(s.cache.accesses == s.cache.hits + s.cache.late_prefetches + s.cache.misses);
+}
+
+}  // namespace
+
+TEST_CASE("loads stall the layer for their transfer, CPU experts for their compute and activations") {
+  const model_shape m = toy_shape();
+  const roofline_cost gpu{presets::rtx_3080_ti(), m};
+  const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
+  const std::array<edge_system_config, 2> systems{
+      {{"load", lru_config{}, edge_miss_rule::load_all}, {"cpu", lru_config{}, edge_miss_rule::cpu_all}}};
+  const edge_replay_result r = replay_edge(toy(1), gpu, cpu, m, systems, {.cache_experts = 8});
+  REQUIRE(r.steps == 1);
+  const edge_system_result& load = r.systems[0];
+  const edge_system_result& on_cpu = r.systems[1];
+  const bytes W = expert_bytes(m, fp16);
+  CHECK(load.accounts[load.to_gpu].moved(cost_kind::demand_fetch) == 2 * W);
+  CHECK(load.accounts[load.gpu].stall_seconds == doctest::Approx(2 * gpu.transfer_seconds(W)));
+  CHECK(on_cpu.accounts[on_cpu.cpu].busy(cost_kind::expert) ==
+        doctest::Approx(2 * cpu.compute_seconds({0, 0}, fp16, 1)));
+  CHECK(on_cpu.accounts[on_cpu.to_cpu].moved(cost_kind::activation) == 2 * 4096 * 2);
+  CHECK(on_cpu.cache_bypassed());  // every miss ran on the CPU: no expert ever reached the GPU
+  CHECK(!load.cache_bypassed());
+  CHECK(on_cpu.tpot() < load.tpot());  // 6.9 ms on 6 cores beats an 11 ms load
+  check_conservation(load);
+}
+
+TEST_CASE("the two-pointer split and its best prefix: never worse, both on the timeline") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 3);
+  const roofline_cost gpu{presets::rtx_4060_ti_16gb(), m};
+  const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
+  const std::array<edge_system_config, 4> systems{{
+      {"lru", lru_config{}, edge_miss_rule::load_all},
+      {"ema", ema_score_config{}, edge_miss_rule::balance},
+      {"ours", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::transition},
+      {"prefix", score_aware_config{}, edge_miss_rule::best_prefix, true, 0.3, edge_predictor::transition},
+  }};
+  for (std::size_t B : {1u, 3u}) {
+    const edge_replay_result r = replay_edge(t, gpu, cpu, m, systems, {.streams = B, .cache_experts = 192});
+    CHECK(r.tokens == 48);
+    for (const auto& s : r.systems) {
+      CAPTURE(s.config.label);
+      check_conservation(s);
+    }
+    CHECK(r.systems[1].tpot() < r.systems[0].tpot());
+    CHECK(r.systems[3].tpot() <= r.systems[2].tpot() * 1.02);
+  }
+}
+
+TEST_CASE("a one-layer-ahead prefetch lands only in idle link time, a late one loads the rest") {
+  const model_shape m = toy_shape();
+  const roofline_cost gpu{presets::rtx_3080_ti(), m};
+  const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
+  // The oracle names layer 1's expert exactly. Over PCIe the 11 ms load cannot land within a
+  // layer; over an unlimited link it lands at once and every layer-1 access hits.
+  device_spec instant = presets::rtx_3080_ti();
+  instant.weight_link = {unlimited_bandwidth, 0.0};
+  const roofline_cost fast{instant, m};
+  const std::array<edge_system_config, 2> systems{
+      {{"oracle", lru_config{}, edge_miss_rule::load_all, false, 0.3, edge_predictor::oracle},
+       {"none", lru_config{}, edge_miss_rule::load_all}}};
+  const edge_replay_result slow = replay_edge(toy(8), gpu, cpu, m, systems, {.cache_experts = 1});
+  const edge_replay_result quick = replay_edge(toy(8), fast, cpu, m, systems, {.cache_experts = 1});
+  const edge_system_result& o = slow.systems[0];
+  CHECK(o.cache.prefetches > 0);
+  CHECK(o.cache.prefetches_landed == 0);
+  CHECK(o.cache.hits == 0);
+  check_conservation(o);
+  CHECK(quick.systems[0].cache.hits == 8);  // layer 1 of each step
+  CHECK(quick.systems[0].cache.late_prefetches == 0);
+  CHECK(quick.systems[1].cache.hits == 0);
+}
+
+TEST_CASE("room for experts, and bad systems name the problem") {
+  const model_shape m = models::mixtral_8x7b();
+  const roofline_cost gpu{presets::rtx_3080_ti(), m};
+  const std::uint64_t room = experts_that_fit(gpu, m, bytes{2} << 30, 0);
+  CHECK(room == (12ULL * gibi - non_expert_weight_bytes(m) - (bytes{2} << 30)) / expert_bytes(m, fp16));
+  CHECK(experts_that_fit(roofline_cost{presets::rtx_3080_ti(), m}, m, 12ULL * gibi, 0) == 0);
+  const model_shape toy = toy_shape();
+  const std::array<edge_system_config, 1> bad{{{"b", belady_config{}}}};
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_edge(::toy(1), roofline_cost{presets::rtx_3080_ti(), toy},
+                                                     roofline_cost{presets::ryzen9_5900x_6c(), toy}, toy, bad)),
+                       "moepolicy::replay_edge: system \"b\": Belady's policy needs the future and cannot run timed",
+                       invalid_argument);
+}

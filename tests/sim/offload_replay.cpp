@@ -1,0 +1,206 @@
+// CXL-MoE and its baselines on the timed model: demand fetches stall the GPU for their link
+// time, a prefetch helps only when it lands before the access (a late one is a partial
+// stall), every byte crosses a link, HBM-only needs room for every expert, and on the Mixtral
+// decode trace the CXL-MoE rows change with cache size and with stickiness.
+#include "moepolicy/sim/offload_replay.hpp"
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "../cache/cache_test_support.hpp"
+#include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/roofline.hpp"
+#include "moepolicy/io/read_trace.hpp"
+
+using namespace moepolicy;
+
+namespace {
+
+// A Mixtral-8x7B-sized layer (352 MB experts: 5.5 ms over CXL) with four experts, top-1,
+// one MoE layer.
+model_shape toy_shape() {
+  model_shape m = models::mixtral_8x7b();
+  m.name = "toy";
+  m.num_layers = 1;
+  m.num_experts = 4;
+  m.top_k = 1;
+  return m;
+}
+
+// One request of four decode tokens selecting experts 0, 2, 2, 3.
+routing_trace toy() {
+  routing_trace_builder b({.model = "toy", .source = "test", .num_layers = 1, .num_experts = 4, .top_k = 1});
+  const auto r = b.add_request("r");
+  std::uint32_t step = 1;
+  for (expert_id e : std::array<expert_id, 4>{0, 2, 2, 3}) {
+    const std::array<expert_id, 1> ids{e};
+    const std::array<float, 1> ws{1.0f};
+    b.add({r, phase::decode, step, step, 0, ids, ws, {}});
+    ++step;
+  }
+  return std::move(b).finish();
+}
+
+roofline_cost h100(const model_shape& m, bytes hbm = 80'000'000'000ULL) {
+  device_spec g = presets::h100_pcie_gen5();
+  g.capacity_bytes = hbm;
+  return roofline_cost{g, m};
+}
+
+offload_system_config lru_system(offload_predictor p, link_spec link = presets::cxl2_x16) {
+  return {"lru",        offload_system_kind::cached,
+          link,         link_duplex::full,
+          lru_config{}, {.predictor = p, .horizon = 1, .depth = 1}};
+}
+
+/// Link bytes of weights = the cache's installed, transient and wasted bytes.
+void check_conservation(const offload_system_result& s) {
+  REQUIRE(s.ok());
+  const resource_account& in = s.accounts[s.link_in];
+  CHECK(in.moved(cost_kind::demand_fetch) == s.cache.demand_bytes);
+  CHECK(in.moved(cost_kind::prefetch) == s.cache.prefetch_bytes + s.cache.late_placed_bytes + s.cache.wasted_bytes);
+  CHECK(s.cache.accesses == s.cache.hits + s.cache.late_prefetches + s.cache.misses);
+  CHECK(s.decode_hits <= s.decode_accesses);
+  // Weights only ever cross towards the GPU.
+  CHECK(s.accounts.link_bytes(cost_kind::demand_fetch) == in.moved(cost_kind::demand_fetch));
+}
+
+}  // namespace
+
+TEST_CASE("demand caching on the timeline: each miss stalls the GPU for its transfer") {
+  const model_shape m = toy_shape();
+  const roofline_cost gpu = h100(m);
+  const std::array<offload_system_config, 2> systems{
+      {{"hbm", offload_system_kind::hbm_only}, lru_system(offload_predictor::none)}};
+  const offload_replay_result r = replay_offload(toy(), gpu, m, systems, {.cache_experts = 2});
+  REQUIRE(r.steps == 4);
+  const offload_system_result& hbm = r.systems[0];
+  const offload_system_result& lru = r.systems[1];
+  REQUIRE(hbm.ok());
+  CHECK(hbm.decode_hit_ratio() == 1.0);
+  CHECK(hbm.accounts.link_bytes(cost_kind::demand_fetch) == 0);
+  // LRU of 2: 0 miss, 2 miss, 2 hit, 3 miss.
+  CHECK(lru.decode_accesses == 4);
+  CHECK(lru.decode_hits == 1);
+  const bytes W = expert_bytes(m, fp16);
+  const seconds T = presets::cxl2_x16.seconds_for(W);
+  CHECK(lru.accounts[lru.link_in].moved(cost_kind::demand_fetch) == 3 * W);
+  CHECK(lru.accounts[lru.gpu].stall_seconds == doctest::Approx(3 * T));
+  CHECK(lru.tpot() == doctest::Approx(hbm.tpot() + 0.75 * T));
+  CHECK(lru.throughput() == doctest::Approx(4.0 / (4 * hbm.tpot() + 3 * T)));
+  // The KV entries of each layer cross the other direction.
+  CHECK(lru.accounts[lru.link_out].moved(cost_kind::kv_cache) == 4 * kv_bytes_per_token(m));
+  check_conservation(lru);
+}
+
+TEST_CASE("a prefetch that has not landed is not a hit: late prefetches are partial stalls") {
+  const model_shape m = toy_shape();
+  const roofline_cost gpu = h100(m);
+  // The oracle predicts the next token's expert exactly. Over CXL the layer's idle link time
+  // (about 0.3 ms) moves a few chunks of the 5.5 ms expert: every prediction is late.
+  const std::array<offload_system_config, 2> systems{
+      {lru_system(offload_predictor::oracle), lru_system(offload_predictor::oracle, {unlimited_bandwidth, 0.0})}};
+  const offload_replay_result r = replay_offload(toy(), gpu, m, systems, {.cache_experts = 2});
+  const offload_system_result& cxl = r.systems[0];
+  const offload_system_result& instant = r.systems[1];
+  CHECK(cxl.decode_hits == 1);  // the repeated expert 2, already resident
+  CHECK(cxl.cache.late_prefetches == 2);
+  CHECK(cxl.cache.late_placed_bytes > 0);
+  CHECK(cxl.cache.late_placed_bytes < expert_bytes(m, fp16));
+  // A late prefetch stalls less than a miss.
+  const seconds T = presets::cxl2_x16.seconds_for(expert_bytes(m, fp16));
+  CHECK(cxl.accounts[cxl.gpu].stall_seconds < 3 * T);
+  CHECK(cxl.accounts[cxl.gpu].stall_seconds > T);
+  check_conservation(cxl);
+  // When a prefetch can land, every predicted access hits.
+  CHECK(instant.decode_hits == 3);
+  CHECK(instant.cache.late_prefetches == 0);
+  CHECK(instant.cache.prefetches_used == 2);
+}
+
+TEST_CASE("HBM-only needs room for every expert: the paper's out-of-memory row") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 2);
+  const std::array<offload_system_config, 1> systems{{{"hbm", offload_system_kind::hbm_only}}};
+  const offload_replay_result fits = replay_offload(t, h100(m), m, systems);
+  CHECK(fits.systems[0].ok());
+  const offload_replay_result oom = replay_offload(t, h100(m, 1'000'000'000ULL), m, systems);
+  CHECK(oom.systems[0].status == offload_status::does_not_fit);
+  CHECK(oom.systems[0].status_detail.find("has 1.00 GB") != std::string::npos);
+}
+
+TEST_CASE("concurrent streams on the bundled Granite trace: every byte on a link, prefills charged") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 6);
+  const roofline_cost gpu = h100(m);
+  std::vector<offload_system_config> systems{cxl_moe_system(), cpu_offload_system(),
+                                             lru_system(offload_predictor::none)};
+  offload_system_config markov = cxl_moe_system("markov");
+  markov.prefetch.predictor = offload_predictor::markov;
+  markov.prefetch.history = 1;
+  systems.push_back(markov);
+  for (std::size_t B : {1u, 4u}) {
+    CAPTURE(B);
+    const offload_replay_result r = replay_offload(t, gpu, m, systems, {.streams = B, .cache_experts = 192});
+    CHECK(r.tokens == 6 * 16);
+    for (const offload_system_result& s : r.systems) {
+      CAPTURE(s.config.label);
+      check_conservation(s);
+      CHECK(s.prefills == 6);
+      CHECK(s.mean_ttft() > 0.0);
+      CHECK(s.tpot() > 0.0);
+    }
+    // The half-duplex CPU-offload path carries the KV writes on its only link.
+    const offload_system_result& cpu = r.systems[1];
+    CHECK(cpu.link_in == cpu.link_out);
+    CHECK(cpu.accounts[cpu.link_in].moved(cost_kind::kv_cache) > 0);
+  }
+}
+
+TEST_CASE("bad arguments name the function and the value") {
+  const model_shape m = toy_shape();
+  offload_system_config belady = lru_system(offload_predictor::none);
+  belady.policy = belady_config{};
+  const std::array<offload_system_config, 1> s{{belady}};
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload(toy(), h100(m), m, s)),
+                       "moepolicy::replay_offload: system \"lru\": Belady's policy needs the future and cannot run "
+                       "timed",
+                       invalid_argument);
+  const model_shape g = models::granite_3_1_1b_a400m();
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload(toy(), h100(g), g, std::span<const offload_system_config>{})),
+                       "moepolicy::replay_offload: the trace's layers x experts must match the model's 24 x 32, trace "
+                       "layers, got 1",
+                       invalid_argument);
+}
+
+TEST_CASE("Mixtral decode: CXL-MoE's rows change with cache size and with stickiness") {
+  const std::filesystem::path p =
+      std::filesystem::path(MOEPOLICY_SHARED_TRACES) / "mixtral-8x7b-decode" / "humaneval_2_routing.jsonl";
+  if (!std::filesystem::exists(p)) {
+    MESSAGE("shared traces not found: skipped");
+    return;
+  }
+  const routing_trace t = io::read_trace(p);
+  const model_shape m = models::mixtral_8x7b();
+  const roofline_cost gpu = h100(m);
+  offload_system_config plain = cxl_moe_system("no stickiness");
+  std::get<sticky_lru_config>(plain.policy).stickiness = false;
+  const std::array<offload_system_config, 2> systems{{cxl_moe_system(), plain}};
+  std::vector<double> hit;
+  std::vector<double> tpot;
+  for (std::uint64_t c : {11u, 22u, 45u, 181u}) {  // 4, 8, 16 and 64 GB of FP16 experts
+    const offload_replay_result r = replay_offload(t, gpu, m, systems, {.cache_experts = c});
+    check_conservation(r.systems[0]);
+    hit.push_back(r.systems[0].decode_hit_ratio());
+    tpot.push_back(r.systems[0].tpot());
+    // Stickiness protects predicted experts where the cache is smaller than a token's working
+    // set (64 experts); with room for most of it LRU keeps them anyway.
+    if (c < 45) CHECK(r.systems[0].decode_hit_ratio() > r.systems[1].decode_hit_ratio() + 0.02);
+  }
+  for (std::size_t i = 1; i < hit.size(); ++i) CHECK(hit[i - 1] < hit[i]);
+  for (std::size_t i = 1; i < tpot.size(); ++i) CHECK(tpot[i - 1] > tpot[i]);
+}
