@@ -1,4 +1,4 @@
-// Costs of the context-aware placement policies (seed 000): the routing-statistics
+// Costs of the context-aware placement policies (Context-Aware GPU-NDP): the routing-statistics
 // collector per batch, importance scoring + placement of a whole model, and prefix split
 // beside the exact allocation. Each policy sits beside a floor that only reads the same
 // inputs once; the ratio policy/floor is the figure the README quotes.

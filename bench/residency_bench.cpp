@@ -1,4 +1,4 @@
-// Costs of DynaExq's policy and mechanism (seed 003): interval hotness on real routing,
+// Costs of DynaExq's policy and mechanism (DynaExq): interval hotness on real routing,
 // target-set selection per layer for E = 8 … 512, handle resolution, and transition
 // throughput with the host mover. Each sits beside a floor that only reads the same inputs
 // once (or, for resolution, only loads an atomic pointer; for transitions, only copies the

@@ -1,4 +1,4 @@
-// dynaexq — DynaExq (seed 003) replayed on recorded routing whose workload shifts: static,
+// dynaexq — DynaExq replayed on recorded routing whose workload shifts: static,
 // online and hysteresis policies through the residency mechanism (drivers/dynaexq.hpp).
 #include <filesystem>
 #include <iostream>
@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 using namespace moepolicy;
 
 int main(int argc, char** argv) {
-  CLI::App app{"DynaExq (seed 003): hotness-driven FP16/4-bit expert residency on recorded routing"};
+  CLI::App app{"DynaExq: hotness-driven FP16/4-bit expert residency on recorded routing"};
   const fs::path here = fs::path(MOEPOLICY_SOURCE_DIR);
   std::string trace = examples::bundled_granite(here).string();
   examples::dynaexq::options opt;

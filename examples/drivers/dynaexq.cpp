@@ -1,4 +1,4 @@
-// The dynaexq driver's replay — DynaExq (seed 003, "Dynamic Expert Quantization for
+// The dynaexq driver's replay — DynaExq ("Dynamic Expert Quantization for
 // Scalable Mixture-of-Experts Inference", §3.2–3.5) on recorded Granite routing whose
 // workload shifts.
 //

@@ -1,4 +1,4 @@
-// The replay of the dynaexq driver as a function: DynaExq (seed 003, "Dynamic Expert
+// The replay of the dynaexq driver as a function: DynaExq ("Dynamic Expert
 // Quantization for Scalable Mixture-of-Experts Inference", §3.2–3.5) on recorded routing
 // whose workload shifts. What is modelled and how is stated in drivers/dynaexq.cpp and
 // printed with the results.

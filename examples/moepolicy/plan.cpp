@@ -258,7 +258,7 @@ void add_plan_commands(CLI::App& app) {
   bw->callback([bw_path] { solve_bitwidth(*bw_path); });
 
   auto pl_path = std::make_shared<std::string>();
-  auto* pl = app.add_subcommand("place", "Place experts on GPU and NDP from prefill statistics (seed 000 Alg. 1)");
+  auto* pl = app.add_subcommand("place", "Place experts on GPU and NDP from prefill statistics (Context-Aware GPU-NDP Alg. 1)");
   pl->add_option("problem", *pl_path, "Problem JSON file, or - for standard input")->required();
   pl->callback([pl_path] { solve_place(*pl_path); });
 }

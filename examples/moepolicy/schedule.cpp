@@ -1,4 +1,4 @@
-// `moepolicy schedule PROBLEM.json`: solve one decode step's makespan problem (seed 001
+// `moepolicy schedule PROBLEM.json`: solve one decode step's makespan problem (TriMoE
 // TriMoE §4.2, Eq. 5–7) on the TriMoE machine — an H100 over PCIe Gen5, a Xeon 8470 with
 // AMX and DIMM-NDP units (cost/presets.hpp, roofline models) — and print each solver's
 // assignment as JSON. `-` reads the problem from stdin.

@@ -1,4 +1,4 @@
-// Score-aware eviction (seed 004 §5.3): lowest windowed average score, inactive experts'
+// Score-aware eviction (Edge-MoE §5.3): lowest windowed average score, inactive experts'
 // scores counted, the in-layer shield.
 #include "moepolicy/cache/score_aware.hpp"
 

@@ -1,4 +1,4 @@
-// LRU with confidence stickiness and prediction-gated admission (seed 002 §3).
+// LRU with confidence stickiness and prediction-gated admission (CXL-MoE §3).
 #include "moepolicy/cache/sticky_lru.hpp"
 
 #include <doctest/doctest.h>

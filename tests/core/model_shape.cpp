@@ -10,7 +10,7 @@ TEST_CASE("a Mixtral-8x7B expert holds 3 x 4096 x 14336 weights") {
   CHECK(expert_bytes(m, fp16) == 352'321'536ULL);  // 336 MiB
   CHECK(m.flops_per_token() == doctest::Approx(352'321'536.0));
   CHECK(m.num_moe_layers() == 32);
-  // 32 layers x 8 experts x 176M = 45.1B expert parameters (seed 000 Tab. 1).
+  // 32 layers x 8 experts x 176M = 45.1B expert parameters (Context-Aware GPU-NDP Tab. 1).
   CHECK(static_cast<double>(m.weights_per_expert()) * 32 * 8 == doctest::Approx(45.1e9).epsilon(0.001));
 }
 

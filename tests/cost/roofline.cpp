@@ -64,7 +64,7 @@ TEST_CASE("every preset is non-negative and monotone in tokens") {
 }
 
 TEST_CASE("low-bit weights speed up the CXL-NDP device in proportion to 16 / bits") {
-  // seed 000 §5.2 reports about 5x (3-bit) and 8x (2-bit) lower NDP-side latency; the
+  // Context-Aware GPU-NDP §5.2 reports about 5x (3-bit) and 8x (2-bit) lower NDP-side latency; the
   // bit-scaled systolic arrays give 16/3 = 5.33x and 16/2 = 8x in the compute-bound
   // region, and the weights streamed shrink by about the same factor.
   const roofline_cost ndp{presets::cxl_ndp(), mixtral};

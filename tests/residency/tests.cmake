@@ -1,4 +1,4 @@
-# DynaExq's residency mechanism (seed 003 §3.2–3.4). Every test name contains "residency":
+# DynaExq's residency mechanism (DynaExq §3.2–3.4). Every test name contains "residency":
 # the ThreadSanitizer CI configuration runs `ctest -R residency`.
 moepolicy_add_test(test_residency_precision_tier SOURCES ${CMAKE_CURRENT_LIST_DIR}/precision_tier.cpp)
 moepolicy_add_test(test_residency_concepts SOURCES ${CMAKE_CURRENT_LIST_DIR}/concepts.cpp)

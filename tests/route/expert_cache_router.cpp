@@ -1,4 +1,4 @@
-// The expert-cache router (seed 004 Alg. 1, §5.1, §5.4), hand-worked from the paper's
+// The expert-cache router (Edge-MoE Alg. 1, §5.1, §5.4), hand-worked from the paper's
 // description, plus invariants on random batches.
 #include "moepolicy/route/expert_cache_router.hpp"
 

@@ -137,7 +137,7 @@ TEST_CASE("device_loads prices moves and pairs of moves exactly as a rebuild doe
 }
 
 // ---------------------------------------------------------------------------------------
-// Eq. 1-4 on the TriMoE machine (seed 001 Tab. 1): H100 PCIe, Xeon 8470 AMX, 16 DIMM-NDPs,
+// Eq. 1-4 on the TriMoE machine (TriMoE Tab. 1): H100 PCIe, Xeon 8470 AMX, 16 DIMM-NDPs,
 // Mixtral-8x7B at FP16. W = 3 * 4096 * 14336 * 2 B = 352,321,536 B; FLOPs per token 2W/2·2.
 
 namespace {

@@ -1,6 +1,6 @@
 // The makespan solvers on real decode steps: Mixtral-8x7B (vLLM, HumanEval; 8 experts,
 // top-2) and Granite-3.1-1B-A400M (32 experts, top-8), priced on the TriMoE machine
-// (seed 001 Tab. 1: H100 PCIe, Xeon 8470 AMX, 16 DIMM-NDPs) at FP16.
+// (TriMoE Tab. 1: H100 PCIe, Xeon 8470 AMX, 16 DIMM-NDPs) at FP16.
 //
 // Steps. The traces decode one sequence at a time, so B recorded tokens are merged into one
 // batched step as B concurrent sequences would be (sched/batched_steps.hpp,
@@ -15,7 +15,7 @@
 //   offline        the paper's initial layout (§4.3): cold localized, hot resident and
 //                  striped, warm striped;
 //   gpu_ndp        hot resident and striped, all others localized (the binary GPU-NDP
-//                  layout of MoNDE-like systems, seed 001 §3.1);
+//                  layout of MoNDE-like systems, TriMoE §3.1);
 //   all_localized  every expert localized, none resident (before any relayout).
 // A localized expert e of layer l lives on DIMM (l · E + e) mod 16.
 //

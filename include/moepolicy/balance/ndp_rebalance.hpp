@@ -1,5 +1,5 @@
 // moepolicy/balance/ndp_rebalance.hpp — cold-expert rebalancing across DIMM-NDP units
-// (seed 001 "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for
+// (TriMoE, "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for
 // High-Throughput MoE Inference via Offloading", §4.3, "Cold Expert Rebalancing").
 //
 // The paper: "the system calculates the total predicted load of cold experts on each

@@ -1,4 +1,4 @@
-// moepolicy/balance/two_pointer.hpp — the two-pointer CPU-load balancer (seed 004,
+// moepolicy/balance/two_pointer.hpp — the two-pointer CPU-load balancer (Edge-MoE,
 // "Enabling MoE on the Edge via Importance-Driven Expert Scheduling", §5.4 and Alg. 2), its
 // exact counterpart, and a general form over device-cost models.
 //

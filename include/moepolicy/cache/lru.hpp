@@ -1,6 +1,6 @@
 // moepolicy/cache/lru.hpp — least-recently-used eviction. Models `EvictionPolicy`.
 //
-// The baseline of every expert-caching paper (seed 002 §3 builds on it; seed 004 §5.3
+// The baseline of every expert-caching paper (CXL-MoE §3 builds on it; Edge-MoE §5.3
 // contrasts with it; Mixtral-offloading uses it). Residents are kept in one recency list
 // per capacity pool; the victim is the least recently inserted, hit, or prefetched while
 // resident (a prefetch announces a use). A demand cache of

@@ -1,5 +1,5 @@
 // moepolicy/cache/score_aware.hpp — score-aware eviction with the in-layer protection
-// shield (seed 004, "Enabling MoE on the Edge via Importance-Driven Expert Scheduling",
+// shield (Edge-MoE, "Enabling MoE on the Edge via Importance-Driven Expert Scheduling",
 // §5.3). Models `EvictionPolicy`; observes layers and steps.
 //
 // The victim is the resident expert with the lowest average router score over the last

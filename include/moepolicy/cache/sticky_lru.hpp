@@ -1,5 +1,5 @@
 // moepolicy/cache/sticky_lru.hpp — LRU with confidence stickiness and prediction-gated
-// admission (seed 002, "CXL-MoE: Accelerating Sparse Model Inference through Intelligent
+// admission (CXL-MoE, "CXL-MoE: Accelerating Sparse Model Inference through Intelligent
 // Expert Offloading to CXL Memory", §3 "On-GPU Expert Cache Management"). Models
 // `EvictionPolicy`; takes prefetch hints, has admission, observes steps.
 //

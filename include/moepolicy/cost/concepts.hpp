@@ -27,8 +27,8 @@
 namespace moepolicy {
 
 /// Whether a device is one processor that runs its experts one after another (GPU,
-/// CPU: their times add up, seed 001 Eq. 5), or a set of identical units that run in
-/// parallel, each only the experts whose weights it holds (DIMM-NDP, seed 001 §4.2).
+/// CPU: their times add up, TriMoE Eq. 5), or a set of identical units that run in
+/// parallel, each only the experts whose weights it holds (DIMM-NDP, TriMoE §4.2).
 enum class execution_kind : std::uint8_t { serial, parallel_units };
 
 /// Prices running an expert on a device whose memory already holds its weights.
@@ -37,7 +37,7 @@ enum class execution_kind : std::uint8_t { serial, parallel_units };
 ///   1. `c.compute_seconds(e, b, t)` is finite and >= 0, and 0 when `t == 0`;
 ///   2. it is non-decreasing in `t`;
 ///   3. for a device whose compute benefits from low precision it is non-increasing
-///      as `b` falls (seed 000 §2.3); other devices may ignore `b` for compute;
+///      as `b` falls (Context-Aware GPU-NDP §2.3); other devices may ignore `b` for compute;
 ///   4. calls are const, deterministic, noexcept and safe to make concurrently.
 template <class C>
 concept ComputeCost = requires(const C& c, expert_key e, bitwidth b, std::size_t tokens) {
@@ -48,7 +48,7 @@ concept ComputeCost = requires(const C& c, expert_key e, bitwidth b, std::size_t
 ///
 /// For `const C& c`, `bytes n`:
 ///   1. `c.transfer_seconds(n)` is finite and >= 0, 0 when `n == 0`, non-decreasing in `n`;
-///   2. for a link of bandwidth B and latency λ it equals λ + n / B (seed 002 §2);
+///   2. for a link of bandwidth B and latency λ it equals λ + n / B (CXL-MoE §2);
 ///   3. calls are const, deterministic, noexcept and safe to make concurrently.
 template <class C>
 concept TransferCost = requires(const C& c, bytes n) {
@@ -92,7 +92,7 @@ concept ExecutionModel = requires(const C& c) {
 };
 
 /// Prices the time one unit's memory is busy serving weight reads issued by *other*
-/// devices — seed 001 Eq. 6's contention term, and the T_DRAM read of Eq. 2–3.
+/// devices — TriMoE Eq. 6's contention term, and the T_DRAM read of Eq. 2–3.
 ///
 /// For `const C& c`, `bytes n`:
 ///   1. `c.contention_seconds(n)` is finite and >= 0, 0 when `n == 0`, non-decreasing;

@@ -42,7 +42,7 @@ struct compute_spec {
   bitwidth peak_bits = fp16;
   /// Whether weights below `peak_bits` raise throughput in proportion, peak(b) =
   /// peak_flops · peak_bits / b (bit-serial or packed-MAC units, as the CXL-NDP
-  /// systolic arrays of seed 000 §2.3: ≈5× at 3 bits and 8× at 2 bits, §5.2).
+  /// systolic arrays of Context-Aware GPU-NDP §2.3: ≈5× at 3 bits and 8× at 2 bits, §5.2).
   /// When false, low-bit weights are dequantised and compute runs at `peak_flops`.
   bool bit_scaled_compute = false;
   /// Bytes per second at which the unit's own compute reads weights from its memory, > 0.
@@ -68,7 +68,7 @@ struct device_spec {
   /// unlimited for a device that computes where the activations are.
   link_spec activation_link;
   /// Bytes per second at which one unit's memory serves reads issued by other devices
-  /// (seed 001 Eq. 2, 3 and 6); unlimited when such reads never contend.
+  /// (TriMoE Eq. 2, 3 and 6); unlimited when such reads never contend.
   double host_read_bandwidth = unlimited_bandwidth;
   /// Bytes of one activation element crossing `activation_link` (2 for FP16/BF16).
   double activation_element_bytes = 2.0;

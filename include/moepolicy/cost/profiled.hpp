@@ -1,7 +1,7 @@
 // moepolicy/cost/profiled.hpp — a device-cost model whose compute time comes from
 // offline measurements. Models `DeviceCost`.
 //
-// TriMoE (seed 001 §4.2) profiles the GPU and CPU offline for various token counts and
+// TriMoE (§4.2) profiles the GPU and CPU offline for various token counts and
 // looks up f_calc(L) at run time. `profiled_cost` does the same: for each profiled
 // bitwidth a table of (tokens, seconds) points, interpolated piecewise linearly.
 // Links, memory, execution kind and contention come from a `device_spec` as in the

@@ -4,7 +4,7 @@
 //   launch + max( t · 2·3·hidden·intermediate / peak(b),  expert_bytes(b) / memory_bw )
 // — the larger of its arithmetic at the device's peak and one pass over its weights at
 // the device's memory bandwidth (the roofline model). peak(b) is the quoted peak, or for
-// bit-scaled units (CXL-NDP systolic arrays, seed 000 §2.3) peak · peak_bits / b.
+// bit-scaled units (CXL-NDP systolic arrays, Context-Aware GPU-NDP §2.3) peak · peak_bits / b.
 // The knee where the two terms meet is at t* = expert_bytes · peak / (bw · flops_per_token)
 // tokens: below it an expert is memory-bound (decode), above it compute-bound (prefill).
 #pragma once

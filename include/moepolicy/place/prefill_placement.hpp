@@ -1,5 +1,5 @@
 // moepolicy/place/prefill_placement.hpp — prefill-guided expert placement with
-// mixed-precision NDP experts (seed 000 §4.1–4.2, Alg. 1 lines 9–22).
+// mixed-precision NDP experts (Context-Aware GPU-NDP §4.1–4.2, Alg. 1 lines 9–22).
 //
 // After a request's prefill, each layer's experts are ranked by importance
 // S = α P̃ + (1 − α) W̃ (score/importance.hpp); the top K go to the GPU at full precision,

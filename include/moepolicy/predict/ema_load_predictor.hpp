@@ -1,6 +1,6 @@
 // moepolicy/predict/ema_load_predictor.hpp — TriMoE's expert load predictor: an
 // exponential moving average of each expert's per-step load and the hot / warm / cold
-// class it predicts (seed 001 "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP
+// class it predicts (TriMoE, "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP
 // for High-Throughput MoE Inference via Offloading", §4.3, Eq. 8).
 //
 //   EMA_e(t) = α · F_e(t) + (1 − α) · EMA_e(t − 1),   α = 0.3 (the paper's value)
@@ -13,7 +13,7 @@
 //
 // Classes: the share rule of stats/analysis.hpp's `classify_by_share` (the smallest
 // most-loaded head holding `hot_share` of the predicted tokens is hot, the largest
-// least-loaded tail within `cold_share` is cold, the rest warm; seed 001 §3 describes
+// least-loaded tail within `cold_share` is cold, the rest warm; TriMoE §3 describes
 // the classes by token share). The predictor applies the same rule to the EMA without
 // allocating (`detail::classify_by_share_into`, tested equal to `classify_by_share`), and
 // recomputes a layer's classes at each update — re-sorting the layer's order of the last

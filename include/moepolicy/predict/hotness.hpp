@@ -1,4 +1,4 @@
-// moepolicy/predict/hotness.hpp — interval hotness estimation (seed 003, "Dynamic Expert
+// moepolicy/predict/hotness.hpp — interval hotness estimation (DynaExq, "Dynamic Expert
 // Quantization for Scalable Mixture-of-Experts Inference", §3.5 "Hotness Estimation").
 //
 // For each MoE layer l and expert e a counter c_{l,e} accumulates how often the router
@@ -11,7 +11,7 @@
 //
 // Reconstruction (the extracted text lost the symbols): the paper names one coefficient
 // that "controls the tradeoff between responsiveness and stability". We read α as the
-// weight of the interval just ended (responsiveness), as the project's other EMA (seed 001
+// weight of the interval just ended (responsiveness), as the project's other EMA (TriMoE
 // Eq. 8, stats/routing_stats.hpp `ema_counts`) does; the other reading, α weighing the
 // history, is the same estimator with α' = 1 − α.
 //
@@ -61,7 +61,7 @@ struct hotness_config {
 };
 
 /// Per (layer, expert) selection counters over the current interval, folded into a hotness
-/// EMA at each interval's end (seed 003 §3.5).
+/// EMA at each interval's end (DynaExq §3.5).
 class hotness_estimator {
  public:
   /// Preconditions: none.

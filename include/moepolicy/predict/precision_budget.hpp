@@ -1,5 +1,5 @@
 // moepolicy/predict/precision_budget.hpp — budget initialisation: per-layer high-precision
-// capacities n_l from a device-memory budget (seed 003, "Dynamic Expert Quantization for
+// capacities n_l from a device-memory budget (DynaExq, "Dynamic Expert Quantization for
 // Scalable Mixture-of-Experts Inference", §3.1 "budget initialization", §3.3 "Budget model
 // and OOM safety", §3.5 "Budget-feasible Selection").
 //
@@ -107,7 +107,7 @@ struct precision_budget {
 };
 
 /// Derives the per-layer high-precision capacities n_l from a device-memory budget
-/// (seed 003 §3.3, §3.5).
+/// (DynaExq §3.3, §3.5).
 ///
 /// Preconditions: none beyond the checks below.
 /// Returns: the capacities, the regions and the status; `infeasible` leaves every n_l = 0.

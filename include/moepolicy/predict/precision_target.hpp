@@ -1,5 +1,5 @@
 // moepolicy/predict/precision_target.hpp — the budget-feasible high-precision target set per
-// layer, with hysteresis, and the promote/demote candidates (seed 003, "Dynamic Expert
+// layer, with hysteresis, and the promote/demote candidates (DynaExq, "Dynamic Expert
 // Quantization for Scalable Mixture-of-Experts Inference", §3.5 "Budget-feasible
 // Selection" and "Hysteresis for Stability").
 //
@@ -97,7 +97,7 @@ struct layer_target {
 };
 
 /// Picks each layer's high-precision target set and its promote/demote candidates
-/// (seed 003 §3.5).
+/// (DynaExq §3.5).
 class precision_target_selector {
  public:
   /// One capacity n_l per layer.

@@ -1,5 +1,5 @@
 // moepolicy/predict/prefetch_queue.hpp — the prioritised load queue of expert prefetching
-// (seed 004, "Enabling MoE on the Edge via Importance-Driven Expert Scheduling", §5.2), and
+// (Edge-MoE, "Enabling MoE on the Edge via Importance-Driven Expert Scheduling", §5.2), and
 // the `PrefetchPredictor` concept of the predictors that feed it.
 //
 // §5.2: "we identify and rank the top k experts based on their projected scores. These
@@ -12,7 +12,7 @@
 // caller `clear`s the queue when the layer's true routing arrives.
 //
 // Predictors that model `PrefetchPredictor` (each proves it where it is defined):
-// `short_horizon_predictor` (seed 002 §3), `transition_predictor` (cross-layer counts),
+// `short_horizon_predictor` (CXL-MoE §3), `transition_predictor` (cross-layer counts),
 // `oracle_predictor` (the trace's own future, the bound).
 #pragma once
 

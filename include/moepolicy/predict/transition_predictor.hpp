@@ -1,7 +1,7 @@
 // moepolicy/predict/transition_predictor.hpp — a cross-layer transition predictor: layer
 // l's experts predict layer l+1's, from counts. Models `PrefetchPredictor`.
 //
-// The edge system (seed 004, "Enabling MoE on the Edge via Importance-Driven Expert
+// The edge system (Edge-MoE, "Enabling MoE on the Edge via Importance-Driven Expert
 // Scheduling", §5.2) predicts layer l+1's scores by running its gate on hidden states that
 // only the model can produce; a routing trace cannot drive that. What a trace can drive is
 // the dependence it exploits — a token's experts at layer l say much about its experts at

@@ -5,7 +5,7 @@
 // A layer has E experts to quantise, each to one bitwidth of an ascending set
 // b_0 < b_1 < … < b_{m-1}, with a measured loss L_e(b_j) and an importance weight w_e.
 // Raising an expert from b_0 to b_j costs c_j = b_j − b_0 *increments*; the budget is
-// R = E · (b̄ − b_0) increments for a target average bitwidth b̄ (seed 000 §4.2, which
+// R = E · (b̄ − b_0) increments for a target average bitwidth b̄ (Context-Aware GPU-NDP §4.2, which
 // uses {1, 2, 3, 4}, so c_j = j and R = E_NDP (b̄ − 1)). The objective is the weighted
 // loss Σ_e w_e L_e(b_e); the budget holds with equality (the paper's 3n₄ + 2n₃ + n₂ = R)
 // or as an upper bound.
@@ -27,7 +27,7 @@ namespace moepolicy {
 
 /// Whether the increments spent must equal the budget R or may stay below it.
 enum class budget_form : std::uint8_t {
-  /// Σ c(b_e) = R, as seed 000 §4.2 writes the constraint (3n₄ + 2n₃ + n₂ = R).
+  /// Σ c(b_e) = R, as Context-Aware GPU-NDP §4.2 writes the constraint (3n₄ + 2n₃ + n₂ = R).
   exact,
   /// Σ c(b_e) ≤ R: never worse, and the only form with an answer for some budgets.
   at_most,

@@ -1,4 +1,4 @@
-// moepolicy/quant/prefix_split.hpp — prefix-split bitwidth allocation (seed 000 §4.2,
+// moepolicy/quant/prefix_split.hpp — prefix-split bitwidth allocation (Context-Aware GPU-NDP §4.2,
 // "Context-Aware Mixture-of-Experts Inference on CXL-Enabled GPU-NDP Systems",
 // Alg. 1 lines 19–22).
 //

@@ -1,5 +1,5 @@
 // moepolicy/residency/block_pool.hpp — a fixed-granularity pool over a preallocated arena
-// (seed 003, "Dynamic Expert Quantization for Scalable Mixture-of-Experts Inference", §3.3
+// (DynaExq, "Dynamic Expert Quantization for Scalable Mixture-of-Experts Inference", §3.3
 // "Partitioned pools" and "Fixed-granularity allocation").
 //
 // The expert-weight region is split into disjoint pools with one role each — `pool_hi` for
@@ -51,7 +51,7 @@ struct pool_block {
 };
 
 /// Fixed-size blocks from a preallocated arena with an O(1) lock-free free list
-/// (seed 003 §3.3).
+/// (DynaExq §3.3).
 class block_pool {
  public:
   /// A pool owning a host arena of `num_blocks` blocks of `block_bytes`, each aligned to

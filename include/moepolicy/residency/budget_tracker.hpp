@@ -1,5 +1,5 @@
 // moepolicy/residency/budget_tracker.hpp — the global byte budget that gates every
-// transition (seed 003, "Dynamic Expert Quantization for Scalable Mixture-of-Experts
+// transition (DynaExq, "Dynamic Expert Quantization for Scalable Mixture-of-Experts
 // Inference", §3.3 "Budget model and OOM safety", §2.5 (i) "Hard budget invariance").
 //
 // `try_reserve(n)` admits n bytes only if the reservations then stay within the cap; a
@@ -27,7 +27,7 @@
 
 namespace moepolicy {
 
-/// Reservations of bytes against a fixed cap; never exceeds it (seed 003 §3.3).
+/// Reservations of bytes against a fixed cap; never exceeds it (DynaExq §3.3).
 class budget_tracker {
  public:
   /// A tracker with nothing reserved.

@@ -1,4 +1,4 @@
-// moepolicy/residency/concepts.hpp — the residency mechanism's extension points (seed 003,
+// moepolicy/residency/concepts.hpp — the residency mechanism's extension points (DynaExq,
 // "Dynamic Expert Quantization for Scalable Mixture-of-Experts Inference", §3.4 and §4).
 //
 // The transition pipeline (residency/transition_queue.hpp) moves expert versions through a
@@ -55,7 +55,7 @@ concept CompletionPoll = AsyncCopy<M> && std::movable<typename M::completion> &&
   { m.done(c) } -> std::convertible_to<bool>;
 };
 
-/// Moves expert versions for the transition pipeline (seed 003 §3.4).
+/// Moves expert versions for the transition pipeline (DynaExq §3.4).
 ///
 /// A `Mover` is an `AsyncCopy` whose completions can be polled (`CompletionPoll`). Its
 /// calls come from one thread at a time — the pipeline's worker, under its step lock — so a

@@ -1,5 +1,5 @@
 // moepolicy/residency/precision_tier.hpp — the vocabulary shared by DynaExq's policy and
-// mechanism (seed 003, "Dynamic Expert Quantization for Scalable Mixture-of-Experts
+// mechanism (DynaExq, "Dynamic Expert Quantization for Scalable Mixture-of-Experts
 // Inference", §3 and §3.2).
 //
 // Each expert keeps two versions, a low-precision one (bitwidth b_lo) and a high-precision

@@ -1,4 +1,4 @@
-// moepolicy/residency/transition_queue.hpp — the non-blocking transition pipeline (seed 003,
+// moepolicy/residency/transition_queue.hpp — the non-blocking transition pipeline (DynaExq,
 // "Dynamic Expert Quantization for Scalable Mixture-of-Experts Inference", §3.3 "admission
 // check", §3.4 "Asynchronous queues and backpressure", "Update/Evict procedure", §4).
 //
@@ -185,7 +185,7 @@ struct transition_step_result {
 /// Outcome of `transition_pipeline::load_all`.
 enum class residency_load_status : std::uint8_t { ok, over_budget, pool_exhausted };
 
-/// The transition pipeline of DynaExq (seed 003 §3.4) over a `Mover`.
+/// The transition pipeline of DynaExq §3.4 over a `Mover`.
 ///
 /// The table, budget tracker and pools are the caller's and must outlive the pipeline.
 template <Mover M, TransitionClock Clock = std::chrono::steady_clock>

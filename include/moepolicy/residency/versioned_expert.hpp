@@ -1,5 +1,5 @@
 // moepolicy/residency/versioned_expert.hpp — Versioned Expert Residency (VER): stable expert
-// handles that always resolve to a complete version (seed 003, "Dynamic Expert
+// handles that always resolve to a complete version (DynaExq, "Dynamic Expert
 // Quantization for Scalable Mixture-of-Experts Inference", §3.2, and §3.1 "window-level
 // pinning").
 //
@@ -69,7 +69,7 @@
 
 namespace moepolicy {
 
-/// An expert's residency state (seed 003 §3.2), plus `absent` before its first load.
+/// An expert's residency state (DynaExq §3.2), plus `absent` before its first load.
 enum class residency_state : std::uint8_t { absent, resident_low, resident_high, promoting, demoting, evicting };
 
 /// The state's name as the paper writes it ("Resident-Lo", …; "absent").
@@ -254,7 +254,7 @@ class reader_slot {
   detail::reader_state* slot_;
 };
 
-/// The handle table of VER (seed 003 §3.2, §4 "a persistent handle table").
+/// The handle table of VER (DynaExq §3.2, §4 "a persistent handle table").
 ///
 /// Readers: `register_reader`, `reader_slot::pin`, `expert_handle::resolve` — thread-safe,
 /// wait-free. Observers (`state`, `serving_tier`, …) — thread-safe snapshots. Writer

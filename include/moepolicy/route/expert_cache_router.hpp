@@ -1,4 +1,4 @@
-// moepolicy/route/expert_cache_router.hpp — the expert-cache router (seed 004, "Enabling MoE
+// moepolicy/route/expert_cache_router.hpp — the expert-cache router (Edge-MoE, "Enabling MoE
 // on the Edge via Importance-Driven Expert Scheduling", §5.1 and Alg. 1, with the
 // batch-aware preference of §5.4).
 //
@@ -112,7 +112,7 @@ struct route_result {
   }
 };
 
-/// The expert-cache router of seed 004 Alg. 1.
+/// The expert-cache router of Edge-MoE Alg. 1.
 class expert_cache_router {
  public:
   /// Throws: `invalid_argument` when `num_experts` is outside [2, 65536], `top_k` outside

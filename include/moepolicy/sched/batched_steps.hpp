@@ -1,6 +1,6 @@
 // moepolicy/sched/batched_steps.hpp — batched decode steps formed from a recorded trace.
 //
-// TriMoE schedules the decode steps of large batches (seed 001 "TriMoE: Augmenting GPU
+// TriMoE schedules the decode steps of large batches (TriMoE, "TriMoE: Augmenting GPU
 // with AMX-Enabled CPU and DIMM-NDP for High-Throughput MoE Inference via Offloading",
 // §5.1.3: 256–768 sequences aggregated by offline or zigzag batching), while the recorded
 // traces decode one sequence at a time (Mixtral-8x7B: 2 requests, top-2, so a single

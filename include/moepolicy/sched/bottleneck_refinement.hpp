@@ -1,5 +1,5 @@
 // moepolicy/sched/bottleneck_refinement.hpp — TriMoE's scheduler, as published: greedy
-// cost-model-based initial assignment, then bottleneck-aware refinement (seed 001
+// cost-model-based initial assignment, then bottleneck-aware refinement (TriMoE
 // "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for High-Throughput MoE
 // Inference via Offloading", §4.2). Models `MakespanScheduler` (sched/concepts.hpp).
 //
@@ -50,7 +50,7 @@ struct bottleneck_refinement_config {
   double tolerance = detail::default_tolerance;
 };
 
-/// TriMoE's two-phase scheduler (seed 001 §4.2).
+/// TriMoE's two-phase scheduler (TriMoE §4.2).
 class bottleneck_refinement_scheduler {
  public:
   /// Throws: `invalid_argument` when `tolerance` is negative or not finite.

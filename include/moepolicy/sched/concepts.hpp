@@ -1,4 +1,4 @@
-// moepolicy/sched/concepts.hpp — the extension point of the makespan schedulers (seed 001
+// moepolicy/sched/concepts.hpp — the extension point of the makespan schedulers (TriMoE
 // "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for High-Throughput MoE
 // Inference via Offloading", §4.2).
 //

@@ -1,5 +1,5 @@
 // moepolicy/sched/exact.hpp — the optimal makespan of a small step, by branch and bound
-// over expert → option assignments (the problem of seed 001 "TriMoE: Augmenting GPU with
+// over expert → option assignments (the problem of TriMoE, "TriMoE: Augmenting GPU with
 // AMX-Enabled CPU and DIMM-NDP for High-Throughput MoE Inference via Offloading", §4.2,
 // Eq. 5–7). Models `MakespanScheduler` (sched/concepts.hpp).
 //

@@ -1,5 +1,5 @@
 // moepolicy/sched/gpu_cpu_ndp.hpp — prices a decode step's activated experts on a
-// GPU + AMX CPU + DIMM-NDP system (seed 001 "TriMoE: Augmenting GPU with AMX-Enabled
+// GPU + AMX CPU + DIMM-NDP system (TriMoE, "TriMoE: Augmenting GPU with AMX-Enabled
 // CPU and DIMM-NDP for High-Throughput MoE Inference via Offloading", §4.2, Eq. 1–4 and
 // the contention term of Eq. 6) and fills a `makespan_problem`.
 //

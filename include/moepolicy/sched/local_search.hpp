@@ -1,5 +1,5 @@
 // moepolicy/sched/local_search.hpp — an improved scheduler for the makespan problem of
-// seed 001 "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for High-Throughput
+// TriMoE, "TriMoE: Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for High-Throughput
 // MoE Inference via Offloading" (§4.2, Eq. 5–7), of this project's design. Models
 // `MakespanScheduler` (sched/concepts.hpp).
 //

@@ -1,4 +1,4 @@
-// moepolicy/sched/lower_bound.hpp — a lower bound on the makespan (seed 001 "TriMoE:
+// moepolicy/sched/lower_bound.hpp — a lower bound on the makespan (TriMoE, "TriMoE:
 // Augmenting GPU with AMX-Enabled CPU and DIMM-NDP for High-Throughput MoE Inference via
 // Offloading", §4.2, Eq. 5–7) that holds for every assignment of a `makespan_problem`.
 //

@@ -1,5 +1,5 @@
 // moepolicy/sched/problem.hpp — the heterogeneous makespan problem of one MoE decode
-// step on a GPU + CPU + DIMM-NDP system (seed 001 "TriMoE: Augmenting GPU with
+// step on a GPU + CPU + DIMM-NDP system (TriMoE, "TriMoE: Augmenting GPU with
 // AMX-Enabled CPU and DIMM-NDP for High-Throughput MoE Inference via Offloading", §4.2,
 // Eq. 5–7), in the flat form every solver of sched/ reads.
 //
@@ -42,7 +42,7 @@
 
 namespace moepolicy {
 
-/// Where an activated expert runs in one step (seed 001 §4.2).
+/// Where an activated expert runs in one step (TriMoE §4.2).
 enum class device_option : std::uint8_t {
   gpu = 0,  ///< on the GPU: Eq. 1 when resident in HBM, Eq. 2 when fetched
   cpu = 1,  ///< on the AMX CPU, reading its weights from the DIMMs: Eq. 3
@@ -57,7 +57,7 @@ inline constexpr std::size_t num_device_options = 3;
   return o == device_option::gpu ? "gpu" : o == device_option::cpu ? "cpu" : "ndp";
 }
 
-/// How an expert's weights lie in host memory (seed 001 §4.2, M_i): striped over all
+/// How an expert's weights lie in host memory (TriMoE §4.2, M_i): striped over all
 /// DIMMs (the layout the GPU and CPU read fastest) or localized on one DIMM (the only
 /// layout an NDP unit can compute on).
 struct expert_layout {

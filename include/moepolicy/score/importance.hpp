@@ -1,4 +1,4 @@
-// moepolicy/score/importance.hpp — expert importance and top-K selection (seed 000 §4.1,
+// moepolicy/score/importance.hpp — expert importance and top-K selection (Context-Aware GPU-NDP §4.1,
 // Alg. 1 lines 13–17).
 //
 // S_{l,e} = α · norm(P_{l,e}) + (1 − α) · norm(W_{l,e}) per layer, from the activation

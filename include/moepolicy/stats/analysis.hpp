@@ -1,12 +1,12 @@
 // moepolicy/stats/analysis.hpp — analyses of routing statistics.
 //
-//   cosine_similarity           of two activation distributions (seed 000 §3.2 compares a
+//   cosine_similarity           of two activation distributions (Context-Aware GPU-NDP §3.2 compares a
 //                               request's prefill and decode distributions per layer and
 //                               reports 0.89 averaged over layers for Mixtral-8x7B);
 //   layer_cosine_similarity     that, row by row, for two layers × experts matrices;
 //   summarize_defined           mean, minimum and maximum of those per-layer values,
 //                               skipping the NaN of layers one phase never reached;
-//   classify_by_share           hot / warm / cold experts by their share of tokens (seed 001
+//   classify_by_share           hot / warm / cold experts by their share of tokens (TriMoE
 //                               §3: a long cold tail holds few tokens, warm experts many).
 #pragma once
 

@@ -1,10 +1,10 @@
 // moepolicy/stats/routing_stats.hpp — routing-statistics collectors.
 //
 //   routing_stats_collector  per (layer, expert) activation counts P and routing-score
-//                            sums W, kept apart for prefill and decode (seed 000 Alg. 1
+//                            sums W, kept apart for prefill and decode (Context-Aware GPU-NDP Alg. 1
 //                            line 11; one collector per request, or `reset` between them);
 //   step_load_counter        tokens per expert of the current forward pass, per layer (the
-//                            loads L_i that TriMoE's cost model takes, seed 001 §4.2);
+//                            loads L_i that TriMoE's cost model takes, TriMoE §4.2);
 //   sliding_window_counts    counts and score sums over the last n steps;
 //   ema_counts               an exponential moving average of per-step counts.
 //
@@ -168,7 +168,7 @@ class sliding_window_counts {
     }
   }
   /// Adds every expert's router score of the step in progress, selected or not (the
-  /// score-aware eviction of seed 004 §5.3 averages scores of inactive experts too).
+  /// score-aware eviction of Edge-MoE §5.3 averages scores of inactive experts too).
   void observe_scores(layer_id layer, std::span<const float> all_scores) noexcept {
     MOEPOLICY_ASSERT(all_scores.size() == experts_);
     const std::size_t base = static_cast<std::size_t>(layer) * experts_;
@@ -218,7 +218,7 @@ class sliding_window_counts {
 };
 
 /// EMA_e(t) = α · x_e(t) + (1 − α) · EMA_e(t − 1) per (layer, expert), over per-step
-/// values x (seed 001 Eq. 8 uses token loads with α = 0.3).
+/// values x (TriMoE Eq. 8 uses token loads with α = 0.3).
 class ema_counts {
  public:
   /// Throws: `invalid_argument` when a dimension is 0 or `alpha` is not in (0, 1].

@@ -1,4 +1,4 @@
-// The two-pointer CPU-load balancer (seed 004 Alg. 2), its exact counterpart and the
+// The two-pointer CPU-load balancer (Edge-MoE Alg. 2), its exact counterpart and the
 // general form over device-cost models: hand-worked cases, the gap of Alg. 2 to the
 // optimum on random instances, and the general heuristic against enumeration.
 #include "moepolicy/balance/two_pointer.hpp"
@@ -147,7 +147,7 @@ TEST_CASE("the general form reduces to Alg. 2 under Alg. 2's cost model") {
 
 namespace {
 
-/// An edge machine of the kind seed 004 evaluates (Tab. 1: an RTX A6000 over PCIe and 6 CPU
+/// An edge machine of the kind Edge-MoE evaluates (Tab. 1: an RTX A6000 over PCIe and 6 CPU
 /// cores). Assumed figures, not from the paper: PCIe Gen4 ×16 (32 GB/s), and 6 AVX2 cores
 /// at ~0.6 TFLOP/s FP32 on dual-channel DDR4 at 50 GB/s.
 device_spec edge_gpu() {

@@ -1,4 +1,4 @@
-// The EMA load predictor (seed 001 §4.3, Eq. 8, α = 0.3) measured on real decode traces,
+// The EMA load predictor (TriMoE §4.3, Eq. 8, α = 0.3) measured on real decode traces,
 // beside a last-value baseline (α = 1: the next step looks like this one) and the oracle
 // (the next step's true loads).
 //

@@ -1,4 +1,4 @@
-// The prioritised load queue of seed 004 §5.2.
+// The prioritised load queue of Edge-MoE §5.2.
 #include "moepolicy/predict/prefetch_queue.hpp"
 
 #include <doctest/doctest.h>

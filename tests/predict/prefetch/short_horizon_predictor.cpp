@@ -1,4 +1,4 @@
-// CXL-MoE's short-horizon predictor (seed 002 §3): last m tokens → next n.
+// CXL-MoE's short-horizon predictor (CXL-MoE §3): last m tokens → next n.
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 
 #include <doctest/doctest.h>
