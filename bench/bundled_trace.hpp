@@ -2,6 +2,7 @@
 // benchmarks whose inputs are a trace's batches.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 
 #include "moepolicy/trace/canonical.hpp"
@@ -12,6 +13,22 @@ inline const routing_trace& bundled_granite() {
   static const routing_trace t = read_canonical(std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) /
                                                 "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace");
   return t;
+}
+
+/// The floor of a benchmark whose input is a trace's routing: every id and gate weight read
+/// once. Returns their sums so that the reads cannot be optimised away.
+struct routing_sums {
+  std::uint64_t ids = 0;
+  float weights = 0.0f;
+};
+inline routing_sums read_routing_once(const routing_trace& t) noexcept {
+  routing_sums s;
+  for (const auto& b : t.batches()) {
+    const auto v = t.view(b);
+    for (auto e : v.experts) s.ids += e;
+    for (auto x : v.weights) s.weights += x;
+  }
+  return s;
 }
 
 }  // namespace moepolicy::bench

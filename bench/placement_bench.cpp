@@ -42,15 +42,9 @@ BENCHMARK(BM_collector_observe);
 void BM_collector_floor(benchmark::State& state) {
   const routing_trace& t = granite();
   for (auto _ : state) {
-    std::uint64_t ids = 0;
-    float w = 0.0f;
-    for (const auto& b : t.batches()) {
-      const auto v = t.view(b);
-      for (auto e : v.experts) ids += e;
-      for (auto x : v.weights) w += x;
-    }
-    benchmark::DoNotOptimize(ids);
-    benchmark::DoNotOptimize(w);
+    const bench::routing_sums sums = bench::read_routing_once(t);
+    benchmark::DoNotOptimize(sums.ids);
+    benchmark::DoNotOptimize(sums.weights);
   }
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(t.num_rows()));
   state.SetLabel("floor: read the same ids and weights");

@@ -133,15 +133,9 @@ BENCHMARK(BM_gpu_ndp_replay)->Arg(0)->Arg(1)->Arg(2);
 void BM_gpu_ndp_replay_floor(benchmark::State& state) {
   const routing_trace& t = bench::bundled_granite();
   for (auto _ : state) {
-    std::uint64_t ids = 0;
-    float w = 0.0f;
-    for (const auto& b : t.batches()) {
-      const auto v = t.view(b);
-      for (auto e : v.experts) ids += e;
-      for (auto x : v.weights) w += x;
-    }
-    benchmark::DoNotOptimize(ids);
-    benchmark::DoNotOptimize(w);
+    const bench::routing_sums sums = bench::read_routing_once(t);
+    benchmark::DoNotOptimize(sums.ids);
+    benchmark::DoNotOptimize(sums.weights);
   }
   state.SetItemsProcessed(state.iterations() * 176);
   state.SetLabel("floor: read the trace's ids and weights once, per decoded token");

@@ -118,15 +118,9 @@ BENCHMARK(BM_edge_replay)->Arg(1)->Arg(3)->ArgName("B")->Unit(benchmark::kMillis
 void BM_timed_replay_floor(benchmark::State& state) {
   const routing_trace& t = bench::bundled_granite();
   for (auto _ : state) {
-    std::uint64_t ids = 0;
-    float w = 0.0f;
-    for (const auto& b : t.batches()) {
-      const auto v = t.view(b);
-      for (auto e : v.experts) ids += e;
-      for (auto x : v.weights) w += x;
-    }
-    benchmark::DoNotOptimize(ids);
-    benchmark::DoNotOptimize(w);
+    const bench::routing_sums sums = bench::read_routing_once(t);
+    benchmark::DoNotOptimize(sums.ids);
+    benchmark::DoNotOptimize(sums.weights);
   }
   state.SetItemsProcessed(state.iterations() * 192);
   state.SetLabel("floor: read the trace's ids and weights once, per decoded token");

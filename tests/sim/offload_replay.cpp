@@ -15,21 +15,13 @@
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/io/read_trace.hpp"
+#include "test_support.hpp"
 
 using namespace moepolicy;
 
 namespace {
 
-// A Mixtral-8x7B-sized layer (352 MB experts: 5.5 ms over CXL) with four experts, top-1,
-// one MoE layer.
-model_shape toy_shape() {
-  model_shape m = models::mixtral_8x7b();
-  m.name = "toy";
-  m.num_layers = 1;
-  m.num_experts = 4;
-  m.top_k = 1;
-  return m;
-}
+model_shape toy_shape() { return test::mixtral_sized_toy(); }
 
 // One request of four decode tokens selecting experts 0, 2, 2, 3.
 routing_trace toy() {

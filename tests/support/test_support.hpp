@@ -9,6 +9,7 @@
 #include <string>
 
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/core/model_shape.hpp"
 
 namespace moepolicy::test {
 
@@ -23,6 +24,18 @@ inline std::filesystem::path bundled_traces() { return MOEPOLICY_BUNDLED_TRACES;
 
 /// Small hand-made inputs of the tests.
 inline std::filesystem::path test_data() { return MOEPOLICY_TEST_DATA; }
+
+/// A model of `layers` MoE layers of `experts` Mixtral-8x7B-sized experts (352 MB at FP16:
+/// copies take milliseconds) routed top-`top_k`, with Mixtral's attention and vocabulary:
+/// the toy machine of the timed replays' hand-worked tests.
+inline model_shape mixtral_sized_toy(std::uint32_t layers = 1, std::uint32_t experts = 4, std::uint32_t top_k = 1) {
+  model_shape m = models::mixtral_8x7b();
+  m.name = "toy";
+  m.num_layers = layers;
+  m.num_experts = experts;
+  m.top_k = top_k;
+  return m;
+}
 
 }  // namespace moepolicy::test
 

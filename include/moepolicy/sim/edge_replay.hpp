@@ -521,14 +521,7 @@ requires DenseComputeCost<Gpu>
                                              const edge_replay_config& cfg = {}) {
   constexpr std::string_view fn = "replay_edge";
   const trace_info& info = trace.info();
-  detail::require_forward_pass(shape, fn);
-  if (info.num_layers != shape.num_moe_layers() || info.num_experts != shape.num_experts) {
-    detail::throw_invalid(fn,
-                          "the trace's layers x experts must match the model's " +
-                              std::to_string(shape.num_moe_layers()) + " x " + std::to_string(shape.num_experts) +
-                              ", trace layers",
-                          info.num_layers);
-  }
+  detail::require_trace_matches(info.num_layers, info.num_experts, shape, fn);
   for (const auto& s : systems) {
     if (std::holds_alternative<belady_config>(s.policy)) {
       detail::throw_invalid(fn, "system \"" + s.label + "\": Belady's policy needs the future and cannot run timed");

@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -67,6 +68,18 @@ inline void require_forward_pass(const model_shape& shape, std::string_view fn) 
                   "the model shape \"" + shape.name +
                       "\" does not describe its attention, vocabulary or dense FFN (attention.num_heads)",
                   shape.attention.num_heads);
+  }
+}
+/// The check every timed replay makes at its boundary: the shape describes its forward pass
+/// and the trace's layers × experts are the shape's MoE layers × experts.
+inline void require_trace_matches(std::uint64_t trace_layers, std::uint64_t trace_experts, const model_shape& shape,
+                                  std::string_view fn) {
+  require_forward_pass(shape, fn);
+  if (trace_layers != shape.num_moe_layers() || trace_experts != shape.num_experts) {
+    throw_invalid(fn,
+                  "the trace's layers x experts must match the model's " + std::to_string(shape.num_moe_layers()) +
+                      " x " + std::to_string(shape.num_experts) + ", trace layers",
+                  trace_layers);
   }
 }
 [[nodiscard]] inline bytes weights_at(std::uint64_t weights, bitwidth bits) {

@@ -948,14 +948,7 @@ requires DenseComputeCost<Gpu>
   constexpr const char* fn = "replay_gpu_ndp";
   const auto& info = trace.info();
   const std::size_t L = info.num_layers, E = info.num_experts;
-  detail::require_forward_pass(shape, fn);
-  if (L != shape.num_moe_layers() || E != shape.num_experts) {
-    detail::throw_invalid(fn,
-                          "the trace's layers x experts must match the model's " +
-                              std::to_string(shape.num_moe_layers()) + " x " + std::to_string(shape.num_experts) +
-                              ", trace layers",
-                          L);
-  }
+  detail::require_trace_matches(L, E, shape, fn);
   if (opt.gpu_experts_per_layer > E) {
     detail::throw_invalid(fn, "gpu_experts_per_layer must be <= the experts per layer " + std::to_string(E),
                           opt.gpu_experts_per_layer);
