@@ -10,6 +10,7 @@
 
 #include "common/driver_main.hpp"
 #include "drivers/context_aware_ndp.hpp"
+#include "moepolicy/io/machine_json.hpp"
 
 namespace fs = std::filesystem;
 using namespace moepolicy;
@@ -34,6 +35,11 @@ int main(int argc, char** argv) {
   app.add_option("--alpha", opt.alpha, "Importance weight of activation counts against routing-score sums")
       ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--per-layer", opt.per_layer, "Also print the similarity of every layer");
+  std::string machine;
+  app.add_option(
+         "--machine", machine,
+         "A machine file (docs/machine.md): its gpu and cxl_ndp roles replace the Context-Aware GPU-NDP presets")
+      ->check(CLI::ExistingFile);
   bool no_projection = false;
   app.add_flag("--no-projection", no_projection, "Skip the projection over prompt and output lengths");
   CLI11_PARSE(app, argc, argv);
@@ -44,6 +50,12 @@ int main(int argc, char** argv) {
     traces =
         examples::bundled_and_shared(here, examples::shared_trace(here, "mixtral-8x7b-decode", "routing_raw.jsonl"));
   }
-  return examples::run_each("context_aware_ndp", traces,
-                            [&](const std::string& t) { examples::context_aware_ndp::run(t, opt, std::cout); });
+  return examples::run_each("context_aware_ndp", traces, [&](const std::string& t) {
+    if (!machine.empty()) {
+      const io::machine_description m = io::read_machine(machine);
+      if (m.gpu) opt.gpu = *m.gpu;
+      if (m.cxl_ndp) opt.ndp = *m.cxl_ndp;
+    }
+    examples::context_aware_ndp::run(t, opt, std::cout);
+  });
 }
