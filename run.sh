@@ -97,7 +97,7 @@ run_test() {
   tsan_targets=$(ninja -C build/ci-tsan -t targets all | sed -n 's/^\(test_residency_[a-z_]*\): .*/\1/p' | sort -u)
   # shellcheck disable=SC2086 # one target per word
   cmake --build build/ci-tsan -j"$jobs" --target $tsan_targets
-  TSAN_OPTIONS=halt_on_error=1 run_ctest build/ci-tsan -j"$jobs" --output-on-failure -R residency
+  TSAN_OPTIONS=halt_on_error=1 run_ctest build/ci-tsan -j"$jobs" --output-on-failure -R '^test_residency_'
 
   echo "== libFuzzer: each reader (traces, machine files) for ${fuzz_seconds}s"
   configure build/ci-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
