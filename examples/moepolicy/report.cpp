@@ -619,7 +619,7 @@ void run_report(const report_options& o) {
       opt.calibration = calibration_for();
       const section_text s =
           capture(bar, "context_aware_ndp", [&](std::ostream& os) { examples::context_aware_ndp::run(path, opt, os); });
-      md << "### Context-aware placement and mixed precision on GPU + CXL-NDP (Context-Aware GPU-NDP)\n\n";
+      md << "### Context-aware placement and mixed precision on GPU + CXL-NDP on the timed model (Context-Aware GPU-NDP)\n\n";
       code_block(md, s);
     });
     bar.stage(name + ": caching over CXL and on the edge", [&] {
