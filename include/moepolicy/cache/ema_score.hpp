@@ -26,6 +26,7 @@
 
 #include "moepolicy/cache/concepts.hpp"
 #include "moepolicy/cache/detail/orderings.hpp"
+#include "moepolicy/cache/detail/shielded_ranking.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
@@ -48,33 +49,16 @@ class ema_score_policy {
   explicit ema_score_policy(const cache_shape& shape, const ema_score_config& cfg = {})
       : shape_(shape),
         keep_(checked_keep(cfg.keep)),
-        heap_(shape),
+        ranking_(shape),
         score_(shape.slots(), 0.0),
-        last_use_(shape.slots(), 0),
-        resident_(shape.slots(), 0),
-        shielded_(shape.slots(), 0),
-        batch_(shape.num_experts, 0.0),
-        shield_list_(shape.slots(), 0) {}
+        batch_(shape.num_experts, 0.0) {}
 
   [[nodiscard]] double keep() const noexcept { return keep_; }
 
   /// Complexity of the events: O(log n) for n residents of the pool.
-  void on_insert(expert_key k, const access_info&) noexcept {
-    const std::size_t f = shape_.flat(k);
-    resident_[f] = 1;
-    last_use_[f] = ++clock_;
-    if (shielded_[f] == 0) heap_.push(f, rank(f));
-  }
-  void on_hit(expert_key k, const access_info&) noexcept {
-    const std::size_t f = shape_.flat(k);
-    last_use_[f] = ++clock_;
-    if (heap_.contains(f)) heap_.update(f, rank(f));
-  }
-  void on_evict(expert_key k) noexcept {
-    const std::size_t f = shape_.flat(k);
-    resident_[f] = 0;
-    if (heap_.contains(f)) heap_.erase(f);
-  }
+  void on_insert(expert_key k, const access_info&) noexcept { ranking_.insert(shape_.flat(k), ranker()); }
+  void on_hit(expert_key k, const access_info&) noexcept { ranking_.hit(shape_.flat(k), ranker()); }
+  void on_evict(expert_key k) noexcept { ranking_.evict(shape_.flat(k)); }
 
   /// Folds the batch's scores into the layer's averages and shields its selected experts.
   ///
@@ -103,42 +87,21 @@ class ema_score_policy {
     }
     const double fresh = (1.0 - keep_) / static_cast<double>(tokens);
     for (std::size_t e = 0; e < E; ++e) score_[base + e] = keep_ * score_[base + e] + fresh * batch_[e];
-    for (expert_id e : b.experts) {
-      const std::size_t f = base + e;
-      if (shielded_[f] != 0) continue;
-      shielded_[f] = 1;
-      shield_list_[shielded_count_++] = static_cast<std::uint32_t>(f);
-      if (heap_.contains(f)) heap_.erase(f);
-    }
-    for (std::size_t f = base; f < base + E; ++f) {
-      if (heap_.contains(f)) heap_.update(f, rank(f));
-    }
+    ranking_.begin_layer(base, E, b.experts, ranker());
   }
   /// Revokes the shields of layer `l`'s experts. Complexity: O(shielded · log n).
-  void on_layer_end(layer_id l) noexcept {
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < shielded_count_; ++i) {
-      const std::uint32_t f = shield_list_[i];
-      if (shape_.key(f).layer == l) {
-        shielded_[f] = 0;
-        if (resident_[f] != 0) heap_.push(f, rank(f));
-      } else {
-        shield_list_[kept++] = f;
-      }
-    }
-    shielded_count_ = kept;
-  }
+  void on_layer_end(layer_id l) noexcept { ranking_.end_layer(l, ranker()); }
 
   /// S of `k` (0 before its layer was first routed).
   [[nodiscard]] double score(expert_key k) const noexcept { return score_[shape_.flat(k)]; }
   /// Whether `k` is shielded now.
-  [[nodiscard]] bool shielded(expert_key k) const noexcept { return shielded_[shape_.flat(k)] != 0; }
+  [[nodiscard]] bool shielded(expert_key k) const noexcept { return ranking_.shielded(shape_.flat(k)); }
 
   /// Returns: the unshielded resident of pool `part` with the lowest S (ties: least
   /// recently used, then lower key), or nothing when every resident is shielded.
   /// Complexity: O(1).
   [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
-    const auto f = heap_.top(part);
+    const auto f = ranking_.top(part);
     if (!f) return std::nullopt;
     return shape_.key(*f);
   }
@@ -148,19 +111,20 @@ class ema_score_policy {
     if (!(keep >= 0.0 && keep < 1.0)) detail::throw_invalid("ema_score_policy", "keep must be in [0, 1)", keep);
     return keep;
   }
-  [[nodiscard]] detail::heap_rank rank(std::size_t f) const noexcept { return {score_[f], last_use_[f]}; }
+  /// Ranks a slot by (S, last use).
+  struct ranker_fn {
+    const ema_score_policy* policy;
+    [[nodiscard]] detail::heap_rank operator()(std::size_t f) const noexcept {
+      return {policy->score_[f], policy->ranking_.last_use(f)};
+    }
+  };
+  [[nodiscard]] ranker_fn ranker() const noexcept { return {this}; }
 
   cache_shape shape_;
   double keep_;
-  std::uint64_t clock_ = 0;
-  detail::partitioned_heap heap_;  // unshielded residents by (S, last use)
+  detail::shielded_ranking ranking_;  // unshielded residents by (S, last use); the shield
   std::vector<double> score_;
-  std::vector<std::uint64_t> last_use_;
-  std::vector<std::uint8_t> resident_;
-  std::vector<std::uint8_t> shielded_;
   std::vector<double> batch_;
-  std::vector<std::uint32_t> shield_list_;
-  std::size_t shielded_count_ = 0;
 };
 
 static_assert(EvictionPolicy<ema_score_policy>);

@@ -34,6 +34,7 @@
 
 #include "moepolicy/cache/concepts.hpp"
 #include "moepolicy/cache/detail/orderings.hpp"
+#include "moepolicy/cache/detail/shielded_ranking.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
@@ -61,35 +62,18 @@ class score_aware_policy {
   explicit score_aware_policy(const cache_shape& shape, const score_aware_config& cfg = {})
       : shape_(shape),
         window_(checked_window(cfg.window)),
-        heap_(shape),
+        ranking_(shape),
         ring_(window_ * shape.slots(), 0),
         ring_tokens_(window_ * shape.num_layers, 0),
         sums_(shape.slots(), 0),
-        tokens_(shape.num_layers, 0),
-        resident_(shape.slots(), 0),
-        last_use_(shape.slots(), 0),
-        shielded_(shape.slots(), 0),
-        shield_list_(shape.slots(), 0) {}
+        tokens_(shape.num_layers, 0) {}
 
   [[nodiscard]] std::uint32_t window() const noexcept { return static_cast<std::uint32_t>(window_); }
 
   /// Complexity of the events: O(log n) for n residents of the pool.
-  void on_insert(expert_key k, const access_info&) noexcept {
-    const std::size_t f = shape_.flat(k);
-    resident_[f] = 1;
-    last_use_[f] = ++clock_;
-    if (shielded_[f] == 0) heap_.push(f, rank(f));
-  }
-  void on_hit(expert_key k, const access_info&) noexcept {
-    const std::size_t f = shape_.flat(k);
-    last_use_[f] = ++clock_;
-    if (heap_.contains(f)) heap_.update(f, rank(f));
-  }
-  void on_evict(expert_key k) noexcept {
-    const std::size_t f = shape_.flat(k);
-    resident_[f] = 0;
-    if (heap_.contains(f)) heap_.erase(f);
-  }
+  void on_insert(expert_key k, const access_info&) noexcept { ranking_.insert(shape_.flat(k), ranker()); }
+  void on_hit(expert_key k, const access_info&) noexcept { ranking_.hit(shape_.flat(k), ranker()); }
+  void on_evict(expert_key k) noexcept { ranking_.evict(shape_.flat(k)); }
 
   /// Adds the batch's scores to the current iteration and shields its selected experts.
   ///
@@ -125,32 +109,11 @@ class score_aware_policy {
     }
     ring_tokens_[cur_ * shape_.num_layers + l] += tokens;
     tokens_[l] += tokens;
-    for (expert_id e : b.experts) {
-      const std::size_t f = base + e;
-      if (shielded_[f] != 0) continue;
-      shielded_[f] = 1;
-      shield_list_[shielded_count_++] = static_cast<std::uint32_t>(f);
-      if (heap_.contains(f)) heap_.erase(f);
-    }
     // Every average of the layer moved (its token count did).
-    for (std::size_t f = base; f < base + E; ++f) {
-      if (heap_.contains(f)) heap_.update(f, rank(f));
-    }
+    ranking_.begin_layer(base, E, b.experts, ranker());
   }
   /// Revokes the shields of layer `l`'s experts. Complexity: O(shielded · log n).
-  void on_layer_end(layer_id l) noexcept {
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < shielded_count_; ++i) {
-      const std::uint32_t f = shield_list_[i];
-      if (shape_.key(f).layer == l) {
-        shielded_[f] = 0;
-        if (resident_[f] != 0) heap_.push(f, rank(f));
-      } else {
-        shield_list_[kept++] = f;
-      }
-    }
-    shielded_count_ = kept;
-  }
+  void on_layer_end(layer_id l) noexcept { ranking_.end_layer(l, ranker()); }
   /// Closes the iteration and retires the one that leaves the window. Sums are kept in
   /// fixed point (units of 2^-32), so retiring subtracts exactly: an expert whose scores
   /// all left the window averages exactly 0, and rounding never reorders equal averages.
@@ -168,22 +131,19 @@ class score_aware_policy {
       tokens_[l] -= oldest_tokens[l];
       oldest_tokens[l] = 0;
     }
-    for (std::size_t f = 0; f < slots; ++f) {
-      if (heap_.contains(f)) heap_.set_rank_unordered(f, rank(f));
-    }
-    heap_.rebuild();
+    ranking_.rerank_all(ranker());
   }
 
   /// The average score of `k` over the window (0 when its layer saw no token in it).
   [[nodiscard]] double average_score(expert_key k) const noexcept { return average(shape_.flat(k)); }
   /// Whether `k` is shielded now.
-  [[nodiscard]] bool shielded(expert_key k) const noexcept { return shielded_[shape_.flat(k)] != 0; }
+  [[nodiscard]] bool shielded(expert_key k) const noexcept { return ranking_.shielded(shape_.flat(k)); }
 
   /// Returns: the unshielded resident of pool `part` with the lowest average score (ties:
   /// least recently used, then lower key), or nothing when every resident is shielded.
   /// Complexity: O(1).
   [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
-    const auto f = heap_.top(part);
+    const auto f = ranking_.top(part);
     if (!f) return std::nullopt;
     return shape_.key(*f);
   }
@@ -199,22 +159,23 @@ class score_aware_policy {
     const std::uint64_t n = tokens_[f / shape_.num_experts];
     return n == 0 ? 0.0 : static_cast<double>(sums_[f]) / fixed_one / static_cast<double>(n);
   }
-  [[nodiscard]] detail::heap_rank rank(std::size_t f) const noexcept { return {average(f), last_use_[f]}; }
+  /// Ranks a slot by (average, last use).
+  struct ranker_fn {
+    const score_aware_policy* policy;
+    [[nodiscard]] detail::heap_rank operator()(std::size_t f) const noexcept {
+      return {policy->average(f), policy->ranking_.last_use(f)};
+    }
+  };
+  [[nodiscard]] ranker_fn ranker() const noexcept { return {this}; }
 
   cache_shape shape_;
   std::size_t window_;
   std::size_t cur_ = 0;
-  std::uint64_t clock_ = 0;
-  detail::partitioned_heap heap_;           // unshielded residents by (average, last use)
+  detail::shielded_ranking ranking_;        // unshielded residents by (average, last use); the shield
   std::vector<std::int64_t> ring_;          // window × slots score sums per iteration (fixed point)
   std::vector<std::uint64_t> ring_tokens_;  // window × layers tokens per iteration
   std::vector<std::int64_t> sums_;
   std::vector<std::uint64_t> tokens_;
-  std::vector<std::uint8_t> resident_;
-  std::vector<std::uint64_t> last_use_;
-  std::vector<std::uint8_t> shielded_;
-  std::vector<std::uint32_t> shield_list_;
-  std::size_t shielded_count_ = 0;
 };
 
 static_assert(EvictionPolicy<score_aware_policy>);
