@@ -1,8 +1,10 @@
 // Costs of DynaExq's policy and mechanism (DynaExq): interval hotness on real routing,
-// target-set selection per layer for E = 8 … 512, handle resolution, and transition
-// throughput with the host mover. Each sits beside a floor that only reads the same inputs
-// once (or, for resolution, only loads an atomic pointer; for transitions, only copies the
-// same bytes); the ratio policy/floor is the figure to quote.
+// target-set selection per layer for E = 8 … 512, handle resolution in a pinned window (once
+// per routed expert, three times as gate/up/down launches would, and after publications
+// landed during the window), pinning a window, and transition throughput with the host
+// mover. Each sits beside a floor that only reads the same inputs once (or, for resolution,
+// only loads an atomic pointer; for pinning, only announces and withdraws an epoch; for
+// transitions, only copies the same bytes); the ratio policy/floor is the figure to quote.
 //
 // Inputs are built outside the timed loops: the bundled Granite trace (24 layers, 32
 // experts, top-8) for ingest and handle resolution; for the E sweep, Zipf-like hotness
@@ -168,7 +170,7 @@ BENCHMARK(BM_target_select_floor)->RangeMultiplier(2)->Range(8, 512);
 struct resolve_fixture {
   std::size_t L, E;
   std::vector<std::byte> bytes;
-  budget_tracker budget{1u << 30};
+  residency_budget budget;
   block_pool lo_pool, hi_pool;
   versioned_expert_table table;
   transition_pipeline<host_memcpy_mover> pipe;
@@ -178,8 +180,9 @@ struct resolve_fixture {
       : L(granite().info().num_layers),
         E(granite().info().num_experts),
         bytes(256, std::byte{1}),
+        budget({.high_bytes = 256 * L * E, .low_bytes = 256 * L * E}),
         lo_pool(256, L * E, 64),
-        hi_pool(256, 1, 64),
+        hi_pool(256, L * E, 64),
         table(L, E),
         pipe(table, budget, lo_pool, hi_pool, [this](expert_key, precision_tier) {
           return version_source{bytes, 0, 4};
@@ -213,6 +216,61 @@ void BM_resolve(benchmark::State& state) {
   state.SetLabel("one seq_cst load per routed expert");
 }
 BENCHMARK(BM_resolve);
+
+// Three resolves per routed expert in one window, as a pass that launches gate, up and down
+// separately (or runs three micro-batches) would: every one must return the same version.
+void BM_resolve_three_launches(benchmark::State& state) {
+  resolve_fixture& f = shared_fixture();
+  auto reader = f.table.register_reader();
+  auto guard = reader.pin();
+  for (auto _ : state) {
+    for (int launch = 0; launch < 3; ++launch) {
+      for (const expert_handle& h : f.handles) {
+        const expert_version& v = h.resolve(guard);
+        benchmark::DoNotOptimize(&v);
+      }
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * 3 * static_cast<std::int64_t>(f.handles.size()));
+  state.SetLabel("per resolve");
+}
+BENCHMARK(BM_resolve_three_launches);
+
+// The slow path: every expert was promoted after the window was pinned, so each resolve
+// finds a version newer than its window and takes the one before it.
+void BM_resolve_after_publication(benchmark::State& state) {
+  const std::size_t L = granite().info().num_layers, E = granite().info().num_experts;
+  std::vector<std::byte> bytes(256, std::byte{1});
+  residency_budget budget({.high_bytes = 256 * L * E, .low_bytes = 256 * L * E});
+  block_pool lo_pool(256, L * E, 64), hi_pool(256, L * E, 64);
+  versioned_expert_table table(L, E);
+  transition_pipeline<host_memcpy_mover> pipe(table, budget, lo_pool, hi_pool,
+                                              [&](expert_key, precision_tier) { return version_source{bytes, 0, 4}; },
+                                              {}, {.max_in_flight = L * E});
+  if (pipe.load_all() != residency_load_status::ok) std::abort();
+  auto reader = table.register_reader();
+  auto guard = reader.pin();
+  for (std::size_t i = 0; i < L * E; ++i) pipe.request_promote(table.key_of(i));
+  static_cast<void>(pipe.step());
+  static_cast<void>(pipe.step());
+  std::vector<expert_handle> handles;
+  const routing_trace& t = granite();
+  for (const auto& b : t.batches()) {
+    const auto v = t.view(b);
+    for (auto e : v.experts) handles.push_back(table.handle({v.ref.layer, e}));
+    if (handles.size() >= 4096 * t.info().top_k) break;
+  }
+  if (handles.front().resolve(guard).tier != precision_tier::low) state.SkipWithError("the window saw a new version");
+  for (auto _ : state) {
+    for (const expert_handle& h : handles) {
+      const expert_version& v = h.resolve(guard);
+      benchmark::DoNotOptimize(&v);
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(handles.size()));
+  state.SetLabel("every handle newer than the window");
+}
+BENCHMARK(BM_resolve_after_publication);
 
 void BM_resolve_floor(benchmark::State& state) {
   resolve_fixture& f = shared_fixture();
@@ -251,8 +309,23 @@ void BM_pin_window(benchmark::State& state) {
     benchmark::DoNotOptimize(&guard);
   }
   state.SetItemsProcessed(state.iterations());
+  state.SetLabel("load, seq_cst store, validating load; release store");
 }
 BENCHMARK(BM_pin_window);
+
+// Floor: announce an epoch and withdraw it, the least an epoch-based reader does.
+void BM_pin_window_floor(benchmark::State& state) {
+  std::atomic<std::uint64_t> epoch{1};
+  alignas(64) std::atomic<std::uint64_t> slot{0};
+  for (auto _ : state) {
+    slot.store(epoch.load(std::memory_order_seq_cst), std::memory_order_seq_cst);
+    benchmark::ClobberMemory();
+    slot.store(0, std::memory_order_release);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel("floor: seq_cst store of the epoch, release store of 0");
+}
+BENCHMARK(BM_pin_window_floor);
 
 // ---------------------------------------------------------------------------------------
 // Transition throughput: promote then demote one expert (low version = high / 4), through
@@ -262,7 +335,7 @@ BENCHMARK(BM_pin_window);
 void BM_transition_cycle(benchmark::State& state) {
   const auto hi = static_cast<std::size_t>(state.range(0)), lo = hi / 4;
   std::vector<std::byte> hi_src(hi, std::byte{7}), lo_src(lo, std::byte{3});
-  budget_tracker budget(1u << 30);
+  residency_budget budget({.high_bytes = 2 * hi, .low_bytes = 4 * lo});
   block_pool lo_pool(lo, 4, 64), hi_pool(hi, 2, 64);
   versioned_expert_table table(1, 2);
   transition_pipeline<host_memcpy_mover> pipe(table, budget, lo_pool, hi_pool, [&](expert_key, precision_tier t) {

@@ -1,5 +1,6 @@
 // dynaexq — DynaExq replayed on recorded routing whose workload shifts: static,
-// online and hysteresis policies through the residency mechanism (drivers/dynaexq.hpp).
+// online and hysteresis policies through the residency mechanism, on the recorded serving
+// stream and on a phased one built from it (drivers/dynaexq.hpp).
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -21,8 +22,8 @@ int main(int argc, char** argv) {
                  "Trace with *-cal-* and *-eval-* requests (else: the first half of the requests calibrate)")
       ->check(CLI::ExistingPath)
       ->capture_default_str();
-  app.add_option("--interval", opt.interval, "Forward passes per update interval")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1000}))
+  app.add_option("--interval-ms", opt.interval_ms, "Hotness update interval, ms of modelled time")
+      ->check(CLI::Range(1e-3, 1e6))
       ->capture_default_str();
   app.add_option("--step-ms", opt.step_ms, "Modelled time of one forward pass, in ms")
       ->check(CLI::Range(1e-3, 1e3))
@@ -37,14 +38,24 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--slack", opt.slack, "Rank slack, in ranks")->capture_default_str();
-  app.add_option("--staging", opt.staging, "Staging versions k the budget keeps room for (transitions in flight)")
+  app.add_option("--staging", opt.staging,
+                 "Staging blocks k of the temporary pool (demotions that may run ahead of promotions)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}))
       ->capture_default_str();
+  app.add_option("--phase-repeats", opt.phase_repeats,
+                 "Times each serving request is replayed back to back in the phased stream")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000}))
+      ->capture_default_str();
+  app.add_flag("--admit-at-issue", opt.admit_at_issue,
+               "Reserve a transition's budget when it is issued, not when it is requested (DynaExq §3.4)");
   app.add_option("--sweep-margins", opt.sweep_margins, "Margins of the margin sweep")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   app.add_option("--sweep-alphas", opt.sweep_alphas, "EMA factors of the EMA sweep")
       ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
+  app.add_option("--sweep-intervals-ms", opt.sweep_intervals_ms, "Update intervals of the interval sweep, ms")
+      ->check(CLI::Range(1e-3, 1e6))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {

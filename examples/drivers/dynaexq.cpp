@@ -3,38 +3,50 @@
 // workload shifts.
 //
 // The trace's "cal-" requests are the calibration set and its "eval-" requests, in file order
-// (factual, coding, math, summary, reasoning, conversation), the serving stream; every
+// (factual, coding, math, summary, reasoning, conversation), the serving requests; every
 // forward pass (one prefill step or one decode step of a request) is one step of the replay.
+// Two serving streams are replayed, each after the calibration:
+//   recorded  the serving requests once each, in file order (short requests, no phase lasts);
+//   phased    each serving request replayed --phase-repeats times (default 8) back to back,
+//             in file order: request 1 × R, request 2 × R, …; a phase is one request's R
+//             replays (two adjacent requests of one domain make a phase of that domain 2R
+//             long). The routing of each replay is the recorded routing, unchanged.
 // For budgets that hold 25 %, 50 % and 75 % of a layer's experts at FP16 (the rest at 4 bits),
 // four policies run side by side:
 //   static        top-n_l of the calibration hotness, never changed;
 //   online        plain top-n_l of the hotness EMA at every interval end (§3.5);
 //   + margin      the same with the additive hysteresis margin (in shares of traffic);
 //   + rank slack  the same with the rank slack (the symmetric reading).
-// Online policies start from the static set with their hotness EMA warmed on the calibration
-// requests, and act through the real mechanism: `precision_target_selector` → requests to a
-// `transition_pipeline` → `step()` once per forward pass (on this thread; no worker) → every
-// routed expert is served at the tier its handle resolves to, through a read guard pinned
-// for the pass (§3.1 window-level pinning).
+// Every policy starts from the static set, loaded at FP16 before the stream; the online
+// policies' hotness EMA has watched the calibration requests. They act through the real
+// mechanism: `precision_target_selector` → requests to a `transition_pipeline` (budget
+// reserved at enqueue, §3.4; refused requests deferred) → `step()` once per forward pass (on
+// this thread; no worker) → every routed expert is served at the tier its handle resolves to
+// in a window pinned for the pass (§3.1 window-level pinning: one version per expert per pass).
 //
 // Modelling choices (printed with the results):
 //   * Versions are scaled down: 256 B (FP16) and the 4-bit size at the same scale (68 B for
-//     Granite) per block, so the budget tracker, pools and byte cap work in scaled bytes;
-//     the bytes reported are the real footprints, `expert_bytes(shape, fp16)` and at 4 bits
-//     (GPTQ layout), times the promotions and demotions.
-//   * Capacities come from `plan_precision_budget` (low version replaced, k staging
-//     versions, --staging, default 64): the expert region M − M_res is chosen as the smallest
-//     that yields n_l = 8, 16, 24 of 32; the same plan at the scaled sizes sizes the budget
-//     tracker and the pools. A small k makes the budget, not the link, bound the transitions.
+//     Granite) per block, so the budget bounds, pools and byte cap work in scaled bytes; the
+//     bytes reported are the real footprints, `expert_bytes(shape, fp16)` and at 4 bits (GPTQ
+//     layout), times the promotions and demotions.
+//   * Capacities, pools and bounds come from `plan_precision_budget` (low version replaced, k
+//     staging blocks, --staging, default 64): the expert region M − M_res is chosen as the
+//     smallest that yields n_l = 8, 16, 24 of 32; the same plan at the scaled sizes sizes the
+//     pools and the bounds M_hi, M_lo, M_stage. The driver prints each plan's arena beside
+//     its region.
 //   * Time: every forward pass, prefill or decode, takes a fixed modelled time (--step-ms,
-//     default 2 ms); the replay clock advances by it. The link moves --link-gbps (PCIe Gen5
-//     x16: 64 GB/s), so a step may issue what the link moves in one pass (the cap is set one
-//     high copy short, because the pipeline lets a step's last copy overrun it); a copy
-//     issued at the start of a pass is published at the start of the next. Queue delay runs
-//     from the request (at an interval end) to publication.
-//   * The EMA counts shares of each layer's selections per interval (`interval_counts::share`),
-//     so the margin is a share of traffic; intervals are a fixed number of passes (--interval).
-//   * After the stream the pipeline runs until idle, so every requested transition counts.
+//     default 2 ms); the replay clock advances by it, through calibration and stream alike.
+//     The link moves --link-gbps (PCIe Gen5 x16: 64 GB/s), so a step may issue what the link
+//     moves in one pass (the cap is set one high copy short, because the pipeline lets a step's
+//     last copy overrun it); a copy issued at the start of a pass is published at the start of
+//     the next. Queue delay runs from the request (at an interval end) to publication.
+//   * Hotness: intervals are --interval-ms of modelled time (default 20 ms = 10 passes), the
+//     EMA weighs the interval just ended by --alpha (default 0.2: a memory of about five
+//     intervals, 100 ms or 50 passes — long against a request of about 17 passes) over shares
+//     of each layer's selections (`interval_counts::share`), so the margin is a share of
+//     traffic. Sweeps vary the margin, alpha and the interval.
+//   * After the stream the pipeline runs until a step makes no progress (no iteration cap), so
+//     every requested transition counts, at any trace length.
 //   * Beside the share served at high precision, "target %" is the share of activations of
 //     experts in the policy's target set at that moment, as if transitions were instantaneous:
 //     it separates what the policy chooses from what the mechanism delivers in time.
@@ -73,21 +85,42 @@ namespace {
 
 constexpr bitwidth low_bits{4};
 constexpr bytes scaled_high_bytes = 256;
+// Block granularity of the scaled pools (the real plan uses 256 B).
+constexpr std::size_t scaled_alignment = 4;
 
 // Real and scaled sizes of one expert's versions; scaled = real / scale.
 struct version_sizes {
   bytes high = 0, low = 0, scale = 1, high_scaled = 0, low_scaled = 0;
 };
 
-// The replay's input: forward passes of the calibration and of the stream, and the static
-// (calibration) hotness as shares of each layer's selections.
+// A serving stream: forward passes in serving order.
+struct stream_spec {
+  std::string name, description;
+  std::vector<step_ref> passes;
+  std::uint64_t selections = 0;
+};
+
+// The replay's input: forward passes of the calibration, the serving requests, and the
+// static (calibration) hotness as shares of each layer's selections.
 struct workload {
   const routing_trace* trace = nullptr;
   std::size_t layers = 0, experts = 0;
-  std::vector<step_ref> calibration, stream;
-  std::vector<std::string> calibration_names, stream_names;
+  std::vector<step_ref> calibration;
+  std::vector<std::string> calibration_names, serving_names;
+  std::vector<std::vector<step_ref>> serving;  // per serving request
   std::vector<double> static_hotness;
-  std::uint64_t stream_selections = 0;
+};
+
+// Modelled time in whole microseconds, so that interval ends and pass times compare exactly.
+struct clock_model {
+  std::uint64_t step_us = 2000, interval_us = 20000;
+  std::size_t calibration_passes = 0;
+  // The start of pass q, counted from the first calibration pass.
+  [[nodiscard]] std::uint64_t at(std::size_t q) const { return static_cast<std::uint64_t>(q) * step_us; }
+  // The update interval pass q (of the stream) lies in.
+  [[nodiscard]] std::uint64_t interval_of_stream_pass(std::size_t p) const {
+    return at(calibration_passes + p) / interval_us;
+  }
 };
 
 struct budget_case {
@@ -99,7 +132,8 @@ struct policy_spec {
   std::string label;
   bool online = true;
   precision_target_config target;
-  double alpha = 0.5;
+  double alpha = 0.2;
+  double interval_ms = 20.0;
 };
 
 struct run_result {
@@ -111,18 +145,24 @@ struct run_result {
   bytes scaled_moved = 0;
   /// The longest delay of a promotion published while the stream ran.
   seconds worst_promotion_delay = 0.0;
-  /// Promotions still queued when the stream ended (published while the pipeline ran idle
+  /// Promotions still queued when the stream ended (published while the pipeline ran on
   /// afterwards): their delay measures the drain, not the policy, so they are counted apart.
   std::uint64_t promotions_queued_at_end = 0;
+  /// Requests the pipeline could never serve (still deferred or queued when it stopped
+  /// making progress).
+  std::uint64_t left_unserved = 0;
   std::uint64_t admission_waits = 0;
   /// Per update interval of the stream: the share of its activations served at high
-  /// precision, and the transitions published during it.
+  /// precision, the transitions published during it, and the stream time at its end (ms).
   std::vector<double> interval_high_share;
   std::vector<std::uint64_t> interval_transitions;
+  std::vector<double> interval_end_ms;
 };
 
 // The largest power of two dividing `b`, at most 256: a block alignment the pool accepts.
 std::size_t alignment_for(bytes b) { return static_cast<std::size_t>(std::min<bytes>(b & (~b + 1), 256)); }
+
+std::uint64_t to_us(double ms) { return static_cast<std::uint64_t>(std::llround(ms * 1000.0)); }
 
 workload load(const routing_trace& trace) {
   workload w;
@@ -130,8 +170,8 @@ workload load(const routing_trace& trace) {
   w.layers = trace.info().num_layers;
   w.experts = trace.info().num_experts;
   hotness_estimator calibration(w.layers, w.experts, {.alpha = 1.0, .counts = interval_counts::share});
-  // Requests named *-cal-* calibrate and *-eval-* form the stream; a trace without such
-  // names calibrates on the first half of its requests (rounded down) and streams the rest.
+  // Requests named *-cal-* calibrate and *-eval-* serve; a trace without such names
+  // calibrates on the first half of its requests (rounded down) and serves the rest.
   const auto& requests = trace.requests();
   const bool named = std::any_of(requests.begin(), requests.end(),
                                  [](const request_ref& r) { return r.name.find("-cal-") != std::string::npos; });
@@ -143,20 +183,17 @@ workload load(const routing_trace& trace) {
     const request_ref& r = requests[ri];
     const bool cal = named ? r.name.find("-cal-") != std::string::npos : ri < requests.size() / 2;
     if (named && !cal && r.name.find("-eval-") == std::string::npos) continue;
-    (cal ? w.calibration_names : w.stream_names).push_back(r.name);
+    (cal ? w.calibration_names : w.serving_names).push_back(r.name);
+    if (!cal) w.serving.emplace_back();
     for (const step_ref& s : trace.steps_of(r)) {
-      (cal ? w.calibration : w.stream).push_back(s);
-      for (const batch_ref& b : trace.batches_of(s)) {
-        const batch_view v = trace.view(b);
-        if (cal) {
-          calibration.observe(b.layer, v.experts);
-        } else {
-          w.stream_selections += v.experts.size();
-        }
+      (cal ? w.calibration : w.serving.back()).push_back(s);
+      if (cal) {
+        for (const batch_ref& b : trace.batches_of(s)) calibration.observe(b.layer, trace.view(b).experts);
       }
     }
   }
-  if (w.calibration.empty() || w.stream.empty()) {
+  const bool any_serving = std::any_of(w.serving.begin(), w.serving.end(), [](const auto& s) { return !s.empty(); });
+  if (w.calibration.empty() || !any_serving) {
     throw std::runtime_error("the trace needs requests named *-cal-* (calibration) and *-eval-* (stream)");
   }
   calibration.end_interval();
@@ -167,26 +204,59 @@ workload load(const routing_trace& trace) {
   return w;
 }
 
+std::uint64_t count_selections(const routing_trace& t, const std::vector<step_ref>& passes) {
+  std::uint64_t n = 0;
+  for (const step_ref& s : passes) {
+    for (const batch_ref& b : t.batches_of(s)) n += t.view(b).experts.size();
+  }
+  return n;
+}
+
+std::vector<stream_spec> make_streams(const workload& w, std::size_t repeats) {
+  std::vector<stream_spec> out(2);
+  out[0].name = "recorded";
+  out[0].description = "the " + std::to_string(w.serving_names.size()) + " serving requests once each, in file order";
+  out[1].name = "phased";
+  out[1].description = "each serving request replayed " + std::to_string(repeats) +
+                       " times back to back, in file order (a phase = one request's " + std::to_string(repeats) +
+                       " replays)";
+  for (const auto& req : w.serving) out[0].passes.insert(out[0].passes.end(), req.begin(), req.end());
+  for (const auto& req : w.serving) {
+    for (std::size_t k = 0; k < repeats; ++k) out[1].passes.insert(out[1].passes.end(), req.begin(), req.end());
+  }
+  for (auto& s : out) s.selections = count_selections(*w.trace, s.passes);
+  return out;
+}
+
 budget_case plan_budget(const model_shape& shape, const version_sizes& v, std::uint32_t n, std::size_t staging) {
   const std::uint64_t layers = shape.num_moe_layers(), cells = layers * shape.num_experts;
-  // The smallest expert region M − M_res that buys n high versions per layer.
-  const auto region = [&](bytes hi, bytes lo) { return cells * lo + layers * n * (hi - lo) + staging * lo; };
   budget_case b{n, {}, {}};
-  b.real = plan_precision_budget(
-      shape, fp16, low_bits, {.usable_bytes = region(v.high, v.low), .reserved_bytes = 0, .staging_versions = staging});
-  b.scaled = plan_precision_budget({.usable_bytes = region(v.high_scaled, v.low_scaled),
+  // The smallest expert region M − M_res that buys n high versions per layer, in the plan's
+  // block bytes: every low block, the staging blocks, and n slots per layer.
+  const auto region = [&](bytes hi, bytes lo, std::size_t align) {
+    const auto up = [&](bytes x) { return (x + align - 1) / align * align; };
+    return (cells + staging) * up(lo) + layers * n * (up(hi) - up(lo));
+  };
+  b.real = plan_precision_budget(shape, fp16, low_bits,
+                                 {.usable_bytes = region(v.high, v.low, 256),
+                                  .reserved_bytes = 0,
+                                  .staging_versions = staging,
+                                  .block_alignment = 256});
+  b.scaled = plan_precision_budget({.usable_bytes = region(v.high_scaled, v.low_scaled, scaled_alignment),
                                     .reserved_bytes = 0,
                                     .high_bytes = v.high_scaled,
                                     .low_bytes = v.low_scaled,
                                     .num_layers = layers,
                                     .num_experts = shape.num_experts,
-                                    .staging_versions = staging});
+                                    .staging_versions = staging,
+                                    .block_alignment = scaled_alignment});
   for (const auto* p : {&b.real, &b.scaled}) {
     for (std::uint32_t c : p->capacity) {
       if (c != n)
         throw std::runtime_error("plan_precision_budget gave n_l = " + std::to_string(c) + ", not " +
                                  std::to_string(n));
     }
+    if (p->arena_bytes > p->expert_bytes) throw std::runtime_error("the planned pools exceed the expert region");
   }
   return b;
 }
@@ -216,55 +286,63 @@ host_versions make_versions(const version_sizes& v, std::size_t cells) {
 
 using pipeline = transition_pipeline<host_memcpy_mover, replay_clock>;
 
-// Replays calibration (warm-up) and stream for one budget and policy.
-run_result replay(const workload& w, const host_versions& hv, const budget_case& b, const policy_spec& spec,
-                  const options& opt, bytes step_cap_scaled) {
-  const std::size_t L = w.layers, E = w.experts, cells = L * E;
-  const seconds dt = opt.step_ms * 1e-3;
-  replay_clock::set(0.0);
-
-  versioned_expert_table table(L, E, {.low = low_version::replaced, .max_readers = 1});
-  budget_tracker tracker(b.scaled.expert_bytes);
-  block_pool low_pool(hv.sizes.low_scaled, b.scaled.low_pool_blocks, alignment_for(hv.sizes.low_scaled));
-  block_pool high_pool(hv.sizes.high_scaled, b.scaled.high_pool_blocks, alignment_for(hv.sizes.high_scaled));
-  // Every expert may be in flight at once, so the link's byte cap and the budget bind, not
-  // the number of copy slots.
-  pipeline pipe(table, tracker, low_pool, high_pool, [&](expert_key k, precision_tier t) { return hv.source(k, t, E); },
-                host_memcpy_mover{},
-                {.max_in_flight = cells, .max_issue_bytes_per_step = step_cap_scaled, .log_capacity = 2 * cells});
-  if (pipe.load_all(precision_tier::low) != residency_load_status::ok) {
-    throw std::runtime_error("the budget does not hold every expert's low version");
-  }
-  std::vector<transition_record> log(2 * cells);
-  const auto step_until_idle = [&](std::size_t& passes, auto&& on_records) {
-    while (!pipe.idle()) {
-      if (++passes > 100000) throw std::runtime_error("the transition pipeline does not drain");
-      pipe.step();
-      on_records(pipe.drain_log(log));
-    }
-  };
-
-  // The static set: top-n_l of the calibration hotness, loaded before the stream starts.
-  precision_target_selector selector(b.real.capacity, E, spec.target);
+// The static set: the calibration's top-n_l per layer, all experts eligible, so that every
+// layer starts with exactly n_l high versions (the replaced pools hold no more low ones).
+std::vector<std::uint8_t> static_set(const workload& w, const budget_case& b) {
+  const std::size_t L = w.layers, E = w.experts;
+  precision_target_selector pick(b.real.capacity, E, {.mode = target_hysteresis::none, .min_hotness = -1.0});
+  std::vector<std::uint8_t> member(L * E, 0);
   const std::vector<std::uint8_t> none(E, 0);
   for (std::size_t l = 0; l < L; ++l) {
     const auto id = static_cast<layer_id>(l);
-    const auto t = selector.select(id, std::span<const double>(w.static_hotness).subspan(l * E, E), none);
-    pipe.request(id, t.promote, t.demote);
+    static_cast<void>(pick.select(id, std::span<const double>(w.static_hotness).subspan(l * E, E), none));
+    const auto m = pick.membership(id);
+    std::copy(m.begin(), m.end(), member.begin() + static_cast<std::ptrdiff_t>(l * E));
   }
-  std::size_t warm_passes = 0;
-  step_until_idle(warm_passes, [](std::size_t) {});
-  const std::uint64_t waits_before = pipe.stats().admission_waits;
+  return member;
+}
 
-  // The online policies' hotness EMA has watched the calibration requests, in intervals.
-  hotness_estimator hot(L, E, {.alpha = spec.alpha, .counts = interval_counts::share});
+// Replays calibration (warm-up) and one stream for one budget and policy.
+run_result replay(const workload& w, const stream_spec& stream, const host_versions& hv, const budget_case& b,
+                  const policy_spec& spec, const options& opt, bytes step_cap_scaled) {
+  const std::size_t L = w.layers, E = w.experts, cells = L * E;
+  const clock_model clk{to_us(opt.step_ms), to_us(spec.interval_ms), w.calibration.size()};
+  const auto seconds_at = [&](std::size_t q) { return static_cast<double>(clk.at(q)) * 1e-6; };
+  replay_clock::set(0.0);
+
+  versioned_expert_table table(L, E, {.low = low_version::replaced, .max_readers = 1});
+  const precision_budget& plan = b.scaled;
+  residency_budget budget(plan.budget_config());
+  block_pool low_pool(plan.low_block_bytes, plan.low_pool_blocks, alignment_for(plan.low_block_bytes));
+  block_pool high_pool(plan.high_block_bytes, plan.high_pool_blocks, alignment_for(plan.high_block_bytes));
+  // Every expert may be in flight at once, so the link's byte cap and the budget bind, not
+  // the number of copy slots.
+  pipeline pipe(table, budget, low_pool, high_pool, [&](expert_key k, precision_tier t) { return hv.source(k, t, E); },
+                host_memcpy_mover{},
+                {.max_in_flight = cells,
+                 .max_issue_bytes_per_step = step_cap_scaled,
+                 .log_capacity = 2 * cells,
+                 .admission = opt.admit_at_issue ? admission_point::issue : admission_point::enqueue});
+  std::vector<std::uint8_t> member = static_set(w, b);
+  if (pipe.load_all([&](expert_key k) { return member[k.flat(E)] != 0 ? precision_tier::high : precision_tier::low; }) !=
+      residency_load_status::ok) {
+    throw std::runtime_error("the planned pools do not hold the static set and every other expert's low version");
+  }
+  std::vector<transition_record> log(2 * cells);
+
+  // The online policies' hotness EMA watches the calibration, in intervals of modelled time
+  // (microseconds as its unit, so that interval ends fall exactly on pass starts).
+  hotness_estimator hot(L, E,
+                        {.alpha = spec.alpha,
+                         .counts = interval_counts::share,
+                         .interval_seconds = static_cast<double>(clk.interval_us)});
+  precision_target_selector selector(b.real.capacity, E, spec.target);
   if (spec.online) {
-    for (std::size_t p = 0; p < w.calibration.size(); ++p) {
-      for (const batch_ref& bt : w.trace->batches_of(w.calibration[p]))
+    for (std::size_t q = 0; q < w.calibration.size(); ++q) {
+      static_cast<void>(hot.advance_to(static_cast<double>(clk.at(q))));
+      for (const batch_ref& bt : w.trace->batches_of(w.calibration[q]))
         hot.observe(bt.layer, w.trace->view(bt).experts);
-      if ((p + 1) % opt.interval == 0) hot.end_interval();
     }
-    if (w.calibration.size() % opt.interval != 0) hot.end_interval();
   }
 
   run_result r;
@@ -286,17 +364,30 @@ run_result replay(const workload& w, const host_versions& hv, const budget_case&
       r.scaled_moved += rec.bytes_moved;
     }
   };
+  const std::uint64_t waits_before = pipe.stats().admission_waits;
   const reader_slot reader = table.register_reader();
-  const std::size_t P = w.stream.size();
+  const std::size_t C = w.calibration.size(), P = stream.passes.size();
   for (std::size_t p = 0; p < P; ++p) {
-    replay_clock::set(static_cast<double>(p) * dt);
-    pipe.step();  // publishes last pass's copies, reclaims, issues within the link's cap
+    const std::size_t q = C + p;
+    replay_clock::set(seconds_at(q));
+    // Intervals that ended by the start of this pass: a new target set for every layer.
+    if (spec.online && hot.advance_to(static_cast<double>(clk.at(q))) > 0) {
+      for (std::size_t l = 0; l < L; ++l) {
+        const auto id = static_cast<layer_id>(l);
+        const std::span<std::uint8_t> cur = std::span<std::uint8_t>(member).subspan(l * E, E);
+        const layer_target t = selector.select(id, hot.hotness(id), cur);
+        const auto m = selector.membership(id);
+        std::copy(m.begin(), m.end(), cur.begin());
+        pipe.request(id, t.promote, t.demote);
+      }
+    }
+    pipe.step();  // publishes last pass's copies, reclaims, admits, issues within the link's cap
     account(pipe.drain_log(log), false);
     {
-      const read_guard guard = reader.pin();  // the pass's window: nothing it resolves is reclaimed
-      for (const batch_ref& bt : w.trace->batches_of(w.stream[p])) {
+      const read_guard guard = reader.pin();  // the pass's window: one version per expert
+      for (const batch_ref& bt : w.trace->batches_of(stream.passes[p])) {
         const batch_view v = w.trace->view(bt);
-        const auto target = selector.membership(bt.layer);
+        const std::uint8_t* target = member.data() + static_cast<std::size_t>(bt.layer) * E;
         for (expert_id e : v.experts) {
           const bool high = guard.resolve(expert_key{bt.layer, e}).tier == precision_tier::high;
           r.high += high ? 1u : 0u;
@@ -308,33 +399,32 @@ run_result replay(const workload& w, const host_versions& hv, const budget_case&
         if (spec.online) hot.observe(bt.layer, v.experts);
       }
     }
-    if ((p + 1) % opt.interval == 0 || p + 1 == P) {
+    if (p + 1 == P || clk.interval_of_stream_pass(p + 1) != clk.interval_of_stream_pass(p)) {
       r.interval_high_share.push_back(interval_selections == 0 ? std::nan("")
                                                                : static_cast<double>(interval_high) /
                                                                      static_cast<double>(interval_selections));
       r.interval_transitions.push_back(interval_transitions);
+      r.interval_end_ms.push_back(static_cast<double>(clk.at(q + 1) - clk.at(C)) * 1e-3);
       interval_selections = interval_high = interval_transitions = 0;
     }
-    // An interval ends with this pass; the last pass starts no window, so it selects nothing.
-    if (spec.online && (p + 1) % opt.interval == 0 && p + 1 < P) {
-      replay_clock::set(static_cast<double>(p + 1) * dt);
-      hot.end_interval();
-      for (std::size_t l = 0; l < L; ++l) {
-        const auto id = static_cast<layer_id>(l);
-        const layer_target t = selector.select(id, hot.hotness(id));
-        pipe.request(id, t.promote, t.demote);
-      }
-    }
   }
-  std::size_t tail = P;
-  step_until_idle(tail, [&](std::size_t n) {
-    replay_clock::set(static_cast<double>(tail) * dt);
-    account(n, true);
-  });
+  // Run the pipeline on until a step makes no progress: every request it can serve is served,
+  // whatever the stream's length.
+  for (std::size_t q = C + P;; ++q) {
+    replay_clock::set(seconds_at(q));
+    const transition_step_result s = pipe.step();
+    account(pipe.drain_log(log), true);
+    if (!s.progressed() && pipe.in_flight() == 0) break;
+  }
+  r.left_unserved = pipe.queued_promotions() + pipe.queued_demotions() + pipe.deferred_promotions() +
+                    pipe.deferred_demotions();
   if (pipe.stats().log_overwritten != 0) throw std::runtime_error("transition log overflowed");
   // Every transition copied one whole scaled version, so the modelled bytes scale back exactly.
   if (r.scaled_moved != r.promotions * hv.sizes.high_scaled + r.demotions * hv.sizes.low_scaled) {
     throw std::runtime_error("the pipeline's bytes moved disagree with its transitions");
+  }
+  if (high_pool.exhausted() != 0 || low_pool.exhausted() != 0) {
+    throw std::runtime_error("a reservation did not find its block");
   }
   r.admission_waits = pipe.stats().admission_waits - waits_before;
   return r;
@@ -349,7 +439,7 @@ struct bound_result {
   std::vector<double> interval_oracle;
 };
 
-bound_result bounds(const workload& w, std::size_t interval, std::uint32_t n) {
+bound_result bounds(const workload& w, const stream_spec& stream, const clock_model& clk, std::uint32_t n) {
   const std::size_t L = w.layers, E = w.experts;
   const auto top_sum = [&](std::vector<std::uint64_t> c) {
     std::sort(c.begin(), c.end(), std::greater<>());
@@ -371,23 +461,26 @@ bound_result bounds(const workload& w, std::size_t interval, std::uint32_t n) {
     in_window = 0;
     std::fill(window.begin(), window.end(), std::uint64_t{0});
   };
-  for (std::size_t p = 0; p < w.stream.size(); ++p) {
-    for (const batch_ref& bt : w.trace->batches_of(w.stream[p])) {
+  const std::size_t P = stream.passes.size();
+  for (std::size_t p = 0; p < P; ++p) {
+    for (const batch_ref& bt : w.trace->batches_of(stream.passes[p])) {
       for (expert_id e : w.trace->view(bt).experts) {
         ++window[static_cast<std::size_t>(bt.layer) * E + e];
         ++whole[static_cast<std::size_t>(bt.layer) * E + e];
         ++in_window;
       }
     }
-    if ((p + 1) % interval == 0 || p + 1 == w.stream.size()) flush();
+    if (p + 1 == P || clk.interval_of_stream_pass(p + 1) != clk.interval_of_stream_pass(p)) flush();
   }
   for (std::size_t l = 0; l < L; ++l) {
     const auto first = whole.begin() + static_cast<std::ptrdiff_t>(l * E);
     hindsight += top_sum(std::vector<std::uint64_t>(first, first + static_cast<std::ptrdiff_t>(E)));
   }
-  const auto total = static_cast<double>(w.stream_selections);
+  const auto total = static_cast<double>(stream.selections);
   return {static_cast<double>(oracle) / total, static_cast<double>(hindsight) / total, std::move(series)};
 }
+
+double share(const run_result& r) { return static_cast<double>(r.high) / static_cast<double>(r.selections); }
 
 std::vector<std::string> result_cells(const run_result& r, const version_sizes& v, double step_ms) {
   const double mb = static_cast<double>(r.promotions * v.high + r.demotions * v.low) / 1e6;
@@ -405,22 +498,45 @@ std::vector<std::string> result_cells(const run_result& r, const version_sizes& 
           std::to_string(r.admission_waits),
           passes,
           any ? fixed(ms, 1) : std::string("-"),
-          std::to_string(r.promotions_queued_at_end)};
+          std::to_string(r.promotions_queued_at_end),
+          std::to_string(r.left_unserved)};
 }
 
-const std::vector<std::string> result_header{
-    "high %",       "target %",   "promotions", "demotions", "MB moved", "budget waits", "worst promo delay (passes)",
-    "(ms)",         "queued at end"};
+const std::vector<std::string> result_header{"high %",
+                                             "target %",
+                                             "promotions",
+                                             "demotions",
+                                             "MB moved",
+                                             "budget waits",
+                                             "worst promo delay (passes)",
+                                             "(ms)",
+                                             "queued at end",
+                                             "unserved"};
 
-policy_spec spec_none(double alpha) { return {"online top-n", true, {.mode = target_hysteresis::none}, alpha}; }
-policy_spec spec_margin(double alpha, double margin) {
-  return {"online + margin " + fixed(margin, 3), true, {.mode = target_hysteresis::margin, .margin = margin}, alpha};
+policy_spec spec_static(const options& opt) {
+  return {"static (calibration top-n)", false, {.mode = target_hysteresis::none}, opt.alpha, opt.interval_ms};
 }
-policy_spec spec_slack(double alpha, std::size_t slack) {
+policy_spec spec_none(double alpha, double interval_ms) {
+  return {"online top-n", true, {.mode = target_hysteresis::none}, alpha, interval_ms};
+}
+policy_spec spec_margin(double alpha, double margin, double interval_ms) {
+  return {"online + margin " + fixed(margin, 3),
+          true,
+          {.mode = target_hysteresis::margin, .margin = margin},
+          alpha,
+          interval_ms};
+}
+policy_spec spec_slack(double alpha, std::size_t slack, double interval_ms) {
   return {"online + rank slack " + std::to_string(slack),
           true,
           {.mode = target_hysteresis::rank_slack, .rank_slack = slack},
-          alpha};
+          alpha,
+          interval_ms};
+}
+
+std::string passes_of(double ms, double step_ms) {
+  const double passes = ms / step_ms;
+  return std::abs(passes - std::round(passes)) < 1e-9 ? std::to_string(std::llround(passes)) : fixed(passes, 2);
 }
 
 }  // namespace
@@ -432,8 +548,12 @@ result run(const fs::path& path, const options& opt, std::ostream& out) {
   if (shape->num_moe_layers() != trace.info().num_layers) {
     throw std::runtime_error(path.string() + ": the trace's layers do not match the preset " + shape->name);
   }
+  if (to_us(opt.step_ms) == 0 || to_us(opt.interval_ms) == 0) {
+    throw std::runtime_error("the pass time and the update interval must be at least 1 us");
+  }
   const workload w = load(trace);
   const std::size_t E = w.experts;
+  const std::vector<stream_spec> streams = make_streams(w, std::max<std::size_t>(1, opt.phase_repeats));
 
   version_sizes v;
   v.high = expert_bytes(*shape, fp16);
@@ -449,111 +569,202 @@ result run(const fs::path& path, const options& opt, std::ostream& out) {
   // The pipeline stops issuing once a step's bytes reach the cap, so the last copy of a step
   // may overrun it; a cap one high copy short keeps every step within the link.
   const bytes step_cap = link_scaled > v.high_scaled ? link_scaled - v.high_scaled + 1 : 1;
+  // Every replay of the driver, so that what was never served is summed over all of them.
+  std::uint64_t unserved_total = 0, runs = 0;
+  const auto run_one = [&](const stream_spec& stream, const budget_case& b, const policy_spec& spec,
+                           const options& o, bytes cap) {
+    run_result rr = replay(w, stream, hv, b, spec, o, cap);
+    unserved_total += rr.left_unserved;
+    ++runs;
+    return rr;
+  };
 
   out << "trace: " << path.string() << '\n'
       << "  model " << shape->name << ", " << w.layers << " layers x " << E << " experts, top-" << trace.info().top_k
       << '\n'
       << "  calibration: " << w.calibration_names.size() << " requests, " << w.calibration.size() << " forward passes ("
       << w.calibration_names.front() << " .. " << w.calibration_names.back() << ")\n"
-      << "  stream: " << w.stream_names.size() << " requests, " << w.stream.size() << " forward passes, "
-      << w.stream_selections << " expert activations (" << w.stream_names.front() << " .. " << w.stream_names.back()
-      << ")\n"
-      << "  versions: high FP16 " << v.high << " B, low 4-bit (groups of 128) " << v.low
+      << "  serving streams (every forward pass of a request, its prefill step or a decode step, is one pass; "
+         "both follow the calibration):\n";
+  for (const auto& s : streams) {
+    out << "    " << s.name << ": " << s.description << ": " << s.passes.size() << " forward passes, " << s.selections
+        << " expert activations (" << w.serving_names.front() << " .. " << w.serving_names.back() << ")\n";
+  }
+  out << "  versions: high FP16 " << v.high << " B, low 4-bit (groups of 128) " << v.low
       << " B per expert; the mechanism's blocks carry them scaled 1:" << v.scale << " (" << v.high_scaled << " B / "
       << v.low_scaled << " B), bytes below are modelled at the real sizes\n"
       << "  time: forward pass modelled (not measured) at " << fixed(opt.step_ms, 3) << " ms; link "
       << fixed(opt.link_gbps, 1) << " GB/s (PCIe Gen5 x16) moves " << fixed(link_bytes / 1e6, 1)
-      << " MB per pass = " << fixed(link_bytes / static_cast<double>(v.high), 1) << " FP16 experts; update interval "
-      << opt.interval << " passes (" << fixed(opt.step_ms * static_cast<double>(opt.interval), 3) << " ms)\n"
+      << " MB per pass = " << fixed(link_bytes / static_cast<double>(v.high), 1)
+      << " FP16 experts; hotness updated every " << fixed(opt.interval_ms, 3) << " ms of modelled time ("
+      << passes_of(opt.interval_ms, opt.step_ms) << " passes)\n"
       << "  policy: hotness EMA alpha " << fixed(opt.alpha, 2)
-      << " over shares of each layer's selections, warmed on the calibration; margin " << fixed(opt.margin, 3)
-      << " (share); rank slack " << opt.slack << " (symmetric)\n";
+      << " per interval over shares of each layer's selections (a memory of about "
+      << fixed(opt.interval_ms / opt.alpha, 0) << " ms), warmed on the calibration; margin " << fixed(opt.margin, 3)
+      << " (share); rank slack " << opt.slack << " (symmetric)\n"
+      << "  mechanism: low versions replaced; budget reserved "
+      << (opt.admit_at_issue ? "when a transition is issued (admission at issue)"
+                             : "when a transition is requested (admission at enqueue, DynaExq §3.4; refused "
+                               "requests deferred)")
+      << "; each pass resolves its experts in one pinned window\n";
 
   std::vector<budget_case> budgets;
   for (std::uint32_t q : {1u, 2u, 3u}) {
     budgets.push_back(plan_budget(*shape, v, static_cast<std::uint32_t>(E * q / 4), opt.staging));
   }
+  const auto mib = [](bytes x) { return fixed(static_cast<double>(x) / (1024.0 * 1024.0), 1); };
   out << "  budgets (plan_precision_budget: low versions replaced, k = " << opt.staging
-      << " staging versions, M_res = 0):\n";
-  examples::text_table bt({"budget", "n_l", "expert region MiB", "high MiB", "low MiB", "staging MiB"});
+      << " staging blocks, 256 B blocks, M_res = 0; the expert region is the smallest that buys n_l):\n";
+  examples::text_table bt({"budget", "n_l", "expert region MiB", "arena MiB", "pool_hi blocks", "pool_lo blocks",
+                           "high MiB", "low MiB", "staging MiB"});
   for (const auto& b : budgets) {
-    const auto mib = [](bytes x) { return fixed(static_cast<double>(x) / (1024.0 * 1024.0), 1); };
     bt.add({std::to_string(100 * b.n / E) + "%", std::to_string(b.n) + "/" + std::to_string(E),
-            mib(b.real.expert_bytes), mib(b.real.high_region_bytes), mib(b.real.low_region_bytes),
-            mib(b.real.staging_bytes)});
+            mib(b.real.expert_bytes), mib(b.real.arena_bytes), std::to_string(b.real.high_pool_blocks),
+            std::to_string(b.real.low_pool_blocks) + " (" + std::to_string(b.real.staging_blocks) + " staging)",
+            mib(b.real.high_region_bytes), mib(b.real.low_region_bytes), mib(b.real.staging_bytes)});
   }
   bt.print(out, "    ");
+  for (const auto& b : budgets) {
+    out << "    " << std::to_string(100 * b.n / E) << "%: arena " << b.real.arena_bytes << " B <= expert region "
+        << b.real.expert_bytes << " B (" << (b.real.arena_bytes <= b.real.expert_bytes ? "fits" : "DOES NOT FIT")
+        << "); scaled pools " << b.scaled.arena_bytes << " B <= " << b.scaled.expert_bytes << " B\n";
+  }
 
-  out << "  bound: share of activations at high precision\n";
-  examples::text_table ot({"budget", "oracle (each interval's own top-n_l)", "best static set in hindsight"});
   result res;
-  res.interval_passes = opt.interval;
   res.high_experts = budgets[1].n;
   res.experts = E;
-  for (const auto& b : budgets) {
-    const bound_result br = bounds(w, opt.interval, b.n);
-    if (&b == &budgets[1]) res.oracle_high_share = br.interval_oracle;
-    ot.add({std::to_string(100 * b.n / E) + "%", fixed(100.0 * br.oracle, 2), fixed(100.0 * br.hindsight, 2)});
-  }
-  ot.print(out, "    ");
+  const budget_case& half = budgets[1];
+  std::vector<std::string> head;
 
-  out << "  policies (high % = activations served at high precision, as resolved through the handles;\n"
-         "  target % = activations of experts in the policy's target set, as if transitions were instantaneous):\n";
-  std::vector<std::string> head{"budget", "policy"};
-  head.insert(head.end(), result_header.begin(), result_header.end());
-  examples::text_table pt(head);
-  const std::vector<policy_spec> specs{
-      {"static (calibration top-n)", false, {.mode = target_hysteresis::none}, opt.alpha},
-      spec_none(opt.alpha),
-      spec_margin(opt.alpha, opt.margin),
-      spec_slack(opt.alpha, opt.slack)};
-  for (const auto& b : budgets) {
-    for (const auto& s : specs) {
-      std::vector<std::string> row{std::to_string(100 * b.n / E) + "%", s.label};
-      run_result rr = replay(w, hv, b, s, opt, step_cap);
-      const auto cells = result_cells(rr, v, opt.step_ms);
+  struct summary_row {
+    std::string stream, budget;
+    double static_share = 0, none = 0, margin = 0, slack = 0, hindsight = 0, oracle = 0;
+  };
+  std::vector<summary_row> summary;
+
+  for (const auto& stream : streams) {
+    const clock_model clk{to_us(opt.step_ms), to_us(opt.interval_ms), w.calibration.size()};
+    out << "\n  == stream: " << stream.name << " (" << stream.passes.size() << " passes, " << stream.selections
+        << " activations)\n";
+    out << "  bound: share of activations at high precision\n";
+    examples::text_table ot({"budget", "oracle (each interval's own top-n_l)", "best static set in hindsight"});
+    stream_result sr;
+    sr.name = stream.name;
+    sr.description = stream.description;
+    sr.interval_ms = opt.interval_ms;
+    std::vector<bound_result> brs;
+    for (const auto& b : budgets) {
+      brs.push_back(bounds(w, stream, clk, b.n));
+      if (&b == &half) sr.oracle_high_share = brs.back().interval_oracle;
+      ot.add({std::to_string(100 * b.n / E) + "%", fixed(100.0 * brs.back().oracle, 2),
+              fixed(100.0 * brs.back().hindsight, 2)});
+    }
+    ot.print(out, "    ");
+
+    out << "  policies (high % = activations served at high precision, as resolved through the handles;\n"
+           "  target % = activations of experts in the policy's target set, as if transitions were instantaneous):\n";
+    head = {"budget", "policy"};
+    head.insert(head.end(), result_header.begin(), result_header.end());
+    examples::text_table pt(head);
+    const std::vector<policy_spec> specs{spec_static(opt), spec_none(opt.alpha, opt.interval_ms),
+                                         spec_margin(opt.alpha, opt.margin, opt.interval_ms),
+                                         spec_slack(opt.alpha, opt.slack, opt.interval_ms)};
+    for (std::size_t bi = 0; bi < budgets.size(); ++bi) {
+      const budget_case& b = budgets[bi];
+      summary_row row{stream.name, std::to_string(100 * b.n / E) + "%"};
+      row.hindsight = brs[bi].hindsight;
+      row.oracle = brs[bi].oracle;
+      for (std::size_t si = 0; si < specs.size(); ++si) {
+        const policy_spec& s = specs[si];
+        std::vector<std::string> cells{std::to_string(100 * b.n / E) + "%", s.label};
+        run_result rr = run_one(stream, b, s, opt, step_cap);
+        const auto rc = result_cells(rr, v, opt.step_ms);
+        cells.insert(cells.end(), rc.begin(), rc.end());
+        pt.add(std::move(cells));
+        (si == 0 ? row.static_share : si == 1 ? row.none : si == 2 ? row.margin : row.slack) = share(rr);
+        if (&b == &half) {
+          if (sr.interval_end_ms.empty()) sr.interval_end_ms = rr.interval_end_ms;
+          sr.policies.push_back({s.label, std::move(rr.interval_high_share), std::move(rr.interval_transitions),
+                                 share(rr)});
+        }
+      }
+      summary.push_back(row);
+    }
+    pt.print(out, "    ");
+
+    out << "  margin sweep at the 50% budget (alpha " << fixed(opt.alpha, 2) << ", interval "
+        << fixed(opt.interval_ms, 1) << " ms):\n";
+    head = {"margin"};
+    head.insert(head.end(), result_header.begin(), result_header.end());
+    examples::text_table mt(head);
+    for (double m : opt.sweep_margins) {
+      std::vector<std::string> row{fixed(m, 3)};
+      const auto cells = result_cells(run_one(stream, half, spec_margin(opt.alpha, m, opt.interval_ms), opt,
+                                             step_cap),
+                                      v, opt.step_ms);
       row.insert(row.end(), cells.begin(), cells.end());
-      pt.add(std::move(row));
-      if (&b == &budgets[1]) {
-        res.policies.push_back({s.label, std::move(rr.interval_high_share), std::move(rr.interval_transitions),
-                                static_cast<double>(rr.high) / static_cast<double>(rr.selections)});
+      mt.add(std::move(row));
+    }
+    mt.print(out, "    ");
+
+    out << "  EMA sweep at the 50% budget (interval " << fixed(opt.interval_ms, 1) << " ms):\n";
+    head = {"alpha", "policy"};
+    head.insert(head.end(), result_header.begin(), result_header.end());
+    examples::text_table at(head);
+    for (double a : opt.sweep_alphas) {
+      for (const auto& s : {spec_none(a, opt.interval_ms), spec_margin(a, opt.margin, opt.interval_ms),
+                            spec_slack(a, opt.slack, opt.interval_ms)}) {
+        std::vector<std::string> row{fixed(a, 2), s.label};
+        const auto cells = result_cells(run_one(stream, half, s, opt, step_cap), v, opt.step_ms);
+        row.insert(row.end(), cells.begin(), cells.end());
+        at.add(std::move(row));
       }
     }
-  }
-  pt.print(out, "    ");
+    at.print(out, "    ");
 
-  const budget_case& half = budgets[1];
-  out << "  margin sweep at the 50% budget (alpha " << fixed(opt.alpha, 2) << "):\n";
-  head = {"margin"};
-  head.insert(head.end(), result_header.begin(), result_header.end());
-  examples::text_table mt(head);
-  for (double m : opt.sweep_margins) {
-    std::vector<std::string> row{fixed(m, 3)};
-    const auto cells = result_cells(replay(w, hv, half, spec_margin(opt.alpha, m), opt, step_cap), v, opt.step_ms);
-    row.insert(row.end(), cells.begin(), cells.end());
-    mt.add(std::move(row));
-  }
-  mt.print(out, "    ");
-
-  out << "  EMA sweep at the 50% budget:\n";
-  head = {"alpha", "policy"};
-  head.insert(head.end(), result_header.begin(), result_header.end());
-  examples::text_table at(head);
-  for (double a : opt.sweep_alphas) {
-    for (const auto& s : {spec_none(a), spec_margin(a, opt.margin), spec_slack(a, opt.slack)}) {
-      std::vector<std::string> row{fixed(a, 2), s.label};
-      const auto cells = result_cells(replay(w, hv, half, s, opt, step_cap), v, opt.step_ms);
-      row.insert(row.end(), cells.begin(), cells.end());
-      at.add(std::move(row));
+    out << "  interval sweep at the 50% budget (alpha " << fixed(opt.alpha, 2) << "):\n";
+    head = {"interval ms", "passes", "policy"};
+    head.insert(head.end(), result_header.begin(), result_header.end());
+    examples::text_table it(head);
+    for (double ims : opt.sweep_intervals_ms) {
+      if (to_us(ims) == 0) continue;
+      for (const auto& s : {spec_none(opt.alpha, ims), spec_margin(opt.alpha, opt.margin, ims),
+                            spec_slack(opt.alpha, opt.slack, ims)}) {
+        std::vector<std::string> row{fixed(ims, 1), passes_of(ims, opt.step_ms), s.label};
+        const auto cells = result_cells(run_one(stream, half, s, opt, step_cap), v, opt.step_ms);
+        row.insert(row.end(), cells.begin(), cells.end());
+        it.add(std::move(row));
+      }
     }
+    it.print(out, "    ");
+    res.streams.push_back(std::move(sr));
   }
-  at.print(out, "    ");
+
+  out << "\n  what online residency buys over the static set (share of activations at high precision, %, "
+         "defaults above):\n";
+  examples::text_table st({"stream", "budget", "static", "online top-n", "+ margin", "+ rank slack",
+                           "best online - static", "best static in hindsight", "oracle"});
+  for (const auto& s : summary) {
+    const double best = std::max({s.none, s.margin, s.slack});
+    const double gain = 100.0 * (best - s.static_share);
+    st.add({s.stream, s.budget, fixed(100.0 * s.static_share, 2), fixed(100.0 * s.none, 2),
+            fixed(100.0 * s.margin, 2), fixed(100.0 * s.slack, 2), (gain >= 0 ? "+" : "") + fixed(gain, 2),
+            fixed(100.0 * s.hindsight, 2), fixed(100.0 * s.oracle, 2)});
+  }
+  st.print(out, "    ");
+  out << "  unserved requests over all " << runs << " replays: " << unserved_total << '\n';
+  out << "  left out: the forward pass takes a fixed time whatever its precision mix and whatever the copies do\n"
+         "  (no kernel time at 4 bits or FP16, no contention of the copies with the pass's own traffic); the\n"
+         "  link carries only the transitions; the quality cost of 4-bit experts is not modelled (the share\n"
+         "  served at FP16 stands for it).\n";
   out << "  MB moved: promotions x " << v.high << " B + demotions x " << v.low
       << " B (a demotion copies the 4-bit version back in);\n"
-         "  budget waits: admissions the budget tracker or a pool refused (backpressure);\n"
+         "  budget waits: admission attempts the budget refused (backpressure: at the request, and at each retry\n"
+         "  of a deferred one);\n"
          "  delay: from the request at an interval end to publication, over the promotions published while\n"
-         "  the stream ran; queued at end: promotions still queued when it ended, published as the pipeline\n"
-         "  then runs until idle (their bytes count in MB moved, their delay measures that drain).\n";
+         "  the stream ran; queued at end: promotions still queued or deferred when it ended, published as the\n"
+         "  pipeline then runs on until a step makes no progress (their bytes count in MB moved, their delay\n"
+         "  measures that drain); unserved: requests it could never serve.\n";
   return res;
 }
 

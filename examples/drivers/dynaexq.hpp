@@ -3,10 +3,12 @@
 // whose workload shifts. What is modelled and how is stated in drivers/dynaexq.cpp and
 // printed with the results.
 //
-// The trace's requests named *-cal-* are the calibration set and those named *-eval-*, in
-// file order, the serving stream; a trace without such names calibrates on the first half
-// of its requests and streams the rest. Every forward pass (a prefill step or a decode step
-// of a request) is one step of the replay.
+// The trace's requests named *-cal-* are the calibration set and those named *-eval-* the
+// serving requests; a trace without such names calibrates on the first half of its requests
+// and serves the rest. Two serving streams are built from the serving requests: `recorded`
+// (each once, in file order) and `phased` (each replayed `phase_repeats` times back to back,
+// in file order, so that each request forms a workload phase). Every forward pass (a prefill
+// step or a decode step of a request) is one step of the replay.
 #pragma once
 
 #include <cstddef>
@@ -19,25 +21,32 @@
 namespace moepolicy::examples::dynaexq {
 
 struct options {
-  /// Forward passes per update interval.
-  std::size_t interval = 4;
+  /// Hotness update interval, ms of modelled time (DynaExq §3.5: "a fixed interval measured
+  /// in time").
+  double interval_ms = 20.0;
   /// Modelled time of one forward pass, ms.
   double step_ms = 2.0;
   /// Host-to-device link, GB/s.
   double link_gbps = 64.0;
-  /// Hotness EMA weight of the interval just ended.
-  double alpha = 0.5;
+  /// Hotness EMA weight of the interval just ended (its memory is about 1 / alpha intervals).
+  double alpha = 0.2;
   /// Additive hysteresis margin, in shares of a layer's selections.
   double margin = 0.01;
   /// Rank slack, in ranks.
   std::size_t slack = 2;
-  /// Staging versions the budget keeps room for.
+  /// Staging blocks k of the temporary pool.
   std::size_t staging = 64;
+  /// Times each serving request is replayed back to back in the phased stream.
+  std::size_t phase_repeats = 8;
+  /// Reserve a transition's budget when the worker issues it, not when it is requested
+  /// (DynaExq §3.4 admits at enqueue).
+  bool admit_at_issue = false;
   std::vector<double> sweep_margins{0.0, 0.01, 0.02, 0.05};
-  std::vector<double> sweep_alphas{0.2, 0.5, 0.8};
+  std::vector<double> sweep_alphas{0.05, 0.1, 0.2, 0.5};
+  std::vector<double> sweep_intervals_ms{4.0, 10.0, 20.0, 50.0};
 };
 
-/// One policy over the stream at the budget of half the experts at high precision.
+/// One policy over a stream at the budget of half the experts at high precision.
 struct policy_series {
   std::string label;
   /// Per update interval: the share of its activations served at high precision (NaN for
@@ -49,16 +58,28 @@ struct policy_series {
   double total_high_share = 0.0;
 };
 
-struct result {
-  std::size_t interval_passes = 0;
-  /// n_l of the budget the series are taken at, of `experts` per layer.
-  std::size_t high_experts = 0;
-  std::size_t experts = 0;
+/// One serving stream's series, for plots.
+struct stream_result {
+  /// "recorded" or "phased".
+  std::string name;
+  /// How the stream is built, in words.
+  std::string description;
+  double interval_ms = 0.0;
+  /// Per update interval: modelled time of the stream at the interval's last pass end, ms.
+  std::vector<double> interval_end_ms;
   /// Static, online, + margin, + rank slack.
   std::vector<policy_series> policies;
   /// Per interval, the share that interval's own top-n_l would serve (the clairvoyant,
   /// instantaneous bound).
   std::vector<double> oracle_high_share;
+};
+
+struct result {
+  /// n_l of the budget the series are taken at, of `experts` per layer.
+  std::size_t high_experts = 0;
+  std::size_t experts = 0;
+  /// Recorded, then phased.
+  std::vector<stream_result> streams;
 };
 
 /// Replays `trace` and prints the tables to `out`.

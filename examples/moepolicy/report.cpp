@@ -398,43 +398,43 @@ std::string trimoe_device_plot(const examples::trimoe::result& r) {
   return svg::stacked_bars(spec);
 }
 
-/// DynaExq's per-interval high-precision share of each policy, beside the oracle.
-std::string residency_share_plot(const examples::dynaexq::result& r) {
+/// DynaExq's per-interval high-precision share of each policy on one serving stream,
+/// beside the oracle.
+std::string residency_share_plot(const examples::dynaexq::result& r, const examples::dynaexq::stream_result& st) {
   svg::line_chart_spec spec;
-  spec.title = "Share of activations served at high precision, budget " + std::to_string(r.high_experts) + " of " +
-               std::to_string(r.experts) + " experts per layer";
-  spec.x_label = "forward passes of the stream (interval ends, " + std::to_string(r.interval_passes) + " passes each)";
+  spec.title = "Share of activations served at high precision, " + st.name + " stream, budget " +
+               std::to_string(r.high_experts) + " of " + std::to_string(r.experts) + " experts per layer";
+  spec.x_label = "modelled time of the stream, ms (interval ends)";
   spec.y_label = "high-precision share";
   spec.y_range = svg::value_range{0.0, 1.0};
-  const auto x_of = [&](std::size_t i) { return static_cast<double>((i + 1) * r.interval_passes); };
-  for (const auto& p : r.policies) {
+  for (const auto& p : st.policies) {
     svg::series line{p.label, {}, {}};
-    for (std::size_t i = 0; i < p.high_share.size(); ++i) {
-      line.x.push_back(x_of(i));
+    for (std::size_t i = 0; i < p.high_share.size() && i < st.interval_end_ms.size(); ++i) {
+      line.x.push_back(st.interval_end_ms[i]);
       line.y.push_back(p.high_share[i]);
     }
     spec.lines.push_back(std::move(line));
   }
   svg::series oracle{"oracle (each interval's own top-n)", {}, {}};
-  for (std::size_t i = 0; i < r.oracle_high_share.size(); ++i) {
-    oracle.x.push_back(x_of(i));
-    oracle.y.push_back(r.oracle_high_share[i]);
+  for (std::size_t i = 0; i < st.oracle_high_share.size() && i < st.interval_end_ms.size(); ++i) {
+    oracle.x.push_back(st.interval_end_ms[i]);
+    oracle.y.push_back(st.oracle_high_share[i]);
   }
   oracle.style = svg::line_style::dashed;
   spec.lines.push_back(std::move(oracle));
   return svg::line_chart(spec);
 }
 
-/// DynaExq's promotions and demotions per interval, each policy.
-std::string residency_churn_plot(const examples::dynaexq::result& r) {
+/// DynaExq's promotions and demotions per interval on one serving stream, each policy.
+std::string residency_churn_plot(const examples::dynaexq::stream_result& st) {
   svg::line_chart_spec spec;
-  spec.title = "Precision transitions (promotions + demotions) published per interval";
-  spec.x_label = "forward passes of the stream (interval ends, " + std::to_string(r.interval_passes) + " passes each)";
+  spec.title = "Precision transitions (promotions + demotions) published per interval, " + st.name + " stream";
+  spec.x_label = "modelled time of the stream, ms (interval ends)";
   spec.y_label = "transitions";
-  for (const auto& p : r.policies) {
+  for (const auto& p : st.policies) {
     svg::series line{p.label, {}, {}};
-    for (std::size_t i = 0; i < p.transitions.size(); ++i) {
-      line.x.push_back(static_cast<double>((i + 1) * r.interval_passes));
+    for (std::size_t i = 0; i < p.transitions.size() && i < st.interval_end_ms.size(); ++i) {
+      line.x.push_back(st.interval_end_ms[i]);
       line.y.push_back(static_cast<double>(p.transitions[i]));
     }
     spec.lines.push_back(std::move(line));
@@ -606,10 +606,13 @@ void run_report(const report_options& o) {
           capture(bar, "dynaexq", [&](std::ostream& os) { r = examples::dynaexq::run(path, {}, os); });
       md << "### Precision residency (DynaExq)\n\n";
       if (s.ok) {
-        write_file(dir / "residency-share.svg", residency_share_plot(r));
-        write_file(dir / "residency-churn.svg", residency_churn_plot(r));
-        md << "![high-precision share over time](" << name << "/residency-share.svg)\n\n"
-           << "![transitions over time](" << name << "/residency-churn.svg)\n\n";
+        for (const auto& st : r.streams) {
+          const std::string share = "residency-share-" + st.name + ".svg", churn = "residency-churn-" + st.name + ".svg";
+          write_file(dir / share, residency_share_plot(r, st));
+          write_file(dir / churn, residency_churn_plot(st));
+          md << "![high-precision share over time, " << st.name << " stream](" << name << "/" << share << ")\n\n"
+             << "![transitions over time, " << st.name << " stream](" << name << "/" << churn << ")\n\n";
+        }
       }
       code_block(md, s);
     });

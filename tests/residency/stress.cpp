@@ -1,9 +1,11 @@
-// Stress test of the residency mechanism: reader threads resolve handles and verify every
-// version's bytes against its checksum while the worker promotes and demotes under random
-// targets (fixed seed) and a tight budget. Checks: no torn or reclaimed-under-a-reader
-// read, the budget never exceeded (the tracker asserts it on every reservation and keeps
-// the peak), versions never go backwards for a reader (with replaced low versions), and
-// every block and byte returned at the end. Bounded: 400 rounds or about half a second per
+// Stress test of the residency mechanism: reader threads pin windows, resolve handles
+// (each several times per window) and verify every version's bytes against its checksum
+// while the worker promotes and demotes under random targets (fixed seed) and a tight
+// budget shaped as the plan shapes it (three high slots, one staging block). Checks: no torn
+// or reclaimed-under-a-reader read, one version per handle per window, no bound exceeded
+// (each tracker asserts it on every reservation and keeps the peak) and no pool exhausted,
+// versions never go backwards for a reader (with replaced low versions), and every block
+// and byte returned at the end. Bounded: 400 rounds or about half a second per
 // configuration (3 s at most on a loaded machine), so that it stays short under
 // ThreadSanitizer.
 #include <doctest/doctest.h>
@@ -51,7 +53,7 @@ constexpr std::size_t hi_size = 512, lo_size = 128;
 constexpr std::size_t readers = 2;
 
 struct outcome {
-  std::uint64_t reads = 0, torn = 0, backwards = 0, high_reads = 0;
+  std::uint64_t reads = 0, torn = 0, backwards = 0, high_reads = 0, mixed = 0;
 };
 
 void run(low_version mode, bool background, std::uint32_t seed) {
@@ -69,17 +71,22 @@ void run(low_version mode, bool background, std::uint32_t seed) {
     return version_source{data[i], sums[i], static_cast<std::uint8_t>(t == precision_tier::high ? 16 : 4)};
   };
 
-  // A tight budget: every low version, room for 3 high versions (of 8 wanted at a time),
-  // one staging copy.
-  const bytes slot = mode == low_version::replaced ? hi_size - lo_size : hi_size;
-  const bytes staging = mode == low_version::replaced ? lo_size : 0;
-  budget_tracker budget(N * lo_size + 3 * slot + staging);
-  block_pool hi_pool(hi_size, 5, 64);
-  block_pool lo_pool(lo_size, N + 2, 64);
+  // A tight budget as a plan gives it for three high slots (of 8 wanted at a time) and, with
+  // replaced low versions, one staging block: M_hi = 3 high blocks; M_lo = N − 3 low blocks
+  // (replaced) or N (kept); M_stage = one low block (replaced). The pools hold exactly that.
+  const bool replaced = mode == low_version::replaced;
+  constexpr std::size_t slots = 3;
+  residency_budget budget({.high_bytes = slots * hi_size,
+                           .low_bytes = (replaced ? N - slots : N) * lo_size,
+                           .staging_bytes = replaced ? lo_size : 0});
+  block_pool hi_pool(hi_size, slots, 64);
+  block_pool lo_pool(lo_size, replaced ? N - slots + 1 : N, 64);
   versioned_expert_table table(L, E, {.low = mode, .max_readers = readers});
   {
     transition_pipeline<two_phase_mover> pipe(table, budget, lo_pool, hi_pool, source_of, {}, {.max_in_flight = 2});
-    REQUIRE(pipe.load_all() == residency_load_status::ok);
+    REQUIRE(pipe.load_all([&](expert_key k) {
+      return replaced && k.flat(E) < slots ? precision_tier::high : precision_tier::low;
+    }) == residency_load_status::ok);
 
     std::atomic<bool> stop{false};
     std::atomic<std::size_t> ready{0};
@@ -90,13 +97,17 @@ void run(low_version mode, bool background, std::uint32_t seed) {
         auto slot_r = table.register_reader();
         std::mt19937 pick(seed + static_cast<std::uint32_t>(r) + 1);
         std::vector<std::uint64_t> last(N, 0);
+        std::vector<const expert_version*> seen(N, nullptr);
         outcome& out = results[r];
         while (!stop.load(std::memory_order_relaxed)) {
           auto guard = slot_r.pin();
-          for (int i = 0; i < 8; ++i) {
+          std::fill(seen.begin(), seen.end(), nullptr);
+          for (int i = 0; i < 16; ++i) {
             const std::size_t flat = pick() % N;
             const expert_key key{static_cast<layer_id>(flat / E), static_cast<expert_id>(flat % E)};
             const expert_version& v = guard.resolve(table.handle(key));
+            if (seen[flat] != nullptr && seen[flat] != &v) ++out.mixed;  // two versions in one window
+            seen[flat] = &v;
             const std::size_t want = v.tier == precision_tier::high ? hi_size : lo_size;
             const std::uint64_t expect = sums[2 * flat + static_cast<std::size_t>(v.tier)];
             if (v.key != key || v.data.size() != want || v.checksum != expect || fnv1a_checksum(v.data) != expect) {
@@ -152,19 +163,25 @@ void run(low_version mode, bool background, std::uint32_t seed) {
       total.torn += o.torn;
       total.backwards += o.backwards;
       total.high_reads += o.high_reads;
+      total.mixed += o.mixed;
     }
     const auto s = pipe.stats();
     MESSAGE("mode=", to_string(mode), " background=", background, " reads=", total.reads, " high=", total.high_reads,
             " promotions=", s.promotions, " demotions=", s.demotions, " admission_waits=", s.admission_waits,
-            " peak=", budget.peak_reserved(), "/", budget.cap(), " max_promotion_delay=", s.max_promotion_delay);
+            " staged=", s.staged, " peak=", budget.peak_reserved(), "/", budget.cap(),
+            " max_promotion_delay=", s.max_promotion_delay);
     CHECK(total.reads > 0);
     CHECK(total.torn == 0);
     CHECK(total.backwards == 0);
+    CHECK(total.mixed == 0);
     CHECK(s.promotions > 0);
     CHECK(s.demotions > 0);
     CHECK(worst <= budget.cap());
     CHECK(budget.peak_reserved() <= budget.cap());
-    CHECK(hi_pool.peak_in_use() <= hi_pool.num_blocks());
+    CHECK(hi_pool.exhausted() == 0);  // every reservation found its block
+    CHECK(lo_pool.exhausted() == 0);
+    CHECK(budget.high().peak_reserved() <= budget.high().cap());
+    CHECK(budget.low().peak_reserved() <= budget.low().cap());
     pipe.shutdown();
   }
   CHECK(budget.reserved() == 0);

@@ -126,7 +126,16 @@ TEST_CASE("replaced: Resident-Lo → Promoting → Evicting → Resident-Hi → 
   f.hi_pool.deallocate(hi_back.block);
 
   std::array<version_storage, 2> out{};
-  CHECK(t.evict(k, out) == 1);
+  {
+    auto g = reader.pin();  // an open window could still resolve the handle: nothing is done
+    const evict_result busy = t.evict(k, out);
+    CHECK(busy.status == evict_status::readers_pinned);
+    CHECK(busy.storages == 0);
+    CHECK(t.state(k) == residency_state::resident_low);
+  }
+  const evict_result ev = t.evict(k, out);
+  CHECK(ev.status == evict_status::evicted);
+  CHECK(ev.storages == 1);
   CHECK(out[0].block.index == lb.index);
   CHECK(t.state(k) == residency_state::absent);
   f.lo_pool.deallocate(out[0].block);
@@ -171,7 +180,9 @@ TEST_CASE("kept: promotion publishes without retiring, demotion switches back to
   fixture::fill(t.begin(k, precision_tier::high, {&f.hi_pool, hb2, 64}, f.hi), f.hi);
   CHECK(t.publish(k).version->version == 3);
   std::array<version_storage, 2> out{};
-  CHECK(t.evict(k, out) == 2);  // both versions are resident
+  const evict_result ev = t.evict(k, out);
+  CHECK(ev.status == evict_status::evicted);
+  CHECK(ev.storages == 2);  // both versions are resident
   for (std::size_t i = 0; i < 2; ++i) out[i].pool->deallocate(out[i].block);
 }
 
@@ -202,7 +213,61 @@ TEST_CASE("a pinned reader holds back reclamation; a reader pinned after publica
   }
   f.lo_pool.deallocate(t.reclaim(e, t.safe_epoch()).block);
   std::array<version_storage, 2> out{};
-  t.evict(e, out);
+  REQUIRE(t.evict(e, out).status == evict_status::evicted);
+  f.hi_pool.deallocate(out[0].block);
+}
+
+TEST_CASE("a window sees one version of each handle until it unpins; the next window sees the new one") {
+  fixture f;
+  versioned_expert_table t(1, 4);
+  const expert_key e{0, 1};
+  const expert_handle h = t.handle(e);
+  t.install(e, precision_tier::low, f.take(f.lo_pool, f.lo), f.lo);
+  auto reader = t.register_reader();
+  std::optional<read_guard> window(reader.pin());
+  const expert_version* first = &h.resolve(*window);
+  CHECK(first->tier == precision_tier::low);
+
+  const pool_block hb = f.hi_pool.try_allocate();
+  fixture::fill(t.begin(e, precision_tier::high, {&f.hi_pool, hb, 64}, f.hi), f.hi);
+  const auto pub = t.publish(e);
+  CHECK(t.serving_tier(e) == precision_tier::high);
+  CHECK(pub.settle_epoch == pub.retire_epoch);
+  // Gate, up and down of one pass: every resolve in the window is the version it started with.
+  for (int launch = 0; launch < 3; ++launch) CHECK(&h.resolve(*window) == first);
+  CHECK(&window->resolve(e) == first);
+  CHECK_FALSE(t.settled(e, t.safe_epoch()));  // the window still counts the low version as current
+  window.reset();
+
+  window.emplace(reader.pin());  // the next window
+  const expert_version& next = h.resolve(*window);
+  CHECK(next.tier == precision_tier::high);
+  CHECK(next.version == pub.version->version);
+  CHECK(&h.resolve(*window) == &next);
+  CHECK(window->epoch() > pub.retire_epoch);
+  window.reset();
+  CHECK(t.settled(e, t.safe_epoch()));
+  f.lo_pool.deallocate(t.reclaim(e, t.safe_epoch()).block);
+  std::array<version_storage, 2> out{};
+  REQUIRE(t.evict(e, out).status == evict_status::evicted);
+  f.hi_pool.deallocate(out[0].block);
+}
+
+TEST_CASE("evict reports what it could not do") {
+  fixture f;
+  versioned_expert_table t(1, 2);
+  std::array<version_storage, 2> out{};
+  CHECK(t.evict({0, 0}, out).status == evict_status::absent);
+  t.install({0, 0}, precision_tier::low, f.take(f.lo_pool, f.lo), f.lo);
+  const pool_block hb = f.hi_pool.try_allocate();
+  fixture::fill(t.begin({0, 0}, precision_tier::high, {&f.hi_pool, hb, 64}, f.hi), f.hi);
+  CHECK(t.evict({0, 0}, out).status == evict_status::in_transition);  // promoting
+  static_cast<void>(t.publish({0, 0}));
+  CHECK(t.evict({0, 0}, out).status == evict_status::in_transition);  // evicting its low version
+  f.lo_pool.deallocate(t.reclaim({0, 0}, t.safe_epoch()).block);
+  const evict_result r = t.evict({0, 0}, out);
+  CHECK(r.status == evict_status::evicted);
+  CHECK(r.storages == 1);
   f.hi_pool.deallocate(out[0].block);
 }
 

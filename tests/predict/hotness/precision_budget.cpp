@@ -15,35 +15,83 @@ std::uint64_t count_of(const precision_budget& b, std::uint32_t n) {
 }  // namespace
 
 TEST_CASE("a small budget worked by hand") {
-  // L = 2, E = 4, s_hi = 10, s_lo = 4, M = 100, M_res = 20, k = 1.
-  // Expert region 80; staging 1 · 4 = 4; every low version 8 · 4 = 32; left 44.
-  // replaced: a slot costs 10 − 4 = 6, N = ⌊44 / 6⌋ = 7.
-  precision_budget_config c{
-      .usable_bytes = 100, .reserved_bytes = 20, .high_bytes = 10, .low_bytes = 4, .num_layers = 2, .num_experts = 4};
+  // L = 2, E = 4, s_hi = 10, s_lo = 4, M = 100, M_res = 20, k = 1, blocks of exactly one version.
+  // Expert region 80; the floor is every low version and the staging block: (8 + 1) · 4 = 36;
+  // left 44. replaced: a slot costs 10 − 4 = 6, N = ⌊44 / 6⌋ = 7.
+  precision_budget_config c{.usable_bytes = 100,
+                            .reserved_bytes = 20,
+                            .high_bytes = 10,
+                            .low_bytes = 4,
+                            .num_layers = 2,
+                            .num_experts = 4,
+                            .block_alignment = 1};
   const auto eq = plan_precision_budget(c);
   CHECK(eq.status == precision_budget_status::ok);
   CHECK(eq.expert_bytes == 80);
-  CHECK(eq.staging_bytes == 4);
+  CHECK(eq.high_block_bytes == 10);
+  CHECK(eq.low_block_bytes == 4);
   CHECK(eq.capacity == std::vector<std::uint32_t>{3, 3});  // ⌊7 / 2⌋ each; one slot unused
   CHECK(eq.high_slots == 6);
-  CHECK(eq.high_region_bytes == 60);
-  CHECK(eq.low_region_bytes == 8);  // the two experts left low: 2 · 4
-  CHECK(eq.high_pool_blocks == 7);  // 6 slots + 1 staging
-  CHECK(eq.low_pool_blocks == 8);
-  // Plan + staging fits: 60 + 8 + 4 = 72 <= 80.
+  CHECK(eq.high_pool_blocks == 6);  // pool_hi: Σ n_l
+  CHECK(eq.low_pool_blocks == 3);   // pool_lo: 8 − 6 low versions + 1 staging block
+  CHECK(eq.staging_blocks == 1);
+  CHECK(eq.high_region_bytes == 60);  // M_hi
+  CHECK(eq.low_region_bytes == 8);    // M_lo: the two experts left low
+  CHECK(eq.staging_bytes == 4);       // M_stage
+  CHECK(eq.arena_bytes == 72);        // 6 · 10 + 3 · 4 <= 80
+  const residency_budget_config bc = eq.budget_config();
+  CHECK(bc.high_bytes == 60);
+  CHECK(bc.low_bytes == 8);
+  CHECK(bc.staging_bytes == 4);
+  CHECK(bc.staging_tier == precision_tier::low);
 
   c.split = layer_split::spread_remainder;
   const auto sp = plan_precision_budget(c);
   CHECK(sp.capacity == std::vector<std::uint32_t>{4, 3});  // 7 = 3 + 3, remainder to layer 0
   CHECK(sp.high_slots == 7);
+  CHECK(sp.low_pool_blocks == 2);
+  CHECK(sp.arena_bytes == 78);  // 7 · 10 + 2 · 4: one more slot would need 84
 
   // kept: no staging, a slot costs s_hi = 10, left = 80 − 32 = 48, N = 4.
   c.low = low_version::kept;
+  c.split = layer_split::equal;
   const auto kept = plan_precision_budget(c);
   CHECK(kept.staging_bytes == 0);
+  CHECK(kept.staging_blocks == 0);
   CHECK(kept.capacity == std::vector<std::uint32_t>{2, 2});
   CHECK(kept.high_region_bytes == 40);
   CHECK(kept.low_region_bytes == 32);  // every low version stays
+  CHECK(kept.low_pool_blocks == 8);
+  CHECK(kept.arena_bytes == 72);
+}
+
+TEST_CASE("block bytes, not version bytes, are what the pools cost") {
+  // The same experts with 8-byte blocks: s_hi = 10 → 16, s_lo = 4 → 8. Floor (8 + 1) · 8 = 72,
+  // left 8, a slot costs 16 − 8 = 8: N = 1, and the arena 1 · 16 + 8 · 8 = 80 fills the region.
+  const auto p = plan_precision_budget({.usable_bytes = 100,
+                                        .reserved_bytes = 20,
+                                        .high_bytes = 10,
+                                        .low_bytes = 4,
+                                        .num_layers = 2,
+                                        .num_experts = 4,
+                                        .split = layer_split::spread_remainder,
+                                        .block_alignment = 8});
+  CHECK(p.high_block_bytes == 16);
+  CHECK(p.low_block_bytes == 8);
+  CHECK(p.capacity == std::vector<std::uint32_t>{1, 0});
+  CHECK(p.arena_bytes == 80);
+  CHECK(p.arena_bytes <= p.expert_bytes);
+  // Rounded to the same block, a "high" version costs nothing more: every expert fits high.
+  const auto same = plan_precision_budget({.usable_bytes = 200,
+                                           .high_bytes = 10,
+                                           .low_bytes = 9,
+                                           .num_layers = 2,
+                                           .num_experts = 4,
+                                           .block_alignment = 16});
+  CHECK(same.status == precision_budget_status::saturated);
+  CHECK(same.high_pool_blocks == 8);
+  CHECK(same.low_pool_blocks == 1);  // the staging block
+  CHECK(same.arena_bytes == 9 * 16);
 }
 
 TEST_CASE("Mixtral-8x7B, FP16 over 4-bit, on an 80 GB device with 12 GB reserved") {
@@ -69,8 +117,11 @@ TEST_CASE("Mixtral-8x7B, FP16 over 4-bit, on an 80 GB device with 12 GB reserved
     CHECK(b.high_slots == 160);
     CHECK(b.high_region_bytes == 160ull * 352'321'536);  // 56,371,445,760
     CHECK(b.low_region_bytes == 96ull * 93'585'408);     //  8,984,199,168
+    CHECK(b.high_pool_blocks == 160);
+    CHECK(b.low_pool_blocks == 97);  // 96 low versions + 1 staging block
     // 56,371,445,760 + 8,984,199,168 + 93,585,408 = 65,449,230,336 <= 68e9.
-    CHECK(b.high_region_bytes + b.low_region_bytes + b.staging_bytes <= b.expert_bytes);
+    CHECK(b.arena_bytes == 65'449'230'336);
+    CHECK(b.arena_bytes <= b.expert_bytes);
 
     c.split = layer_split::spread_remainder;
     const auto s = plan_precision_budget(mixtral, fp16, bitwidth{4}, c);
@@ -100,6 +151,7 @@ TEST_CASE("budgets that do not fit report a status") {
     CHECK(b.status == precision_budget_status::infeasible);  // 20e9 < 23.96e9
     CHECK(b.high_slots == 0);
     CHECK(count_of(b, 0) == 32);
+    CHECK(b.arena_bytes > b.expert_bytes);  // what N = 0 would need: every low version and k staging blocks
   }
   SUBCASE("the reserve exceeds the device") {
     const auto b = plan_precision_budget(mixtral, fp16, bitwidth{4}, {.usable_bytes = 10, .reserved_bytes = 20});
@@ -115,12 +167,27 @@ TEST_CASE("budgets that do not fit report a status") {
 }
 
 TEST_CASE("bad budget inputs are rejected with the library's message") {
-  const precision_budget_config ok{
-      .usable_bytes = 100, .high_bytes = 10, .low_bytes = 4, .num_layers = 2, .num_experts = 4};
+  const precision_budget_config ok{.usable_bytes = 100,
+                                   .high_bytes = 10,
+                                   .low_bytes = 4,
+                                   .num_layers = 2,
+                                   .num_experts = 4,
+                                   .block_alignment = 1};
   auto c = ok;
   c.num_layers = 0;
   CHECK_THROWS_WITH_AS(static_cast<void>(plan_precision_budget(c)),
-                       "moepolicy::plan_precision_budget: num_layers must be > 0, got 0", invalid_argument);
+                       "moepolicy::plan_precision_budget: num_layers must be in [1, 65536], got 0", invalid_argument);
+  c = ok;
+  c.block_alignment = 48;
+  CHECK_THROWS_WITH_AS(static_cast<void>(plan_precision_budget(c)),
+                       "moepolicy::plan_precision_budget: block_alignment must be a power of two, got 48",
+                       invalid_argument);
+  c = ok;
+  c.high_bytes = bytes{1} << 62;
+  CHECK_THROWS_WITH_AS(static_cast<void>(plan_precision_budget(c)),
+                       "moepolicy::plan_precision_budget: high_bytes and low_bytes must keep the pools within 64 "
+                       "bits, got 4611686018427387904",
+                       invalid_argument);
   c = ok;
   c.num_experts = 0;
   CHECK_THROWS_WITH_AS(static_cast<void>(plan_precision_budget(c)),
