@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "moepolicy/residency/transition_queue.hpp"
+#include "random_versions.hpp"
 
 using namespace moepolicy;
 
@@ -32,18 +33,8 @@ struct reader_outcome {
 };
 
 void run(low_version mode, std::uint32_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<std::byte>> data(2 * N);
-  std::vector<std::uint64_t> sums(2 * N);
-  for (std::size_t i = 0; i < 2 * N; ++i) {
-    data[i].resize(i % 2 == 1 ? hi_size : lo_size);
-    for (auto& b : data[i]) b = static_cast<std::byte>(rng());
-    sums[i] = fnv1a_checksum(data[i]);
-  }
-  const auto source_of = [&](expert_key k, precision_tier t) {
-    const std::size_t i = 2 * k.flat(E) + static_cast<std::size_t>(t);
-    return version_source{data[i], sums[i], static_cast<std::uint8_t>(t == precision_tier::high ? 16 : 4)};
-  };
+  const test::random_versions versions(N, lo_size, hi_size, seed);
+  const auto source_of = [&](expert_key k, precision_tier t) { return versions.source(k.flat(E), t); };
   // Room for every expert at both tiers: the budget never binds, so publications come as
   // fast as windows end.
   residency_budget budget({.high_bytes = N * hi_size, .low_bytes = N * lo_size});
@@ -88,7 +79,7 @@ void run(low_version mode, std::uint32_t seed) {
               } else if (&v != first[i]) {
                 ++out.mixed;
               }
-              const std::uint64_t expect = sums[2 * i + static_cast<std::size_t>(v.tier)];
+              const std::uint64_t expect = versions.sum(i, v.tier);
               if (v.key != key || v.checksum != expect || fnv1a_checksum(v.data) != expect) ++out.torn;
             }
             std::this_thread::yield();  // let the writer publish inside the window

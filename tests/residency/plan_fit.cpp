@@ -19,6 +19,7 @@
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/predict/precision_budget.hpp"
 #include "moepolicy/residency/transition_queue.hpp"
+#include "random_versions.hpp"
 
 using namespace moepolicy;
 
@@ -177,14 +178,7 @@ void run_from_plan(low_version mode, std::uint32_t seed) {
   REQUIRE(plan.capacity == std::vector<std::uint32_t>{3, 3});
   REQUIRE(plan.arena_bytes <= plan.expert_bytes);
 
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<std::byte>> data(2 * N);
-  std::vector<std::uint64_t> sums(2 * N);
-  for (std::size_t i = 0; i < 2 * N; ++i) {
-    data[i].resize(i % 2 == 1 ? hi_size : lo_size);
-    for (auto& b : data[i]) b = static_cast<std::byte>(rng());
-    sums[i] = fnv1a_checksum(data[i]);
-  }
+  const test::random_versions versions(N, lo_size, hi_size, seed);
   residency_budget budget(plan.budget_config());
   block_pool hi_pool(plan.high_block_bytes, plan.high_pool_blocks, 64);
   block_pool lo_pool(plan.low_block_bytes, plan.low_pool_blocks, 64);
@@ -193,10 +187,7 @@ void run_from_plan(low_version mode, std::uint32_t seed) {
   {
     transition_pipeline<host_memcpy_mover> pipe(
         table, budget, lo_pool, hi_pool,
-        [&](expert_key key, precision_tier t) {
-          const std::size_t i = 2 * key.flat(E) + static_cast<std::size_t>(t);
-          return version_source{data[i], sums[i], static_cast<std::uint8_t>(t == precision_tier::high ? 16 : 4)};
-        },
+        [&](expert_key key, precision_tier t) { return versions.source(key.flat(E), t); },
         {}, {.max_in_flight = 3});
     // Start from a static set of n_l per layer at high (the replaced pools hold no more lows).
     REQUIRE(pipe.load_all([&](expert_key key) {
@@ -216,7 +207,7 @@ void run_from_plan(low_version mode, std::uint32_t seed) {
           for (int i = 0; i < 8; ++i) {
             const std::size_t flat = pick() % N;
             const expert_version& v = g.resolve(table.key_of(flat));
-            const std::uint64_t expect = sums[2 * flat + static_cast<std::size_t>(v.tier)];
+            const std::uint64_t expect = versions.sum(flat, v.tier);
             if (fnv1a_checksum(v.data) != expect) torn.fetch_add(1, std::memory_order_relaxed);
             reads.fetch_add(1, std::memory_order_relaxed);
           }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "moepolicy/residency/transition_queue.hpp"
+#include "random_versions.hpp"
 
 using namespace moepolicy;
 
@@ -57,19 +58,8 @@ struct outcome {
 };
 
 void run(low_version mode, bool background, std::uint32_t seed) {
-  // Sources: random bytes per (expert, tier).
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<std::byte>> data(2 * N);
-  std::vector<std::uint64_t> sums(2 * N);
-  for (std::size_t i = 0; i < 2 * N; ++i) {
-    data[i].resize(i % 2 == 1 ? hi_size : lo_size);
-    for (auto& b : data[i]) b = static_cast<std::byte>(rng());
-    sums[i] = fnv1a_checksum(data[i]);
-  }
-  const auto source_of = [&](expert_key k, precision_tier t) {
-    const std::size_t i = 2 * k.flat(E) + static_cast<std::size_t>(t);
-    return version_source{data[i], sums[i], static_cast<std::uint8_t>(t == precision_tier::high ? 16 : 4)};
-  };
+  const test::random_versions versions(N, lo_size, hi_size, seed);
+  const auto source_of = [&](expert_key k, precision_tier t) { return versions.source(k.flat(E), t); };
 
   // A tight budget as a plan gives it for three high slots (of 8 wanted at a time) and, with
   // replaced low versions, one staging block: M_hi = 3 high blocks; M_lo = N − 3 low blocks
@@ -109,7 +99,7 @@ void run(low_version mode, bool background, std::uint32_t seed) {
             if (seen[flat] != nullptr && seen[flat] != &v) ++out.mixed;  // two versions in one window
             seen[flat] = &v;
             const std::size_t want = v.tier == precision_tier::high ? hi_size : lo_size;
-            const std::uint64_t expect = sums[2 * flat + static_cast<std::size_t>(v.tier)];
+            const std::uint64_t expect = versions.sum(flat, v.tier);
             if (v.key != key || v.data.size() != want || v.checksum != expect || fnv1a_checksum(v.data) != expect) {
               ++out.torn;
             }
