@@ -5,8 +5,14 @@
 #                   report/index.md with SVG plots
 #   ./run.sh test   build and run every test: g++ with ASan+UBSan and -Werror, clang 14
 #                   with -Werror, header self-containment, packaging, benchmarks (smoke),
-#                   ThreadSanitizer on the concurrent residency mechanism, and a libFuzzer
-#                   run per reader (traces, machine files)
+#                   ThreadSanitizer on the concurrent residency mechanism, clang's UBSan
+#                   float-cast-overflow and implicit-integer-truncation on the readers'
+#                   tests, and a libFuzzer run per reader (traces, machine files, the
+#                   problem files of bitwidth, place and schedule)
+#   ./run.sh fuzz SECONDS
+#                   build the libFuzzer targets and run each for SECONDS (one at a time),
+#                   printing the executions each reached; for long offline runs. The corpus
+#                   grows in build/fuzz/tests/fuzz/corpus/ across runs.
 # Each installs the Debian packages it needs when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -99,7 +105,24 @@ run_test() {
   cmake --build build/ci-tsan -j"$jobs" --target $tsan_targets
   TSAN_OPTIONS=halt_on_error=1 run_ctest build/ci-tsan -j"$jobs" --output-on-failure -R '^test_residency_'
 
-  echo "== libFuzzer: each reader (traces, machine files) for ${fuzz_seconds}s"
+  # float-cast-overflow (a double beyond an integer's range converted to it) and
+  # implicit-integer-truncation (an implicit narrowing that changes the value) are not in
+  # g++'s -fsanitize=undefined; the readers turn untrusted numbers into integers, so their
+  # tests run under both. Only the io, quant, trace and tool tests, to keep this script
+  # within its time: building the whole suite once more costs as much as the clang stage
+  # above, for code that reads no untrusted input (with these tests both checks run clean).
+  echo "== clang 14, UBSan float-cast-overflow + implicit-integer-truncation: the readers' tests"
+  configure build/ci-ubsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DMOEPOLICY_WERROR=ON -DMOEPOLICY_SANITIZERS=float-cast-overflow,implicit-integer-truncation \
+    -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_HEADER_CHECK=OFF
+  local ubsan_targets
+  ubsan_targets=$(ninja -C build/ci-ubsan -t targets all | sed -n 's/^\(test_\(io\|quant\|trace\|tool\)_[a-z_]*\): .*/\1/p' | sort -u)
+  # shellcheck disable=SC2086 # one target per word
+  cmake --build build/ci-ubsan -j"$jobs" --target $ubsan_targets
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 run_ctest build/ci-ubsan -j"$jobs" --output-on-failure \
+    -R '^test_(io|quant|trace|tool)_'
+
+  echo "== libFuzzer: each reader (traces, machine files, problem files) for ${fuzz_seconds}s"
   configure build/ci-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DMOEPOLICY_BUILD_FUZZERS=ON -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_EXAMPLES=OFF \
     -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_FUZZ_SECONDS="$fuzz_seconds"
@@ -110,8 +133,44 @@ run_test() {
   echo "tests: $passed passed, $failed failed, $skipped skipped"
 }
 
+run_fuzz() {
+  local seconds=${1:-}
+  case "$seconds" in
+    '' | *[!0-9]*) echo "usage: $0 fuzz SECONDS (a whole number of seconds per fuzzer)" >&2; exit 2 ;;
+  esac
+  ensure_packages "${packages_test[@]}"
+  mkdir -p build
+  local dir=${MOEPOLICY_FUZZ_BUILD_DIR:-build/fuzz}
+  echo "== libFuzzer: each target for ${seconds}s, one at a time, in $dir"
+  configure "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DMOEPOLICY_BUILD_FUZZERS=ON -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_EXAMPLES=OFF \
+    -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_FUZZ_SECONDS="$seconds"
+  cmake --build "$dir" -j"$jobs"
+  local log="$dir/fuzz-${seconds}s.log"
+  local rc=0
+  (cd "$dir" && ctest -L fuzz -V -j1) >"$log" 2>&1 || rc=$?
+  printf '%-24s %14s %10s %10s\n' fuzzer executions "per second" "new units"
+  # ctest -V prefixes each line with the test's number: map numbers to fuzzer names, then
+  # print each fuzzer's final libFuzzer statistics.
+  awk '
+    match($0, /^[0-9]+: Test command: [^ ]*\/fuzz_[a-z_0-9]+/) {
+      n = substr($0, 1, index($0, ":") - 1)
+      cmd = $4; sub(/.*\//, "", cmd); name[n] = cmd
+    }
+    /^[0-9]+: stat::number_of_executed_units:/ { n = substr($0, 1, index($0, ":") - 1); execs[n] = $NF }
+    /^[0-9]+: stat::average_exec_per_sec:/ { n = substr($0, 1, index($0, ":") - 1); rate[n] = $NF }
+    /^[0-9]+: stat::new_units_added:/ { n = substr($0, 1, index($0, ":") - 1); added[n] = $NF }
+    END {
+      for (n in name) printf "%-24s %14s %10s %10s\n", name[n], execs[n], rate[n], added[n]
+    }' "$log" | sort
+  grep -E '(Passed|Failed|\*\*\*).* sec$|tests passed' "$log" || true
+  echo "== full log: $log"
+  return "$rc"
+}
+
 case "${1:-}" in
   main) run_main ;;
   test) run_test ;;
-  *) echo "usage: $0 main|test" >&2; exit 2 ;;
+  fuzz) run_fuzz "${2:-}" ;;
+  *) echo "usage: $0 main|test|fuzz SECONDS" >&2; exit 2 ;;
 esac

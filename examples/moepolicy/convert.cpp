@@ -1,12 +1,12 @@
 // `moepolicy convert IN... -o OUT`: write a trace in the canonical binary format (.mtrace)
-// or as CSV (.csv).
+// or as CSV (.csv), replacing OUT atomically.
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "moepolicy/detail/file_output.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/csv_export.hpp"
@@ -28,11 +28,10 @@ void add_convert(CLI::App& app) {
     const std::vector<std::filesystem::path> paths(opt->inputs.begin(), opt->inputs.end());
     const routing_trace trace = io::read_trace(paths);
     const std::filesystem::path out = opt->output;
+    // Either output replaces OUT only once it is complete (a temporary file beside it,
+    // renamed over it): a failed write (a full disk) leaves an earlier OUT as it was.
     if (out.extension() == ".csv") {
-      std::ofstream os(out);
-      if (!os) throw std::runtime_error("cannot write " + out.string());
-      write_csv(trace, os);
-      if (!os) throw std::runtime_error("error writing " + out.string());
+      detail::write_file_atomically(out, "moepolicy convert", [&](std::ostream& os) { write_csv(trace, os); });
     } else if (out.extension() == ".mtrace") {
       write_canonical(trace, out);
     } else {

@@ -1,17 +1,25 @@
 // `moepolicy inspect TRACE...`: the model shape, requests, tokens per phase and per-layer
-// skew of each trace.
+// skew of each trace. A canonical file's format version is named with its checksum (the
+// weak one of version 1 says so). Names from the trace are printed with their control
+// characters escaped (printable.hpp).
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "../common/model_match.hpp"
 #include "../common/table.hpp"
 #include "commands.hpp"
+#include "printable.hpp"
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/io/read_trace.hpp"
+#include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/summary.hpp"
 
 namespace moepolicy::tool {
@@ -21,16 +29,30 @@ using examples::fixed;
 
 std::string ratio(double r) { return std::isinf(r) ? "inf" : fixed(r, 2) + "x"; }
 
+/// The format of the file `p`; for a canonical file with its version and checksum.
+std::string format_of(const std::filesystem::path& p) {
+  const io::trace_format f = io::detect_trace_format(p);
+  std::string out(io::to_string(f));
+  if (f != io::trace_format::canonical) return out;
+  std::array<std::byte, 12> head{};
+  std::ifstream in(p, std::ios::binary);
+  in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  if (const auto v = canonical_version(std::span<const std::byte>(head.data(), static_cast<std::size_t>(in.gcount())))) {
+    out += ", version " + std::to_string(*v) + ", checksum " + std::string(canonical_checksum_name(*v));
+  }
+  return out;
+}
+
 void inspect_one(const std::vector<std::filesystem::path>& paths, bool per_request) {
   const routing_trace trace = io::read_trace(paths);
   const trace_info& info = trace.info();
   const trace_summary s = summarize(trace);
 
-  std::cout << "trace: " << paths.front().string();
+  std::cout << "trace: " << printable(paths.front().string());
   if (paths.size() > 1) std::cout << " (+" << paths.size() - 1 << " more files)";
   std::cout << '\n';
-  std::cout << "  format: " << io::to_string(io::detect_trace_format(paths.front())) << '\n';
-  std::cout << "  model: " << (info.model.empty() ? "(not recorded)" : info.model) << '\n';
+  std::cout << "  format: " << format_of(paths.front()) << '\n';
+  std::cout << "  model: " << (info.model.empty() ? "(not recorded)" : printable(info.model)) << '\n';
   std::cout << "  shape: " << info.num_layers << " MoE layers, " << info.num_experts << " experts, top-"
             << info.top_k << ", router scores " << (info.has_scores ? "recorded" : "not recorded") << '\n';
   if (auto preset = examples::preset_for(info)) {
@@ -49,7 +71,7 @@ void inspect_one(const std::vector<std::filesystem::path>& paths, bool per_reque
   if (per_request || s.requests.size() <= 16) {
     examples::text_table t({"request", "rows", "prefill", "decode", "steps"});
     for (const auto& r : s.requests) {
-      t.add({r.name, std::to_string(r.rows), std::to_string(r.prefill_tokens), std::to_string(r.decode_tokens),
+      t.add({printable(r.name), std::to_string(r.rows), std::to_string(r.prefill_tokens), std::to_string(r.decode_tokens),
              std::to_string(r.steps)});
     }
     t.print(std::cout, "    ");

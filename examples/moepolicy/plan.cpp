@@ -1,15 +1,21 @@
-// `moepolicy bitwidth PROBLEM.json` and `moepolicy place PROBLEM.json`: solve a bit
-// allocation or a prefill placement given as JSON and print the answer as JSON, so that
-// the policies script from Python and the shell. `-` reads the problem from stdin.
+// `moepolicy bitwidth PROBLEM.json` and `moepolicy place PROBLEM.json`: the problems (a bit
+// allocation or a prefill placement given as JSON) read and solved, their answer as JSON,
+// so that the policies script from Python and the shell (problem_commands.cpp runs them;
+// `-` reads the problem from stdin).
 //
 // bitwidth problem:
-//   {"bits": [1, 2, 3, 4],                 ascending candidate bitwidths
-//    "average_bits": 2.5,                  the layer's average budget b̄
+//   {"bits": [1, 2, 3, 4],                 strictly ascending candidate bitwidths, whole
+//                                          numbers in [1, 32]
+//    "average_bits": 2.5,                  the layer's average budget b̄, in [bits[0], 32]
 //    "losses": [[L(b0), L(b1), ...], ...], one row per expert, in descending importance
-//    "weights": [...],                     optional, one per expert (default 1)
+//                                          (at most 65536), one number in [-1e100, 1e100]
+//                                          per bitwidth
+//    "weights": [...],                     optional, one number in [0, 1e100] per expert
+//                                          (default 1)
 //    "form": "exact" | "at_most",          optional, default "exact"
 //    "rounding": "down" | "nearest",       optional, default "down"
-//    "min_count": [...],                   optional, one per bitwidth: at least that many experts
+//    "min_count": [...],                   optional, one whole number in [0, 2^32 - 1] per
+//                                          bitwidth: at least that many experts
 //                                          at each bitwidth. Only the exact solver honours it:
 //                                          with "solver": "prefix_split" it is an error; with
 //                                          "both", prefix split's answer says whether it meets
@@ -18,109 +24,82 @@
 //    "solver": "prefix_split" | "exact" | "both"}   optional, default "both"
 // place problem:
 //   {"counts": [[...], ...],               prefill activation counts P, layers x experts
+//                                          (1 to 65536 of each), numbers in [0, 1e100]
 //    "weight_sums": [[...], ...],          prefill routing-score sums W, same shape
-//    "gpu_experts_per_layer": 4,
-//    "alpha": 0.5, "normalization": "sum_to_one" | "divide_by_max" | "min_max",
+//    "gpu_experts_per_layer": 4,           a whole number in [0, experts]
+//    "alpha": 0.5,                         optional, in [0, 1] (default 0.5)
+//    "normalization": "sum_to_one" | "divide_by_max" | "min_max",   optional
 //    "ndp_average_bits": 3,                with "losses", prefix split picks NDP bitwidths
+//                                          at this average, in [losses.bits[0], 32]
 //    "losses": {"bits": [1, 2, 3], "table": [[[L per bit] per expert] per layer]},
+//                                          bits as above, the table layers x experts x
+//                                          bits of the counts' shape, losses in [0, 1e100]
 //    "uniform_bits": 3,                    without "losses", every NDP expert's bitwidth
 //    "form": ..., "rounding": ...}
+// Every number is checked as a number (its range, whether it is whole) before it becomes
+// an integer; a problem is read whole before anything is solved.
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <memory>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <optional>
-#include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
 #include "json_input.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/place/prefill_placement.hpp"
 #include "moepolicy/quant/exact_allocation.hpp"
 #include "moepolicy/quant/prefix_split.hpp"
+#include "problems.hpp"
 
 namespace moepolicy::tool {
 namespace {
 
-using json = nlohmann::json;
+// Losses, weights and counts: magnitudes up to 1e100, so that their sums and products
+// over 65536 experts stay finite.
+constexpr double big = 1e100;
+constexpr std::string_view any_range = "[-1e100, 1e100]";
+constexpr std::string_view non_negative_range = "[0, 1e100]";
+constexpr std::size_t max_extent = 65536;
 
-json load(const std::string& path) { return load_json(path); }
-
-[[noreturn]] void bad(const std::string& path, const std::string& field, const std::string& problem) {
-  bad_field(path, field, problem);
-}
-
-const json& need(const json& j, const std::string& path, const char* key) {
-  if (!j.is_object() || !j.contains(key)) bad(path, key, "missing");
-  return j.at(key);
-}
-
-double number(const json& j, const std::string& path, const std::string& field) {
-  if (!j.is_number()) bad(path, field, "expected a number, got " + j.dump());
-  return j.get<double>();
-}
-
-std::vector<double> numbers(const json& j, const std::string& path, const std::string& field) {
-  if (!j.is_array()) bad(path, field, "expected an array of numbers");
-  std::vector<double> out;
-  for (std::size_t i = 0; i < j.size(); ++i) out.push_back(number(j[i], path, field + "[" + std::to_string(i) + "]"));
-  return out;
-}
-
+/// Strictly ascending whole bitwidths in [1, 32], at least one.
 std::vector<bitwidth> bit_set(const json& j, const std::string& path, const std::string& field) {
+  if (!j.is_array()) bad_field(path, field, "expected an array of bitwidths, got " + describe(j));
+  if (j.empty()) bad_field(path, field, "expected at least one bitwidth");
   std::vector<bitwidth> out;
-  for (double b : numbers(j, path, field)) {
-    if (b != static_cast<double>(static_cast<int>(b)) || b < 1 || b > 32) {
-      bad(path, field, "bitwidths must be whole numbers in [1, 32], got " + json(b).dump());
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    const std::string at = field + "[" + std::to_string(i) + "]";
+    const auto b = static_cast<int>(whole_in(j[i], path, at, bitwidth::min_bits, bitwidth::max_bits));
+    if (!out.empty() && b <= out.back().bits()) {
+      bad_field(path, at,
+                "expected a bitwidth above " + std::to_string(out.back().bits()) + " (strictly ascending), got " +
+                    std::to_string(b));
     }
-    out.emplace_back(static_cast<int>(b));
+    out.emplace_back(b);
   }
   return out;
 }
 
-Eigen::MatrixXd matrix(const json& j, const std::string& path, const std::string& field) {
-  if (!j.is_array()) bad(path, field, "expected an array of rows");
-  const std::size_t rows = j.size();
-  const std::size_t cols = rows == 0 ? 0 : (j[0].is_array() ? j[0].size() : 0);
-  Eigen::MatrixXd m(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-  for (std::size_t r = 0; r < rows; ++r) {
-    const auto row = numbers(j[r], path, field + "[" + std::to_string(r) + "]");
-    if (row.size() != cols) {
-      bad(path, field + "[" + std::to_string(r) + "]", "expected " + std::to_string(cols) + " numbers, got " +
-                                                            std::to_string(row.size()));
-    }
-    for (std::size_t c = 0; c < cols; ++c) m(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)) = row[c];
-  }
-  return m;
+/// An average bitwidth in [lowest, 32].
+double average_bits(const json& j, const std::string& path, const std::string& field, bitwidth lowest) {
+  const std::string range = "[" + std::to_string(lowest.bits()) + ", " + std::to_string(bitwidth::max_bits) + "]";
+  return number_in(j, path, field, lowest.bits(), bitwidth::max_bits, range);
 }
 
 bit_allocation_config allocation_config(const json& j, const std::string& path) {
   bit_allocation_config c;
-  if (j.contains("form")) {
-    const auto f = j.at("form");
-    if (f == "exact") {
-      c.form = budget_form::exact;
-    } else if (f == "at_most") {
-      c.form = budget_form::at_most;
-    } else {
-      bad(path, "form", "expected \"exact\" or \"at_most\", got " + f.dump());
-    }
+  if (const json* f = optional_field(j, "form")) {
+    c.form = one_of(*f, path, "form", {"exact", "at_most"}) == "exact" ? budget_form::exact : budget_form::at_most;
   }
-  if (j.contains("rounding")) {
-    const auto r = j.at("rounding");
-    if (r == "down") {
-      c.rounding = budget_rounding::down;
-    } else if (r == "nearest") {
-      c.rounding = budget_rounding::nearest;
-    } else {
-      bad(path, "rounding", "expected \"down\" or \"nearest\", got " + r.dump());
-    }
+  if (const json* r = optional_field(j, "rounding")) {
+    c.rounding =
+        one_of(*r, path, "rounding", {"down", "nearest"}) == "down" ? budget_rounding::down : budget_rounding::nearest;
   }
   return c;
 }
@@ -147,120 +126,132 @@ json to_json(const bit_allocation& a, std::span<const bitwidth> bits) {
   return out;
 }
 
-void solve_bitwidth(const std::string& path) {
-  const json p = load(path);
-  const auto bits = bit_set(need(p, path, "bits"), path, "bits");
-  const double avg = number(need(p, path, "average_bits"), path, "average_bits");
-  const Eigen::MatrixXd L = matrix(need(p, path, "losses"), path, "losses");
-  const auto weights = p.contains("weights") ? numbers(p.at("weights"), path, "weights") : std::vector<double>{};
-  std::vector<std::uint32_t> min_count;
-  if (p.contains("min_count")) {
-    for (double c : numbers(p.at("min_count"), path, "min_count")) {
-      if (c < 0 || c != static_cast<double>(static_cast<std::uint32_t>(c))) {
-        bad(path, "min_count", "counts must be whole numbers >= 0, got " + json(c).dump());
-      }
-      min_count.push_back(static_cast<std::uint32_t>(c));
+}  // namespace
+
+bitwidth_problem read_bitwidth_problem(const json& p, const std::string& path) {
+  bitwidth_problem out;
+  out.bits = bit_set(need(p, path, "", "bits"), path, "bits");
+  out.average_bits = average_bits(need(p, path, "", "average_bits"), path, "average_bits", out.bits.front());
+  out.losses = matrix_in(need(p, path, "", "losses"), path, "losses", out.bits.size(), max_extent, -big, big,
+                         any_range);
+  const auto experts = static_cast<std::size_t>(out.losses.rows());
+  if (const json* w = optional_field(p, "weights")) {
+    out.weights = numbers_in(*w, path, "weights", 0.0, big, non_negative_range);
+    if (out.weights.size() != experts) {
+      bad_field(path, "weights",
+                "expected one weight per expert (" + std::to_string(experts) + "), got " +
+                    std::to_string(out.weights.size()));
     }
   }
-  const std::string solver = p.value("solver", std::string("both"));
-  if (solver != "prefix_split" && solver != "exact" && solver != "both") {
-    bad(path, "solver", "expected \"prefix_split\", \"exact\" or \"both\", got \"" + solver + "\"");
+  if (const json* m = optional_field(p, "min_count")) {
+    if (!m->is_array()) bad_field(path, "min_count", "expected an array of counts, got " + describe(*m));
+    for (std::size_t i = 0; i < m->size(); ++i) {
+      out.min_count.push_back(static_cast<std::uint32_t>(whole_in((*m)[i], path, "min_count[" + std::to_string(i) + "]",
+                                                                  0, std::numeric_limits<std::uint32_t>::max())));
+    }
   }
-  const bool constrained = std::any_of(min_count.begin(), min_count.end(), [](std::uint32_t c) { return c > 0; });
-  if (constrained && solver == "prefix_split") {
-    bad(path, "min_count", "prefix split cannot honour minimum counts; use \"solver\": \"exact\" or \"both\"");
+  if (const json* s = optional_field(p, "solver")) {
+    out.solver = one_of(*s, path, "solver", {"prefix_split", "exact", "both"});
   }
-  if (!min_count.empty() && min_count.size() != bits.size()) {
-    bad(path, "min_count",
-        "expected one count per bitwidth (" + std::to_string(bits.size()) + "), got " + std::to_string(min_count.size()));
+  const bool constrained =
+      std::any_of(out.min_count.begin(), out.min_count.end(), [](std::uint32_t c) { return c > 0; });
+  if (constrained && out.solver == "prefix_split") {
+    bad_field(path, "min_count", "prefix split cannot honour minimum counts; use \"solver\": \"exact\" or \"both\"");
   }
-  const auto config = allocation_config(p, path);
+  if (!out.min_count.empty() && out.min_count.size() != out.bits.size()) {
+    bad_field(path, "min_count",
+              "expected one count per bitwidth (" + std::to_string(out.bits.size()) + "), got " +
+                  std::to_string(out.min_count.size()));
+  }
+  out.config = allocation_config(p, path);
+  return out;
+}
+
+json solve(const bitwidth_problem& p) {
   json out = json::object();
-  if (solver != "exact") {
-    const bit_allocation a = prefix_split(bits, L, avg, config, weights);
-    json j = to_json(a, bits);
+  if (p.solver != "exact") {
+    const bit_allocation a = prefix_split(p.bits, p.losses, p.average_bits, p.config, p.weights);
+    json j = to_json(a, p.bits);
+    const bool constrained = std::any_of(p.min_count.begin(), p.min_count.end(), [](std::uint32_t c) { return c > 0; });
     if (constrained) {
       bool met = a.status != allocation_status::infeasible;
-      for (std::size_t i = 0; i < min_count.size() && met; ++i) met = a.count_per_level[i] >= min_count[i];
+      for (std::size_t i = 0; i < p.min_count.size() && met; ++i) met = a.count_per_level[i] >= p.min_count[i];
       j["min_count_met"] = met;
       if (!met && a.status != allocation_status::infeasible) j["status"] = "min_count_unmet";
     }
     out["prefix_split"] = j;
   }
-  if (solver != "prefix_split") out["exact"] = to_json(exact_allocation(bits, L, avg, config, weights, min_count), bits);
-  std::cout << out.dump(2) << '\n';
+  if (p.solver != "prefix_split") {
+    out["exact"] = to_json(exact_allocation(p.bits, p.losses, p.average_bits, p.config, p.weights, p.min_count), p.bits);
+  }
+  return out;
 }
 
-void solve_place(const std::string& path) {
-  const json p = load(path);
-  const Eigen::MatrixXd P = matrix(need(p, path, "counts"), path, "counts");
-  const Eigen::MatrixXd W = matrix(need(p, path, "weight_sums"), path, "weight_sums");
-  prefill_placement_config c;
-  c.gpu_experts_per_layer =
-      static_cast<std::size_t>(number(need(p, path, "gpu_experts_per_layer"), path, "gpu_experts_per_layer"));
-  if (p.contains("alpha")) c.importance.alpha = number(p.at("alpha"), path, "alpha");
-  if (p.contains("normalization")) {
-    const auto n = p.at("normalization");
-    if (n == "sum_to_one") {
-      c.importance.norm = normalization::sum_to_one;
-    } else if (n == "divide_by_max") {
-      c.importance.norm = normalization::divide_by_max;
-    } else if (n == "min_max") {
-      c.importance.norm = normalization::min_max;
-    } else {
-      bad(path, "normalization", "expected \"sum_to_one\", \"divide_by_max\" or \"min_max\", got " + n.dump());
-    }
+place_problem read_place_problem(const json& p, const std::string& path) {
+  place_problem out;
+  out.counts = matrix_in(need(p, path, "", "counts"), path, "counts", std::nullopt, max_extent, 0.0, big,
+                         non_negative_range);
+  if (out.counts.rows() == 0) bad_field(path, "counts", "expected at least one layer");
+  if (out.counts.cols() == 0) bad_field(path, "counts[0]", "expected at least one expert");
+  const auto layers = static_cast<std::size_t>(out.counts.rows());
+  const auto experts = static_cast<std::size_t>(out.counts.cols());
+  const json& w = need(p, path, "", "weight_sums");
+  if (w.is_array() && w.size() != layers) {
+    bad_field(path, "weight_sums",
+              "expected " + std::to_string(layers) + " rows (as counts), got " + std::to_string(w.size()));
+  }
+  out.weight_sums = matrix_in(w, path, "weight_sums", experts, max_extent, 0.0, big, non_negative_range);
+  prefill_placement_config& c = out.config;
+  c.gpu_experts_per_layer = static_cast<std::size_t>(
+      whole_in(need(p, path, "", "gpu_experts_per_layer"), path, "gpu_experts_per_layer", 0, experts));
+  if (const json* a = optional_field(p, "alpha")) c.importance.alpha = number_in(*a, path, "alpha", 0.0, 1.0, "[0, 1]");
+  if (const json* n = optional_field(p, "normalization")) {
+    const std::string name = one_of(*n, path, "normalization", {"sum_to_one", "divide_by_max", "min_max"});
+    c.importance.norm = name == "sum_to_one"      ? normalization::sum_to_one
+                        : name == "divide_by_max" ? normalization::divide_by_max
+                                                  : normalization::min_max;
   }
   c.allocation = allocation_config(p, path);
-  std::optional<loss_table> table;
-  if (p.contains("losses")) {
-    const json& l = p.at("losses");
-    const auto bits = bit_set(need(l, path, "bits"), path, "losses.bits");
-    const json& t = need(l, path, "table");
-    if (!t.is_array()) bad(path, "losses.table", "expected layers x experts x bits");
+  if (const json* l = optional_field(p, "losses")) {
+    const auto bits = bit_set(need(*l, path, "losses.", "bits"), path, "losses.bits");
+    const json& t = need(*l, path, "losses.", "table");
+    if (!t.is_array()) bad_field(path, "losses.table", "expected layers x experts x bits, got " + describe(t));
+    if (t.size() != layers) {
+      bad_field(path, "losses.table",
+                "expected " + std::to_string(layers) + " layers (as counts), got " + std::to_string(t.size()));
+    }
     std::vector<double> flat;
-    const std::size_t layers = t.size();
-    const std::size_t experts = layers == 0 ? 0 : t[0].size();
     for (std::size_t i = 0; i < layers; ++i) {
-      const Eigen::MatrixXd m = matrix(t[i], path, "losses.table[" + std::to_string(i) + "]");
-      if (static_cast<std::size_t>(m.rows()) != experts || static_cast<std::size_t>(m.cols()) != bits.size()) {
-        bad(path, "losses.table[" + std::to_string(i) + "]",
-            "expected " + std::to_string(experts) + " experts x " + std::to_string(bits.size()) + " bits");
+      const std::string at = "losses.table[" + std::to_string(i) + "]";
+      if (t[i].is_array() && t[i].size() != experts) {
+        bad_field(path, at,
+                  "expected " + std::to_string(experts) + " experts (as counts), got " + std::to_string(t[i].size()));
       }
+      const Eigen::MatrixXd m = matrix_in(t[i], path, at, bits.size(), max_extent, 0.0, big, non_negative_range);
       for (Eigen::Index e = 0; e < m.rows(); ++e) {
         for (Eigen::Index b = 0; b < m.cols(); ++b) flat.push_back(m(e, b));
       }
     }
-    table.emplace(layers, experts, bits, std::move(flat));
+    out.losses.emplace(layers, experts, bits, std::move(flat));
     c.select_bitwidths = true;
-    c.ndp_average_bits = number(need(p, path, "ndp_average_bits"), path, "ndp_average_bits");
+    c.ndp_average_bits = average_bits(need(p, path, "", "ndp_average_bits"), path, "ndp_average_bits", bits.front());
   } else {
     c.select_bitwidths = false;
-    const auto u = bit_set(json::array({need(p, path, "uniform_bits")}), path, "uniform_bits");
-    c.uniform_bits = u.front();
+    c.uniform_bits = bitwidth(static_cast<int>(
+        whole_in(need(p, path, "", "uniform_bits"), path, "uniform_bits", bitwidth::min_bits, bitwidth::max_bits)));
   }
-  const placement_plan plan = place_from_prefill(P, W, table ? &*table : nullptr, c);
+  return out;
+}
+
+json solve(const place_problem& p) {
+  const placement_plan plan = place_from_prefill(p.counts, p.weight_sums, p.losses ? &*p.losses : nullptr, p.config);
   json layers = json::array();
   for (std::size_t l = 0; l < plan.num_layers(); ++l) {
     json ndp = json::array();
     for (expert_id e : plan.experts_on(l, tier::ndp)) ndp.push_back({{"expert", e}, {"bits", plan.at(l, e).bits.bits()}});
     layers.push_back({{"layer", l}, {"gpu", plan.experts_on(l, tier::gpu)}, {"ndp", ndp}, {"status", to_string(plan.status(l))}});
   }
-  std::cout << json{{"layers", layers}}.dump(2) << '\n';
-}
-
-}  // namespace
-
-void add_plan_commands(CLI::App& app) {
-  auto bw_path = std::make_shared<std::string>();
-  auto* bw = app.add_subcommand("bitwidth", "Allocate NDP bitwidths for one layer (prefix split and the exact optimum)");
-  bw->add_option("problem", *bw_path, "Problem JSON file, or - for standard input")->required();
-  bw->callback([bw_path] { solve_bitwidth(*bw_path); });
-
-  auto pl_path = std::make_shared<std::string>();
-  auto* pl = app.add_subcommand("place", "Place experts on GPU and NDP from prefill statistics (Context-Aware GPU-NDP Alg. 1)");
-  pl->add_option("problem", *pl_path, "Problem JSON file, or - for standard input")->required();
-  pl->callback([pl_path] { solve_place(*pl_path); });
+  return json{{"layers", layers}};
 }
 
 }  // namespace moepolicy::tool

@@ -463,7 +463,8 @@ void add_replay(CLI::App& app) {
           "POLICY"));
   cmd->add_option("--capacity", opt->capacities, "Cache capacities in experts (per layer with --per-layer), >= 1")
       ->required()
-      ->expected(1, -1);
+      ->expected(1, -1)
+      ->transform(whole_number(1));
   cmd->add_flag("--per-layer", opt->per_layer, "One pool per layer instead of one shared pool (untimed)");
   cmd->add_option("--predictor", opt->predictor,
                   "Predictor: none, short-horizon, markov, transition (untimed), oracle. Untimed it hints the "
@@ -471,19 +472,24 @@ void add_replay(CLI::App& app) {
                   "short-horizon)")
       ->check(CLI::IsMember({"none", "short-horizon", "markov", "transition", "oracle"}));
   cmd->add_option("--lookahead", opt->lookahead,
-                  "n: tokens (batches of a layer) a prediction covers, >= 1 (default: CXL-MoE's n = 2)");
-  cmd->add_option("--history", opt->history, "m: past tokens the short-horizon or Markov model reads, >= 1");
+                  "n: tokens (batches of a layer) a prediction covers, >= 1 (default: CXL-MoE's n = 2)")
+      ->transform(whole_number(1));
+  cmd->add_option("--history", opt->history, "m: past tokens the short-horizon or Markov model reads, >= 1")
+      ->transform(whole_number(1));
   cmd->add_option("--router-alpha", opt->router_alpha,
                   "Run the expert-cache router (substitution threshold alpha in [0, 1]) before the cache (untimed)");
   cmd->add_option("--link", opt->link,
                   "Replay on the timed model, fetching experts over this link: cxl, pcie, or a link preset name");
-  cmd->add_option("--concurrency", opt->concurrency, "Timed: concurrent decode streams B (default 1)")->expected(1, -1);
+  cmd->add_option("--concurrency", opt->concurrency, "Timed: concurrent decode streams B (default 1)")
+      ->expected(1, -1)
+      ->transform(whole_number(1));
   cmd->add_option("--gpu", opt->gpu, "Timed: the GPU's device preset")->capture_default_str();
   cmd->add_option("--duplex", opt->duplex, "Timed: full (reads and KV writes on separate directions) or half")
       ->capture_default_str()
       ->check(CLI::IsMember({"full", "half"}));
   cmd->add_option("--depth", opt->depth,
-                  "Timed: experts prefetched per layer and step (default: n x top-k per stream)");
+                  "Timed: experts prefetched per layer and step (default: n x top-k per stream)")
+      ->transform(whole_number(0));
   cmd->add_flag("--prefill-prefetch", opt->prefill_prefetch,
                 "Timed: CXL-MoE's prefill-stage prefetch (stand-in: the prefill's own activation counts)");
   cmd->add_flag("--json", opt->json_out, "Print the results as JSON");

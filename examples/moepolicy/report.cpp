@@ -26,6 +26,11 @@
 //
 // The report holds no timings or absolute paths, so two runs on the same traces write the
 // same files (the golden test pins index.md). Progress goes to stderr.
+//
+// Output (report_output.hpp): the report is written into a fresh folder beside --out, with
+// a manifest of its files, and replaces --out only once complete; --out is replaced only
+// when it holds nothing but an earlier report's files (else the report refuses, naming
+// the others, unless --force).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -45,6 +50,7 @@
 #include "../common/model_match.hpp"
 #include "../common/table.hpp"
 #include "commands.hpp"
+#include "report_output.hpp"
 #include "drivers/context_aware_ndp.hpp"
 #include "drivers/cxl_prefetch.hpp"
 #include "drivers/dynaexq.hpp"
@@ -112,6 +118,7 @@ struct report_options {
   std::vector<std::string> traces;
   std::string machine;
   std::string out = "report";
+  bool force = false;
 };
 
 /// Progress on stderr: one line per stage with its elapsed time.
@@ -151,6 +158,7 @@ std::string slug(const std::string& s) {
 void write_file(const fs::path& p, const std::string& text) {
   std::ofstream f(p, std::ios::binary);
   f << text;
+  f.close();
   if (!f) throw std::runtime_error("report: cannot write " + p.string());
 }
 
@@ -471,8 +479,9 @@ void code_block(std::ostream& md, const section_text& s) {
 }
 
 void run_report(const report_options& o) {
-  const fs::path out = o.out;
-  fs::create_directories(out);
+  // Written into a fresh folder beside --out, which takes its place once complete.
+  staged_report_dir staged(o.out, o.force);
+  const fs::path out = staged.path();
   const family_devices dev = devices_for(o.machine);
 
   std::ostringstream md;
@@ -639,7 +648,8 @@ void run_report(const report_options& o) {
     });
   }
   write_file(out / "index.md", md.str());
-  std::cerr << "report: wrote " << (out / "index.md").string() << '\n';
+  staged.commit();
+  std::cerr << "report: wrote " << (fs::path(o.out) / "index.md").string() << '\n';
 }
 
 }  // namespace
@@ -654,7 +664,12 @@ void add_report(CLI::App& app) {
                   "and the shared Mixtral-8x7B traces when ../shared/traces is present)")
       ->check(CLI::ExistingPath);
   cmd->add_option("--machine", opt->machine, "JSON file of device presets (docs/machine.md)")->check(CLI::ExistingFile);
-  cmd->add_option("--out", opt->out, "Directory to write index.md and the plots to")->capture_default_str();
+  cmd->add_option("--out", opt->out,
+                  "Directory to write index.md and the plots to; replaced once the report is complete, and only "
+                  "when it holds nothing but an earlier report's files (see " +
+                      std::string(report_manifest_name) + ")")
+      ->capture_default_str();
+  cmd->add_flag("--force", opt->force, "Replace --out even when it holds files no earlier report wrote");
   cmd->callback([opt] {
     report_options o = *opt;
     if (o.traces.empty()) o.traces = default_traces();

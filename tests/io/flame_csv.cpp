@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "moepolicy/core/input_limits.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -355,4 +356,15 @@ TEST_CASE("flame csv: the FLAME-MoE-290M prefill files (shared traces)") {
     for (const auto& row : m) best += *std::max_element(row.begin(), row.end());
     CHECK(best == hits.at(l));
   }
+}
+
+TEST_CASE("flame csv: lines and files are bounded") {
+  {
+    moepolicy::scoped_input_limits small({.max_line_bytes = 40});
+    CHECK_PARSE_ERROR(read_text(header4 + "0,0,0.5,0.5,0,0\n"),
+                      "t.csv:1: line longer than the limit of 40 bytes (input_limits::max_line_bytes)");
+  }
+  moepolicy::scoped_input_limits tiny({.max_file_bytes = 60});
+  CHECK_PARSE_ERROR(read_text(header4 + "0,0,0.5,0.5,0,0\n"),
+                    "t.csv: larger than the limit of 60 bytes (input_limits::max_file_bytes)");
 }

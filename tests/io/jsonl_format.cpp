@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "moepolicy/core/input_limits.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -87,4 +88,45 @@ TEST_CASE("jsonl_format: the shared line reader") {
   CHECK(io::detail::printable(std::string(300, 'a')) == std::string(200, 'a') + "...");
   CHECK(io::detail::printable("abc", 3) == "abc");
   CHECK(io::detail::printable("abcd", 3) == "abc...");
+}
+
+TEST_CASE("jsonl_format: lines, records and files are bounded") {
+  // The review's finding: a 1 GiB line took 2–4 GB of memory before an answer.
+  {
+    moepolicy::scoped_input_limits small({.max_line_bytes = 1024});
+    std::istringstream in("{\"a\": 1}\n{\"b\": \"" + std::string(1 << 20, 'x') + "\"}\n");
+    io::detail::jsonl_lines lines(in, "s");
+    nlohmann::json rec;
+    REQUIRE(lines.next(rec));
+    CHECK_THROWS_WITH_AS(lines.next(rec), "s:2: line longer than the limit of 1024 bytes (input_limits::max_line_bytes)",
+                         moepolicy::parse_error);
+  }
+  {
+    const std::string deep = "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+    std::istringstream in("{}\n" + deep + "\n");
+    io::detail::jsonl_lines lines(in, "s");
+    nlohmann::json rec;
+    REQUIRE(lines.next(rec));
+    CHECK_THROWS_WITH_AS(lines.next(rec), "s:2: JSON nested deeper than 64 levels (input_limits::max_json_depth)",
+                         moepolicy::parse_error);
+    CHECK(io::detect_jsonl_format(deep) == jsonl_format::unknown);
+  }
+  {
+    moepolicy::scoped_input_limits small({.max_file_bytes = 20});
+    std::istringstream in("{\"a\": 1}\n{\"a\": 2}\n{\"a\": 3}\n");
+    io::detail::jsonl_lines lines(in, "s");
+    nlohmann::json rec;
+    REQUIRE(lines.next(rec));
+    REQUIRE(lines.next(rec));
+    CHECK_THROWS_WITH_AS(lines.next(rec), "s: larger than the limit of 20 bytes (input_limits::max_file_bytes)",
+                         moepolicy::parse_error);
+  }
+  // Input bytes quoted in a syntax error are escaped.
+  std::istringstream esc("{\"a\": \x1b[31m}\n");
+  io::detail::jsonl_lines lines(esc, "s");
+  nlohmann::json rec;
+  CHECK_THROWS_WITH_AS(lines.next(rec),
+                       "s:1: invalid JSON at column 7: syntax error while parsing value - invalid literal; last read: "
+                       "'\"a\": <U+001B>'",
+                       moepolicy::parse_error);
 }

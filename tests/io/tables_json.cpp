@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "moepolicy/core/input_limits.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -539,4 +540,13 @@ TEST_CASE("tables json: OLMoE cross-layer co-activation (shared traces)") {
       CHECK(mismatches == 0);
     }
   }
+}
+
+TEST_CASE("tables json: nesting and size are bounded") {
+  const std::string deep = "{\"loss\":\n" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  CHECK_THROWS_WITH_AS(loss(deep), "t.json:2: JSON nested deeper than 64 levels (input_limits::max_json_depth)",
+                       parse_error);
+  moepolicy::scoped_input_limits small({.max_json_bytes = 10});
+  CHECK_THROWS_WITH_AS(counts("{\"layers_saved\": [0]}"),
+                       "t.json: larger than the limit of 10 bytes (input_limits::max_json_bytes)", parse_error);
 }

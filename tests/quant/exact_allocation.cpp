@@ -105,7 +105,12 @@ TEST_CASE("bad input names exact_allocation") {
                        "moepolicy::exact_allocation: min_count must be empty or one count per bitwidth (4), size, got 2",
                        invalid_argument);
   CHECK_THROWS_WITH_AS(static_cast<void>(exact_allocation(paper_bits, L, -1.0)),
-                       "moepolicy::exact_allocation: average_bits must be finite and >= the lowest bitwidth 1, got -1",
+                       "moepolicy::exact_allocation: average_bits must be in [1, 32] (the lowest bitwidth to the "
+                       "largest there is), got -1",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(exact_allocation(paper_bits, L, 1e308)),
+                       "moepolicy::exact_allocation: average_bits must be in [1, 32] (the lowest bitwidth to the "
+                       "largest there is), got 1e+308",
                        invalid_argument);
   const Eigen::MatrixXd huge = Eigen::MatrixXd::Ones(4096, 4);
   CHECK_THROWS_AS(static_cast<void>(exact_allocation(paper_bits, huge, 4.0)), invalid_argument);

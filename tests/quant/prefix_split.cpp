@@ -177,7 +177,13 @@ TEST_CASE("bad input names prefix_split, the problem and the value") {
                        "moepolicy::prefix_split: the loss table must have one column per bitwidth (3), columns, got 4",
                        invalid_argument);
   CHECK_THROWS_WITH_AS(static_cast<void>(prefix_split(paper_bits, L, 0.5)),
-                       "moepolicy::prefix_split: average_bits must be finite and >= the lowest bitwidth 1, got 0.5",
+                       "moepolicy::prefix_split: average_bits must be in [1, 32] (the lowest bitwidth to the largest "
+                       "there is), got 0.5",
+                       invalid_argument);
+  // Not converted to whole increments with overflow (the review's 1e308).
+  CHECK_THROWS_WITH_AS(static_cast<void>(prefix_split(paper_bits, L, 1e308)),
+                       "moepolicy::prefix_split: average_bits must be in [1, 32] (the lowest bitwidth to the largest "
+                       "there is), got 1e+308",
                        invalid_argument);
   Eigen::MatrixXd bad = L;
   bad(2, 1) = std::numeric_limits<double>::quiet_NaN();

@@ -227,7 +227,8 @@ TEST_CASE("statuses: HBM too small, an infeasible budget, no loss table, no cali
   const std::array<gpu_ndp_system_config, 1> half{{{"ctx half a bit", gpu_ndp_system_kind::context_aware, 0.5}}};
   CHECK_THROWS_WITH_AS(
       static_cast<void>(replay_gpu_ndp(toy(), sys(m), m, &L, nullptr, half, {.gpu_experts_per_layer = 2})),
-      "moepolicy::prefix_split: average_bits must be finite and >= the lowest bitwidth 1, got 0.5", invalid_argument);
+      "moepolicy::prefix_split: average_bits must be in [1, 32] (the lowest bitwidth to the largest there is), got 0.5",
+      invalid_argument);
   const std::array<gpu_ndp_system_config, 1> ctx{{{"ctx", gpu_ndp_system_kind::context_aware, 2.0}}};
   CHECK(replay_gpu_ndp(toy(), sys(m), m, nullptr, nullptr, ctx, {}).systems[0].status ==
         gpu_ndp_status::needs_loss_table);

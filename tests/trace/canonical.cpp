@@ -168,7 +168,7 @@ TEST_CASE("the layout of a small trace") {
   const bytes b = to_bytes(trace_a());
   REQUIRE(b.size() == 416);
   CHECK(std::memcmp(b.data(), "MOEPTRC\0", 8) == 0);
-  CHECK(get<std::uint32_t>(b, 8) == 1);
+  CHECK(get<std::uint32_t>(b, 8) == 2);
   CHECK(std::to_integer<int>(b[12]) == 0x04);  // byte-order mark 0x01020304, little-endian
   CHECK(std::to_integer<int>(b[15]) == 0x01);
   CHECK(get<std::uint64_t>(b, 16) == 5);    // rows
@@ -257,12 +257,100 @@ TEST_CASE("a trace without rows, and requests without rows, round-trip") {
   moepolicy::test::check_same_trace(read_canonical(std::span<const std::byte>(to_bytes(idle)), "idle"), idle);
 }
 
-TEST_CASE("the committed version-1 files still read and are what the writer writes") {
+TEST_CASE("the committed version-2 files read and are what the writer writes") {
   const auto dir = moepolicy::test::test_data() / "trace";
   moepolicy::test::check_same_trace(read_canonical(dir / "small.mtrace"), trace_a());
   moepolicy::test::check_same_trace(read_canonical(dir / "scores.mtrace"), trace_b());
   CHECK(read_file_bytes(dir / "small.mtrace") == to_bytes(trace_a()));
   CHECK(read_file_bytes(dir / "scores.mtrace") == to_bytes(trace_b()));
+}
+
+TEST_CASE("the committed version-1 files still read, and differ from version 2 only in version and checksum") {
+  const auto dir = moepolicy::test::test_data() / "trace";
+  moepolicy::test::check_same_trace(read_canonical(dir / "small-v1.mtrace"), trace_a());
+  moepolicy::test::check_same_trace(read_canonical(dir / "scores-v1.mtrace"), trace_b());
+  for (const auto& [old_file, t] : {std::pair{"small-v1.mtrace", trace_a()}, std::pair{"scores-v1.mtrace", trace_b()}}) {
+    bytes v1 = read_file_bytes(dir / old_file);
+    const bytes v2 = to_bytes(t);
+    REQUIRE(v1.size() == v2.size());
+    CHECK(get<std::uint32_t>(v1, 8) == 1);
+    CHECK(get<std::uint64_t>(v1, 56) == moepolicy::detail::canonical::fnv_lanes(std::span<const std::byte>(v1).subspan(64)));
+    put<std::uint32_t>(v1, 8, 2);
+    put<std::uint64_t>(v1, 56, get<std::uint64_t>(v2, 56));
+    CHECK(v1 == v2);
+  }
+}
+
+TEST_CASE("canonical_version and canonical_checksum_name tell the versions apart") {
+  const auto dir = moepolicy::test::test_data() / "trace";
+  CHECK(moepolicy::canonical_version(read_file_bytes(dir / "small.mtrace")) == 2u);
+  CHECK(moepolicy::canonical_version(read_file_bytes(dir / "small-v1.mtrace")) == 1u);
+  CHECK(moepolicy::canonical_version(std::span<const std::byte>(to_bytes(trace_a())).first(12)) == 2u);
+  CHECK_FALSE(moepolicy::canonical_version(std::span<const std::byte>(to_bytes(trace_a())).first(11)).has_value());
+  CHECK_FALSE(moepolicy::canonical_version(std::as_bytes(std::span<const char>("{\"record_type\": 1}", 18))));
+  CHECK(moepolicy::canonical_checksum_name(2) == "XXH64");
+  CHECK(moepolicy::canonical_checksum_name(1) ==
+        "FNV-1a in four 64-bit lanes (weak: two flips of the same high bit cancel)");
+  CHECK(moepolicy::canonical_checksum_name(3).empty());
+}
+
+TEST_CASE("two flipped sign bits are caught in version 2 and were not in version 1") {
+  // The review's finding: bit 63 flipped in two payload words of the same lane (four
+  // words apart) left the version-1 checksum unchanged, and the router scores changed sign.
+  const auto dir = moepolicy::test::test_data() / "trace";
+  const routing_trace t = trace_b();
+  const auto flip_two_sign_bits = [](bytes b) {
+    // The SCOR column's data: its tag, then 16 header bytes; 12 floats of 4 bytes.
+    const std::string_view tag = "SCOR";
+    const auto at = std::search(b.begin(), b.end(), reinterpret_cast<const std::byte*>(tag.data()),
+                                reinterpret_cast<const std::byte*>(tag.data()) + 4);
+    REQUIRE(at != b.end());
+    const auto data = static_cast<std::size_t>(at - b.begin()) + 16;  // word i and i + 4 share a lane
+    b[data + 7] ^= std::byte{0x80};   // bit 63 of the column's word 0: the sign of score 1
+    b[data + 39] ^= std::byte{0x80};  // bit 63 of word 4: the sign of score 9
+    return b;
+  };
+  const bytes v2 = flip_two_sign_bits(to_bytes(t));
+  CHECK(error_of(v2).starts_with("t.mtrace: byte 56: checksum mismatch: the header records "));
+
+  const bytes v1 = flip_two_sign_bits(read_file_bytes(dir / "scores-v1.mtrace"));
+  const routing_trace damaged = read_canonical(std::span<const std::byte>(v1), "v1");
+  CHECK(damaged.columns().scores[1] == -t.columns().scores[1]);
+  CHECK(damaged.columns().scores[9] == -t.columns().scores[9]);
+}
+
+TEST_CASE("write_canonical to a path replaces the file only once it is complete") {
+  const auto dir = std::filesystem::temp_directory_path() / "moepolicy-canonical-atomic";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "t.mtrace";
+  {
+    std::ofstream(path) << "the old file";
+  }
+  // A writer that fails midway leaves the old file and no temporary one.
+  CHECK_THROWS_AS(moepolicy::detail::write_file_atomically(path, "test",
+                                                           [](std::ostream& os) {
+                                                             os << "half of a new file";
+                                                             throw std::runtime_error("disk full");
+                                                           }),
+                  std::runtime_error);
+  CHECK(moepolicy::detail::read_all(path) == "the old file");
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 1);
+  // A stream that fails is an error naming the file, with the same outcome.
+  try {
+    moepolicy::detail::write_file_atomically(path, "test", [](std::ostream& os) { os.setstate(std::ios::badbit); });
+    FAIL("no error");
+  } catch (const std::filesystem::filesystem_error& e) {
+    CHECK(e.path1() == path);
+    CHECK(std::string(e.what()).find("test: write failed") != std::string::npos);
+  }
+  CHECK(moepolicy::detail::read_all(path) == "the old file");
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 1);
+  // A complete write replaces it.
+  write_canonical(trace_a(), path);
+  CHECK(read_file_bytes(path) == to_bytes(trace_a()));
+  CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 1);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("is_canonical looks at the magic") {
@@ -296,9 +384,11 @@ TEST_CASE("header errors") {
 
   b = good;
   put<std::uint32_t>(b, 8, 7);
-  CHECK(error_of(b) == f + "8: unsupported format version 7 (this reader knows 1)");
+  CHECK(error_of(b) == f + "8: unsupported format version 7 (this reader knows 1 and 2)");
   put<std::uint32_t>(b, 8, 0);
-  CHECK(error_of(b) == f + "8: unsupported format version 0 (this reader knows 1)");
+  CHECK(error_of(b) == f + "8: unsupported format version 0 (this reader knows 1 and 2)");
+  put<std::uint32_t>(b, 8, 3);
+  CHECK(error_of(b) == f + "8: unsupported format version 3 (this reader knows 1 and 2)");
 
   b = good;
   b[12] = std::byte{1};
@@ -466,7 +556,7 @@ TEST_CASE("checksum mismatch") {
   }
 }
 
-TEST_CASE("checksum is FNV-1a over 64-bit little-endian words in four lanes") {
+TEST_CASE("the version-1 checksum is FNV-1a over 64-bit little-endian words in four lanes") {
   // Reference: the file comment's definition, word by word.
   const auto reference = [](const bytes& payload) {
     const auto mix = [](std::uint64_t h, std::uint64_t w) { return (h ^ w) * 0x100000001b3ull; };
@@ -485,7 +575,8 @@ TEST_CASE("checksum is FNV-1a over 64-bit little-endian words in four lanes") {
   const std::uint64_t lanes[4] = {(basis ^ 1u) * prime, (basis ^ 0x8000000000000000ull) * prime, basis, basis};
   std::uint64_t h = basis;
   for (const std::uint64_t l : lanes) h = (h ^ l) * prime;
-  CHECK(moepolicy::detail::canonical::checksum(payload) == h);
+  CHECK(moepolicy::detail::canonical::fnv_lanes(payload) == h);
+  CHECK(moepolicy::detail::canonical::checksum(payload, 1) == h);
   CHECK(reference(payload) == h);
 
   // Any length, fed whole or in odd pieces.
@@ -494,8 +585,8 @@ TEST_CASE("checksum is FNV-1a over 64-bit little-endian words in four lanes") {
     bytes p(words * 8);
     for (auto& x : p) x = static_cast<std::byte>(rng());
     CAPTURE(words);
-    CHECK(moepolicy::detail::canonical::checksum(p) == reference(p));
-    moepolicy::detail::canonical::checksum_state s;
+    CHECK(moepolicy::detail::canonical::fnv_lanes(p) == reference(p));
+    moepolicy::detail::canonical::fnv_lanes_state s;
     std::size_t at = 0;
     for (std::size_t piece = 1; at < p.size(); piece = piece * 3 % 41 + 1) {
       const std::size_t n = std::min(piece, p.size() - at);
@@ -503,6 +594,37 @@ TEST_CASE("checksum is FNV-1a over 64-bit little-endian words in four lanes") {
       at += n;
     }
     CHECK(s.value() == reference(p));
+  }
+}
+
+TEST_CASE("the version-2 checksum is XXH64 with seed 0") {
+  namespace c = moepolicy::detail::canonical;
+  const auto of = [](std::string_view text) { return c::xxh64(std::as_bytes(std::span<const char>(text))); };
+  // Reference values from the xxHash library (libxxhash 0.8.1, XXH64(data, size, 0)).
+  CHECK(of("") == 0xef46db3751d8e999ull);
+  CHECK(of("a") == 0xd24ec4f1a98c6e5bull);
+  CHECK(of("abc") == 0x44bc2cf5ad770999ull);
+  CHECK(of("0123456789abcdef0123456789abcdefxyz") == 0xe83667402afe0154ull);
+  bytes ramp(768);
+  for (std::size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<std::byte>(i % 256);
+  CHECK(c::xxh64(ramp) == 0x8e03c838c596036full);
+  CHECK(c::checksum(ramp) == 0x8e03c838c596036full);
+  CHECK(c::checksum(ramp, 2) == 0x8e03c838c596036full);
+
+  // Fed in pieces of any size, it gives the same value.
+  std::mt19937 rng(5);
+  for (std::size_t n : {0u, 1u, 7u, 31u, 32u, 33u, 64u, 100u, 1000u}) {
+    bytes p(n);
+    for (auto& x : p) x = static_cast<std::byte>(rng());
+    CAPTURE(n);
+    c::xxh64_state s;
+    std::size_t at = 0;
+    for (std::size_t piece = 1; at < p.size(); piece = piece * 3 % 41 + 1) {
+      const std::size_t k = std::min(piece, p.size() - at);
+      s.update(std::span<const std::byte>(p).subspan(at, k));
+      at += k;
+    }
+    CHECK(s.value() == c::xxh64(p));
   }
 }
 
@@ -601,14 +723,14 @@ TEST_CASE("file errors") {
 
   // Errors in a file name the file.
   bytes b = to_bytes(trace_a());
-  put<std::uint32_t>(b, 8, 2);
-  const auto path = dir / "v2.mtrace";
+  put<std::uint32_t>(b, 8, 3);
+  const auto path = dir / "v3.mtrace";
   {
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
   }
   CHECK_THROWS_WITH_AS((void)read_canonical(path),
-                       (path.string() + ": byte 8: unsupported format version 2 (this reader knows 1)").c_str(),
+                       (path.string() + ": byte 8: unsupported format version 3 (this reader knows 1 and 2)").c_str(),
                        parse_error);
   try {
     (void)read_canonical(path);
@@ -616,7 +738,7 @@ TEST_CASE("file errors") {
     CHECK(e.file() == path.string());
     CHECK(e.where().unit == moepolicy::file_location::kind::byte_offset);
     CHECK(e.where().value == 8);
-    CHECK(e.problem() == "unsupported format version 2 (this reader knows 1)");
+    CHECK(e.problem() == "unsupported format version 3 (this reader knows 1 and 2)");
   }
 
   // Writing where no file can be made.

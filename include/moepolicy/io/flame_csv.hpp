@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/core/input_limits.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/io/detail/input.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
@@ -77,12 +78,11 @@ struct layer_data {
 inline constexpr std::string_view file_prefix = "prefill_layer";
 inline constexpr std::string_view file_suffix = ".csv";
 
-/// A cell as error messages show it: quoted, cut after 40 bytes.
+/// A cell as error messages show it: quoted, cut after 40 bytes, bytes outside printable
+/// ASCII written `\xNN`.
 inline std::string quote(std::string_view cell) {
-  constexpr std::size_t max_shown = 40;
   std::string out = "\"";
-  out += cell.substr(0, max_shown);
-  if (cell.size() > max_shown) out += "...";
+  out += io::detail::printable(cell, 40);
   out += '"';
   return out;
 }
@@ -129,10 +129,15 @@ template <class T>
 /// Splits a text into lines ending in "\n" or "\r\n"; the last may lack its newline.
 class line_reader {
  public:
-  explicit line_reader(std::string_view text) noexcept : text_(text) {}
+  /// `file` names the text in messages.
+  line_reader(std::string_view text, std::string_view file) noexcept
+      : text_(text), file_(file), max_line_(active_input_limits().max_line_bytes) {}
 
   /// The next line without its terminator, or false at the end of the text.
-  bool next(std::string_view& line) noexcept {
+  ///
+  /// Throws: `parse_error` at the line when it holds more than
+  /// `input_limits::max_line_bytes` bytes.
+  bool next(std::string_view& line) {
     if (pos_ >= text_.size()) return false;
     const std::size_t nl = text_.find('\n', pos_);
     const std::size_t end = nl == std::string_view::npos ? text_.size() : nl;
@@ -140,6 +145,11 @@ class line_reader {
     if (nl != std::string_view::npos && !line.empty() && line.back() == '\r') line.remove_suffix(1);
     pos_ = nl == std::string_view::npos ? text_.size() : nl + 1;
     ++line_;
+    if (line.size() > max_line_) {
+      io::detail::fail_at_line(file_, line_,
+                               "line longer than the limit of " + std::to_string(max_line_) +
+                                   " bytes (input_limits::max_line_bytes)");
+    }
     return true;
   }
 
@@ -148,6 +158,8 @@ class line_reader {
 
  private:
   std::string_view text_;
+  std::string_view file_;
+  std::uint64_t max_line_;
   std::size_t pos_ = 0;
   std::uint64_t line_ = 0;
 };
@@ -191,7 +203,7 @@ inline layer_data parse_layer(std::string_view text, std::string_view name, laye
   d.layer = layer;
   if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
 
-  line_reader lines(text);
+  line_reader lines(text, name);
   std::string_view line;
   if (!lines.next(line)) {
     io::detail::fail_at_line(name, 1, "empty file: expected the header layer_id,token_id,expert_0,...");
@@ -422,7 +434,8 @@ inline routing_trace read_flame_csv(std::span<const std::filesystem::path> layer
   for (const auto& [layer, index] : order) {
     const std::filesystem::path& path = layer_files[index];
     std::ifstream in = detail::open_input(path);
-    const std::string text = detail::read_rest<std::string>(in, path.string(), moepolicy::detail::file_size_or_zero(path));
+    const std::string text = detail::read_rest<std::string>(in, path.string(), detail::file_limit(),
+                                                              moepolicy::detail::file_size_or_zero(path));
     layers.push_back(detail::flame::parse_layer(text, path.string(), layer));
     if (layers.size() > 1) detail::flame::check_consistent(layers.front(), layers.back());
   }
@@ -461,7 +474,7 @@ inline routing_trace read_flame_csv(const std::filesystem::path& file_or_directo
 /// Throws: `parse_error` naming `name` and the line for a malformed text (see the header
 /// comment), or when reading the stream fails.
 inline routing_trace read_flame_csv(std::istream& in, std::string_view name, layer_id layer) {
-  const std::string text = detail::read_rest<std::string>(in, name);
+  const std::string text = detail::read_rest<std::string>(in, name, detail::file_limit());
   std::vector<detail::flame::layer_data> layers;
   layers.push_back(detail::flame::parse_layer(text, name, layer));
   return detail::flame::build(layers);

@@ -13,7 +13,10 @@
 // the end of the input, where editors leave them: a blank line followed by a record
 // is an error naming the blank line, because a hole in a trace is more often damage
 // than intent. Fields a reader does not know are ignored; when a key appears twice in
-// one object the last value counts (nlohmann-json's rule).
+// one object the last value counts (nlohmann-json's rule). A line may hold at most
+// `input_limits::max_line_bytes` bytes, a record nest at most
+// `input_limits::max_json_depth` levels, a file at most `input_limits::max_file_bytes`
+// bytes (core/input_limits.hpp).
 #pragma once
 
 #include <algorithm>
@@ -29,8 +32,10 @@
 #include <nlohmann/json.hpp>
 
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/core/input_limits.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/io/detail/input.hpp"
+#include "moepolicy/io/json_document.hpp"
 
 namespace moepolicy::io {
 
@@ -61,8 +66,13 @@ enum class jsonl_format : std::uint8_t { granite, vllm_decode, vllm_raw, unknown
 /// (also for text that is not JSON). Only the keys are looked at: the reader checks
 /// the values.
 [[nodiscard]] inline jsonl_format detect_jsonl_format(std::string_view first_line) {
-  const nlohmann::json j = nlohmann::json::parse(first_line, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) return jsonl_format::unknown;
+  nlohmann::json j;
+  detail::json_document::dom_builder builder(j, active_input_limits().max_json_depth, /*reject_duplicates=*/false);
+  if (!nlohmann::json::sax_parse(first_line.data(), first_line.data() + first_line.size(), &builder,
+                                 nlohmann::json::input_format_t::json, true) ||
+      !j.is_object()) {
+    return jsonl_format::unknown;
+  }
   const auto text_is = [&](const char* key, std::string_view want) {
     const auto it = j.find(key);
     return it != j.end() && it->is_string() && it->get_ref<const std::string&>() == want;
@@ -80,30 +90,6 @@ enum class jsonl_format : std::uint8_t { granite, vllm_decode, vllm_raw, unknown
 namespace detail {
 
 using json = nlohmann::json;
-
-/// `s` with control characters and non-ASCII bytes written as `\xNN`, for messages that
-/// quote text nlohmann-json took from the input; cut after `max_bytes` bytes of `s`
-/// (nlohmann repeats the whole token it failed on, which may be the whole line).
-inline std::string printable(std::string_view s, std::size_t max_bytes = 200) {
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(std::min(s.size(), max_bytes) + 3);
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i == max_bytes) {
-      out += "...";
-      break;
-    }
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 0xf];
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
 
 /// A string value as a message quotes it: JSON-escaped, in quotes, cut to 64 bytes.
 inline std::string quote_text(const std::string& s) {
@@ -155,10 +141,22 @@ class jsonl_lines {
   /// Reads the next record into `out`, a JSON object. Returns false at the end.
   ///
   /// Throws: `parse_error` at the line for text that is not JSON, a value that is not
-  /// an object, or a blank line followed by a record; at no line for a read error.
+  /// an object, a blank line followed by a record, a line longer than
+  /// `input_limits::max_line_bytes` or JSON nested deeper than
+  /// `input_limits::max_json_depth`; at no line for a read error or input beyond
+  /// `input_limits::max_file_bytes`.
   bool next(json& out) {
-    while (std::getline(in_, buf_)) {
+    const input_limits& limits = active_input_limits();
+    bool too_long = false;
+    while (read_line(in_, buf_, limits.max_line_bytes, too_long)) {
       ++line_;
+      if (too_long) {
+        fail("line longer than the limit of " + std::to_string(limits.max_line_bytes) +
+             " bytes (input_limits::max_line_bytes)");
+      }
+      bytes_ += buf_.size();
+      if (bytes_ > limits.max_file_bytes) fail_too_large(file_, file_limit());
+      ++bytes_;  // the '\n', counted with the next line's bytes
       if (buf_.find_first_not_of(" \t\r") == std::string::npos) {
         if (blank_ == 0) blank_ = line_;
         continue;
@@ -166,7 +164,7 @@ class jsonl_lines {
       if (blank_ != 0) {
         fail_at_line(file_, blank_, "blank line inside the input (only trailing blank lines are allowed)");
       }
-      parse(out);
+      parse(out, limits.max_json_depth);
       if (!out.is_object()) fail(std::string("expected a JSON object, got ") + std::string(describe(out)));
       return true;
     }
@@ -183,22 +181,19 @@ class jsonl_lines {
   [[noreturn]] void fail(const std::string& problem) const { fail_at_line(file_, line_, problem); }
 
  private:
-  void parse(json& out) {
-    try {
-      out = json::parse(buf_);
-    } catch (const json::parse_error& e) {
-      // nlohmann's text reads "[json.exception.parse_error.101] parse error at line 1,
-      // column 8: <reason>"; the line is ours, so keep the column and the reason.
-      const std::string what = e.what();
-      const std::size_t colon = what.find(": ", what.find("parse error"));
-      const std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
-      fail("invalid JSON at column " + std::to_string(e.byte) + ": " + printable(reason));
-    } catch (const json::exception& e) {
-      // Out-of-range numbers (1e400) are reported as out_of_range.406.
-      const std::string what = e.what();
-      const std::size_t bracket = what.find("] ");
-      fail("invalid JSON: " + printable(bracket == std::string::npos ? what : what.substr(bracket + 2)));
+  void parse(json& out, std::uint32_t max_depth) {
+    namespace jd = json_document;
+    out = json();
+    jd::dom_builder builder(out, max_depth, /*reject_duplicates=*/false);
+    if (json::sax_parse(buf_.data(), buf_.data() + buf_.size(), &builder, json::input_format_t::json, true)) return;
+    if (builder.too_deep()) fail(jd::too_deep_problem(max_depth));
+    // A syntax error (nlohmann's parse_error) has a column; a number beyond a double
+    // (out_of_range.406, 1e400) does not.
+    const std::string reason = builder.syntax_error().value_or("");
+    if (builder.syntax_error_id() >= 100 && builder.syntax_error_id() < 200) {
+      fail("invalid JSON at column " + std::to_string(builder.syntax_position()) + ": " + printable(reason));
     }
+    fail("invalid JSON: " + printable(reason));
   }
 
   std::istream& in_;
@@ -206,6 +201,7 @@ class jsonl_lines {
   std::string buf_;
   std::uint64_t line_ = 0;
   std::uint64_t blank_ = 0;
+  std::uint64_t bytes_ = 0;
 };
 
 /// The value of `key` in `obj`.

@@ -28,7 +28,9 @@
 #include <vector>
 
 #include "moepolicy/core/units.hpp"
+#include "moepolicy/core/input_limits.hpp"
 #include "moepolicy/detail/file_input.hpp"
+#include "moepolicy/io/detail/input.hpp"
 #include "moepolicy/trace/tables.hpp"
 
 namespace moepolicy::io {
@@ -40,7 +42,7 @@ inline std::uint64_t whole(std::string_view cell, std::string_view file, std::ui
   std::uint64_t v = 0;
   const auto [ptr, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
   if (ec != std::errc{} || ptr != cell.data() + cell.size() || cell.empty()) {
-    moepolicy::detail::fail_at_line(file, line, std::string(what) + " \"" + std::string(cell) + "\" is not a whole number");
+    moepolicy::detail::fail_at_line(file, line, std::string(what) + " \"" + io::detail::printable(cell, 40) + "\" is not a whole number");
   }
   if (v > max) {
     moepolicy::detail::fail_at_line(file, line, std::string(what) + " " + std::to_string(v) + " exceeds " +
@@ -62,7 +64,8 @@ inline std::uint64_t whole(std::string_view cell, std::string_view file, std::ui
   namespace lc = detail::loss_csv;
   using moepolicy::detail::fail_at_line;
   using moepolicy::detail::fail_file;
-  const std::string text = moepolicy::detail::read_rest<std::string>(in, name);
+  const std::string text = moepolicy::detail::read_rest<std::string>(in, name, moepolicy::detail::file_limit());
+  const std::uint64_t max_line = active_input_limits().max_line_bytes;
   std::map<std::tuple<std::uint64_t, std::uint64_t, std::uint64_t>, double> cells;
   std::set<std::uint64_t> bits;
   std::uint64_t max_layer = 0, max_expert = 0, line_no = 0;
@@ -74,9 +77,13 @@ inline std::uint64_t whole(std::string_view cell, std::string_view file, std::ui
     pos = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.size() > max_line) {
+      fail_at_line(name, line_no,
+                   "line longer than the limit of " + std::to_string(max_line) + " bytes (input_limits::max_line_bytes)");
+    }
     if (header) {
       if (line != "layer,expert,bits,loss") {
-        fail_at_line(name, line_no, "expected the header \"layer,expert,bits,loss\", got \"" + std::string(line) + "\"");
+        fail_at_line(name, line_no, "expected the header \"layer,expert,bits,loss\", got \"" + io::detail::printable(line, 80) + "\"");
       }
       header = false;
       continue;
@@ -98,10 +105,10 @@ inline std::uint64_t whole(std::string_view cell, std::string_view file, std::ui
     double loss = 0.0;
     const auto [ptr, ec] = std::from_chars(f[3].data(), f[3].data() + f[3].size(), loss);
     if (ec != std::errc{} || ptr != f[3].data() + f[3].size() || f[3].empty()) {
-      fail_at_line(name, line_no, "loss \"" + std::string(f[3]) + "\" is not a number");
+      fail_at_line(name, line_no, "loss \"" + io::detail::printable(f[3], 40) + "\" is not a number");
     }
     if (!std::isfinite(loss) || loss < 0.0) {
-      fail_at_line(name, line_no, "loss must be finite and >= 0, got " + std::string(f[3]));
+      fail_at_line(name, line_no, "loss must be finite and >= 0, got " + io::detail::printable(f[3], 40));
     }
     if (!cells.emplace(std::tuple(layer, expert, b), loss).second) {
       fail_at_line(name, line_no, "layer " + std::to_string(layer) + ", expert " + std::to_string(expert) + " at " +

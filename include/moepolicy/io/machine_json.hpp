@@ -23,18 +23,19 @@
 //   "name"                      non-empty string
 //   "execution"                 "serial" | "parallel_units"
 //   "units"                     whole number >= 1 (exactly 1 for a serial device)
-//   "capacity_gb"               number >= 0: memory per unit for expert weights, rounded
+//   "capacity_gb"               number in [0, 1e9]: memory per unit for expert weights, rounded
 //                               to the nearest byte
-//   "peak_tflops"               number > 0: TFLOP/s of one unit at "peak_bits"
+//   "peak_tflops"               number in [1e-6, 1e6]: TFLOP/s of one unit at "peak_bits"
 //   "peak_bits"                 whole number in [1, 32]
 //   "bit_scaled_compute"        true | false
-//   "memory_bandwidth_gbps"     number > 0: GB/s at which a unit reads its own memory
-//   "launch_us"                 number >= 0: µs per expert invocation
+//   "memory_bandwidth_gbps"     number in [1e-6, 1e6]: GB/s at which a unit reads its own
+//                               memory
+//   "launch_us"                 number in [0, 1e9]: µs per expert invocation
 //   "weight_link"               link: brings expert weights into the device
 //   "activation_link"           link: carries activations to the device and back
-//   "host_read_bandwidth_gbps"  number > 0 or "unlimited": reads of a unit's memory by
-//                               other devices
-//   "activation_element_bytes"  number > 0
+//   "host_read_bandwidth_gbps"  number in [1e-6, 1e6] or "unlimited": reads of a unit's
+//                               memory by other devices
+//   "activation_element_bytes"  number in [1e-3, 64]
 //   "quant"                     object, keys all optional: "group_size" (whole number
 //                               >= 0), "metadata_bits" (whole number >= 0; needs
 //                               group_size > 0 when > 0), "full_precision_bits" ([1, 32])
@@ -51,8 +52,8 @@
 // "pcie_gen5_x16", "host_pcie5_effective", "cxl2_x16", "dimm_link") or an object of
 //
 //   "preset"          link preset name: the base the other keys override
-//   "bandwidth_gbps"  number > 0 or "unlimited": GB/s per direction
-//   "latency_ns"      number >= 0: ns per transfer
+//   "bandwidth_gbps"  number in [1e-6, 1e6] or "unlimited": GB/s per direction
+//   "latency_ns"      number in [0, 1e12]: ns per transfer
 //
 // A link object without "preset" inside a device that has a "preset" overrides that
 // device preset's link; otherwise (and always for "host_link" and "cxl_link") it must
@@ -64,13 +65,16 @@
 //     content, ill-formed UTF-8) → `<file>:<line>: invalid JSON at column <c>: <nlohmann's
 //     reason>`: the 1-based line and byte column where the parser stopped, the reason's
 //     bytes outside printable ASCII written `\xNN`;
+//   - nesting deeper than `input_limits::max_json_depth`, a file larger than
+//     `input_limits::max_json_bytes` → as io/json_document.hpp says;
 //   - anything else → `<file>: <JSON path>: <problem>` without a line (kind
 //     `file_location::kind::none`), the path written with dots (`gpu.quant.group_size`),
 //     the problem naming the value found: an unknown key (with the keys
 //     allowed there), a wrong type, an unknown preset (with the names known), a number
 //     out of range, a missing key, a role given as null, a key repeated in one object
 //     (the DOM would keep only one), a serial device with several units.
-// Nothing is ignored or clamped, and the only defaults are the ones stated above.
+// Nothing is ignored or clamped, and the only defaults are the ones stated above. The
+// number ranges keep every time and size a model derives from the file finite.
 #pragma once
 
 #include <algorithm>
@@ -88,6 +92,7 @@
 #include <nlohmann/json.hpp>
 
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/core/input_limits.hpp"
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/core/units.hpp"
 #include "moepolicy/cost/concepts.hpp"
@@ -95,7 +100,8 @@
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/io/detail/input.hpp"
 #include "moepolicy/io/jsonl_format.hpp"
-#include "moepolicy/io/tables_json.hpp"  // the JSON DOM builder and path spelling of the io readers
+#include "moepolicy/io/json_document.hpp"
+#include "moepolicy/io/tables_json.hpp"  // the path spelling and messages of the io JSON readers
 
 namespace moepolicy::io {
 
@@ -139,6 +145,21 @@ inline constexpr std::string_view device_keys[] = {
 inline constexpr std::string_view link_keys[] = {"preset", "bandwidth_gbps", "latency_ns"};
 
 inline constexpr std::string_view quant_keys[] = {"group_size", "metadata_bits", "full_precision_bits"};
+
+/// The values a number key accepts, and how messages write them. The bounds keep every
+/// time and size the models derive finite (a FLOP count of 10^18 at the lowest rate is
+/// 10^12 s) while leaving orders of magnitude around any real machine.
+struct number_range {
+  double lo;
+  double hi;
+  std::string_view text;
+};
+inline constexpr number_range capacity_gb_range{0.0, 1e9, "[0, 1e9]"};
+inline constexpr number_range peak_tflops_range{1e-6, 1e6, "[1e-6, 1e6]"};
+inline constexpr number_range bandwidth_range{1e-6, 1e6, "[1e-6, 1e6]"};
+inline constexpr number_range launch_us_range{0.0, 1e9, "[0, 1e9]"};
+inline constexpr number_range latency_ns_range{0.0, 1e12, "[0, 1e12]"};
+inline constexpr number_range element_bytes_range{1e-3, 64.0, "[1e-3, 64]"};
 
 /// Keys a device object without "preset" must give, in the order they are asked for.
 inline std::span<const std::string_view> required_keys(role r) noexcept {
@@ -268,10 +289,13 @@ class reader {
     tables_json::fail(file_, path, problem);
   }
 
-  /// The DOM of `text`; a syntax error names its line and column, a repeated key its path.
+  /// The DOM of `text`; a syntax error names its line and column, nesting too deep its
+  /// line, a repeated key its path.
   json parse(std::string_view text) const {
+    namespace jd = io::detail::json_document;
+    const std::uint32_t max_depth = active_input_limits().max_json_depth;
     json root;
-    tables_json::dom_builder builder(root);
+    jd::dom_builder builder(root, max_depth, /*reject_duplicates=*/true);
     if (json::sax_parse(text.data(), text.data() + text.size(), &builder, json::input_format_t::json, true)) {
       return root;
     }
@@ -285,8 +309,7 @@ class reader {
                                "invalid JSON at column " + std::to_string(at - line_start + 1) + ": " +
                                    io::detail::printable(*builder.syntax_error()));
     }
-    if (builder.duplicate()) fail(builder.duplicate_path(), *builder.duplicate());
-    io::detail::fail_file(file_, "invalid JSON");  // not reached: the builder rejects nothing else
+    jd::fail_structure(builder, text, file_, max_depth);
   }
 
   static const json* member(const json& obj, std::string_view key) {
@@ -302,23 +325,23 @@ class reader {
     }
   }
 
-  /// A finite number > 0 (`positive`) or >= 0.
-  double number(const json& j, const std::string& path, bool positive) const {
+  /// A number in `r`.
+  double number(const json& j, const std::string& path, const number_range& r) const {
     if (j.is_number()) {
       const double v = j.get<double>();
-      if (std::isfinite(v) && (positive ? v > 0.0 : v >= 0.0)) return v;
+      if (v >= r.lo && v <= r.hi) return v;
     }
-    fail(path, std::string(positive ? "expected a number > 0" : "expected a number >= 0") + ", got " + describe(j));
+    fail(path, "expected a number in " + std::string(r.text) + ", got " + describe(j));
   }
 
-  /// A bandwidth in GB/s: a number > 0 or "unlimited", in bytes per second.
+  /// A bandwidth in GB/s: a number in `bandwidth_range` or "unlimited", in bytes per second.
   double bandwidth(const json& j, const std::string& path) const {
     if (j.is_string() && j.get_ref<const std::string&>() == "unlimited") return unlimited_bandwidth;
     if (j.is_number()) {
       const double v = j.get<double>();
-      if (std::isfinite(v) && v > 0.0 && std::isfinite(v * giga)) return v * giga;
+      if (v >= bandwidth_range.lo && v <= bandwidth_range.hi) return v * giga;
     }
-    fail(path, "expected a number > 0 or \"unlimited\", got " + describe(j));
+    fail(path, "expected a number in " + std::string(bandwidth_range.text) + " or \"unlimited\", got " + describe(j));
   }
 
   /// A whole number in [lo, hi]; an integral float such as 16.0 is accepted.
@@ -328,7 +351,8 @@ class reader {
       v = j.get<std::uint64_t>();
     } else if (j.is_number_float()) {
       const double d = j.get<double>();
-      if (d >= 0.0 && d <= static_cast<double>(hi) && d == std::floor(d)) v = static_cast<std::uint64_t>(d);
+      // 2^64 is exactly representable; every whole double below it converts.
+      if (d >= 0.0 && d < 18446744073709551616.0 && d == std::floor(d)) v = static_cast<std::uint64_t>(d);
     }
     if (!v || *v < lo || *v > hi) {
       fail(path, "expected a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
@@ -373,7 +397,7 @@ class reader {
       }
     }
     if (const json* b = member(j, "bandwidth_gbps")) out.bandwidth = bandwidth(*b, key_path(path, "bandwidth_gbps"));
-    if (const json* l = member(j, "latency_ns")) out.latency_seconds = number(*l, key_path(path, "latency_ns"), false) / 1e9;
+    if (const json* l = member(j, "latency_ns")) out.latency_seconds = number(*l, key_path(path, "latency_ns"), latency_ns_range) / 1e9;
     return out;
   }
 
@@ -432,17 +456,11 @@ class reader {
       d.num_units = static_cast<std::uint32_t>(whole(*v, at("units"), 1, std::numeric_limits<std::uint32_t>::max()));
     }
     if (const json* v = field("capacity_gb")) {
-      const double b = std::round(number(*v, at("capacity_gb"), false) * giga);
-      // 2^64 is exactly representable; every double below it fits.
-      if (!(b < 18446744073709551616.0)) {
-        fail(at("capacity_gb"), "expected a capacity below 2^64 bytes, got " + describe(*v));
-      }
-      d.capacity_bytes = static_cast<bytes>(b);
+      // At most 1e18 bytes: well inside the range of `bytes`.
+      d.capacity_bytes = static_cast<bytes>(std::round(number(*v, at("capacity_gb"), capacity_gb_range) * giga));
     }
     if (const json* v = field("peak_tflops")) {
-      const double f = number(*v, at("peak_tflops"), true) * tera;
-      if (!std::isfinite(f)) fail(at("peak_tflops"), "expected a finite FLOP/s, got " + describe(*v));
-      d.compute.peak_flops = f;
+      d.compute.peak_flops = number(*v, at("peak_tflops"), peak_tflops_range) * tera;
     }
     if (const json* v = field("peak_bits")) {
       d.compute.peak_bits = bitwidth(static_cast<int>(whole(*v, at("peak_bits"), 1, 32)));
@@ -452,11 +470,9 @@ class reader {
       d.compute.bit_scaled_compute = v->get<bool>();
     }
     if (const json* v = field("memory_bandwidth_gbps")) {
-      const double b = number(*v, at("memory_bandwidth_gbps"), true) * giga;
-      if (!std::isfinite(b)) fail(at("memory_bandwidth_gbps"), "expected a finite bandwidth, got " + describe(*v));
-      d.compute.memory_bandwidth = b;
+      d.compute.memory_bandwidth = number(*v, at("memory_bandwidth_gbps"), bandwidth_range) * giga;
     }
-    if (const json* v = field("launch_us")) d.compute.launch_seconds = number(*v, at("launch_us"), false) / 1e6;
+    if (const json* v = field("launch_us")) d.compute.launch_seconds = number(*v, at("launch_us"), launch_us_range) / 1e6;
     const std::string_view link_why = "required when neither the link nor its device names a \"preset\"";
     if (const json* v = field("weight_link")) {
       d.weight_link = link(*v, at("weight_link"), base ? std::optional(d.weight_link) : std::nullopt, link_why);
@@ -469,7 +485,7 @@ class reader {
       d.host_read_bandwidth = bandwidth(*v, at("host_read_bandwidth_gbps"));
     }
     if (const json* v = field("activation_element_bytes")) {
-      d.activation_element_bytes = number(*v, at("activation_element_bytes"), true);
+      d.activation_element_bytes = number(*v, at("activation_element_bytes"), element_bytes_range);
     }
     if (const json* v = field("quant")) d.quant = quant(*v, at("quant"), d.quant);
 
@@ -480,7 +496,7 @@ class reader {
     try {
       d.validate();
     } catch (const moepolicy::invalid_argument& e) {
-      fail(validate_path(path, e.what()), e.what());
+      fail(validate_path(path, e.what()), io::detail::printable(e.what(), 400));
     }
     return d;
   }
@@ -501,13 +517,13 @@ class reader {
 
 /// As `parse_machine`, reading the rest of `in`.
 [[nodiscard]] inline machine_description read_machine(std::istream& in, std::string_view name) {
-  return parse_machine(detail::read_rest<std::string>(in, name), name);
+  return parse_machine(detail::read_rest<std::string>(in, name, detail::json_limit()), name);
 }
 
 /// As `parse_machine`, reading the file at `path`; also throws `parse_error` for a file
 /// that cannot be read.
 [[nodiscard]] inline machine_description read_machine(const std::filesystem::path& path) {
-  return parse_machine(detail::read_all(path), path.string());
+  return parse_machine(detail::read_all(path, detail::json_limit()), path.string());
 }
 
 }  // namespace moepolicy::io

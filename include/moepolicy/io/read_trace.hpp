@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <span>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/core/input_limits.hpp"
 #include "moepolicy/io/detail/input.hpp"
 #include "moepolicy/io/flame_csv.hpp"
 #include "moepolicy/io/granite_jsonl.hpp"
@@ -95,7 +97,14 @@ inline std::vector<std::filesystem::path> files_with(const std::filesystem::path
     in.clear();
     in.seekg(0);
     std::string first;
-    std::getline(in, first);
+    bool too_long = false;
+    const std::uint64_t max_line = active_input_limits().max_line_bytes;
+    detail::read_line(in, first, max_line, too_long);
+    if (too_long) {
+      detail::fail_at_line(path.string(), 1,
+                           "line longer than the limit of " + std::to_string(max_line) +
+                               " bytes (input_limits::max_line_bytes)");
+    }
     switch (detect_jsonl_format(first)) {
       case jsonl_format::granite: return trace_format::granite_jsonl;
       case jsonl_format::vllm_decode: return trace_format::vllm_decode_jsonl;

@@ -10,8 +10,10 @@
 // file in messages.
 //
 // Errors are `moepolicy::parse_error` only (no nlohmann exception escapes):
-//   - text that is not JSON (syntax, a number too large for a double, trailing content)
-//     → `<file>:<line>: invalid JSON: <nlohmann's reason>`, the line 1-based, counted to
+//   - text that is not JSON (syntax, a number too large for a double, trailing content),
+//     nested deeper than `input_limits::max_json_depth`, a file larger than
+//     `input_limits::max_json_bytes` → as io/json_document.hpp says, e.g.
+//     `<file>:<line>: invalid JSON: <nlohmann's reason>`, the line 1-based, counted to
 //     the byte where the parser stopped;
 //   - JSON of the wrong shape (a missing key, a wrong type, a ragged or mis-sized row, a
 //     negative or fractional count, a repeated object key, layers out of order)
@@ -46,6 +48,7 @@
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/core/units.hpp"
 #include "moepolicy/io/detail/input.hpp"
+#include "moepolicy/io/json_document.hpp"
 #include "moepolicy/trace/tables.hpp"
 
 namespace moepolicy::io {
@@ -131,35 +134,8 @@ namespace detail::tables_json {
 
 using json = nlohmann::json;
 
-/// `path` extended by object key `key`.
-inline std::string key_path(const std::string& path, std::string_view key) {
-  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-  });
-  if (plain) return path.empty() ? std::string(key) : path + "." + std::string(key);
-  std::string out = path + "[\"";
-  constexpr std::size_t max_shown = 40;
-  for (std::size_t i = 0; i < key.size() && i < max_shown; ++i) {
-    const auto c = static_cast<unsigned char>(key[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      constexpr char hex[] = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (key.size() > max_shown) out += "...";
-  out += "\"]";
-  return out;
-}
-
-/// `path` extended by array index `i`.
-inline std::string index_path(const std::string& path, std::size_t i) { return path + "[" + std::to_string(i) + "]"; }
+using json_document::index_path;
+using json_document::key_path;
 
 /// Throws the `parse_error` of a JSON value of the wrong shape at `path`.
 [[noreturn]] inline void fail(std::string_view file, const std::string& path, const std::string& problem) {
@@ -175,126 +151,8 @@ inline std::string describe(const json& j) {
   return j.type_name();
 }
 
-/// Builds the DOM through nlohmann's SAX interface, so that a syntax error comes back
-/// as a position instead of an exception and a repeated object key is caught.
-class dom_builder {
- public:
-  explicit dom_builder(json& root) noexcept : root_(root) {}
-
-  bool null() { return put(json(nullptr)); }
-  bool boolean(bool v) { return put(json(v)); }
-  bool number_integer(json::number_integer_t v) { return put(json(v)); }
-  bool number_unsigned(json::number_unsigned_t v) { return put(json(v)); }
-  bool number_float(json::number_float_t v, const json::string_t& /*text*/) { return put(json(v)); }
-  bool string(json::string_t& v) { return put(json(std::move(v))); }
-  bool binary(json::binary_t& v) { return put(json(std::move(v))); }
-  bool start_object(std::size_t /*size*/) { return open(json::value_t::object); }
-  bool start_array(std::size_t /*size*/) { return open(json::value_t::array); }
-  bool end_object() { return close(); }
-  bool end_array() { return close(); }
-
-  bool key(json::string_t& k) {
-    frame& f = stack_.back();
-    if (f.container->contains(k)) {
-      duplicate_ = "duplicate key \"" + k + "\"";
-      duplicate_path_ = path_to_top();
-      return false;
-    }
-    f.key = k;
-    f.slot = &(*f.container)[k];
-    return true;
-  }
-
-  bool parse_error(std::size_t position, const std::string& /*last_token*/, const json::exception& ex) {
-    syntax_position_ = position;
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: <reason>"
-    std::string_view msg = ex.what();
-    if (const auto bracket = msg.find("] "); msg.starts_with("[json.exception.") && bracket != msg.npos) {
-      msg.remove_prefix(bracket + 2);
-    }
-    if (msg.starts_with("parse error")) {
-      if (const auto colon = msg.find(": "); colon != msg.npos) msg.remove_prefix(colon + 2);
-    }
-    syntax_error_ = std::string(msg);
-    return false;
-  }
-
-  /// Set when the text is not JSON: nlohmann's reason and the characters read.
-  [[nodiscard]] const std::optional<std::string>& syntax_error() const noexcept { return syntax_error_; }
-  [[nodiscard]] std::size_t syntax_position() const noexcept { return syntax_position_; }
-  /// Set when an object repeats a key: the problem and the JSON path of the object.
-  [[nodiscard]] const std::optional<std::string>& duplicate() const noexcept { return duplicate_; }
-  [[nodiscard]] const std::string& duplicate_path() const noexcept { return duplicate_path_; }
-
- private:
-  struct frame {
-    json* container;
-    std::string key;      // objects: the key being read
-    json* slot = nullptr; // objects: where the value of `key` goes
-  };
-
-  // The slot for the next value. A parent never grows while a child is open, so the
-  // pointers into it on the stack stay valid.
-  json* target() {
-    if (stack_.empty()) return &root_;
-    frame& f = stack_.back();
-    if (f.container->is_array()) {
-      f.container->push_back(json());
-      return &f.container->back();
-    }
-    return f.slot;
-  }
-
-  bool put(json&& v) {
-    *target() = std::move(v);
-    return true;
-  }
-
-  bool open(json::value_t type) {
-    json* slot = target();
-    *slot = json(type);
-    stack_.push_back(frame{slot, {}, nullptr});
-    return true;
-  }
-
-  bool close() {
-    stack_.pop_back();
-    return true;
-  }
-
-  std::string path_to_top() const {
-    std::string path;
-    for (std::size_t i = 0; i + 1 < stack_.size(); ++i) {
-      const frame& f = stack_[i];
-      path = f.container->is_array() ? index_path(path, f.container->size() - 1) : key_path(path, f.key);
-    }
-    return path;
-  }
-
-  json& root_;
-  std::vector<frame> stack_;
-  std::optional<std::string> syntax_error_;
-  std::size_t syntax_position_ = 0;
-  std::optional<std::string> duplicate_;
-  std::string duplicate_path_;
-};
-
-/// Parses `text` into a DOM. Throws `parse_error` for text that is not JSON (with the
-/// line) or that repeats an object key (with the JSON path).
-inline json parse(std::string_view text, std::string_view file) {
-  json root;
-  dom_builder builder(root);
-  const bool ok = json::sax_parse(text.data(), text.data() + text.size(), &builder, json::input_format_t::json, true);
-  if (ok) return root;
-  if (builder.syntax_error()) {
-    // `syntax_position` counts the characters read, the offending one included.
-    const std::size_t upto = std::min(builder.syntax_position() > 0 ? builder.syntax_position() - 1 : 0, text.size());
-    const auto newlines = static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(upto), '\n'));
-    io::detail::fail_at_line(file, newlines + 1, "invalid JSON: " + *builder.syntax_error());
-  }
-  if (builder.duplicate()) fail(file, builder.duplicate_path(), *builder.duplicate());
-  io::detail::fail_file(file, "invalid JSON");  // not reached: the builder rejects nothing else
-}
+/// Parses `text` into a DOM (io/json_document.hpp).
+inline json parse(std::string_view text, std::string_view file) { return parse_json_document(text, file); }
 
 /// `obj[key]` of an object; throws when absent.
 inline const json& member(const json& obj, std::string_view key, const std::string& path, std::string_view file) {
@@ -659,12 +517,12 @@ inline olmoe_coactivation coactivation_from(std::string_view text, std::string_v
 /// cannot be read, text that is not JSON (with its line), a missing array, rows of
 /// unequal length, the two arrays differing in shape, a negative or fractional count.
 inline activation_stats read_activation_stats_json(std::istream& in, std::string_view name) {
-  return detail::tables_json::activation_stats_from(detail::read_rest<std::string>(in, name), name);
+  return detail::tables_json::activation_stats_from(detail::read_rest<std::string>(in, name, detail::json_limit()), name);
 }
 
 /// As the stream overload, reading the file at `path`.
 inline activation_stats read_activation_stats_json(const std::filesystem::path& path) {
-  return detail::tables_json::activation_stats_from(detail::read_all(path), path.string());
+  return detail::tables_json::activation_stats_from(detail::read_all(path, detail::json_limit()), path.string());
 }
 
 /// Reads MC-MoE's quantization loss (mixtral_quant_loss.json): "loss" is an object keyed
@@ -677,12 +535,12 @@ inline activation_stats read_activation_stats_json(const std::filesystem::path& 
 /// number, a gap in the layer or expert numbers, a layer with other experts or an expert
 /// with other bitwidths than the first, a bitwidth outside [1, 32], a negative loss.
 inline loss_table read_quant_loss_json(std::istream& in, std::string_view name) {
-  return detail::tables_json::quant_loss_from(detail::read_rest<std::string>(in, name), name);
+  return detail::tables_json::quant_loss_from(detail::read_rest<std::string>(in, name, detail::json_limit()), name);
 }
 
 /// As the stream overload, reading the file at `path`.
 inline loss_table read_quant_loss_json(const std::filesystem::path& path) {
-  return detail::tables_json::quant_loss_from(detail::read_all(path), path.string());
+  return detail::tables_json::quant_loss_from(detail::read_all(path, detail::json_limit()), path.string());
 }
 
 /// Reads OLMoE's expert_counts.json: "layers_saved" (ascending layer numbers), optional
@@ -694,12 +552,12 @@ inline loss_table read_quant_loss_json(const std::filesystem::path& path) {
 /// with another row count than layers_saved, ragged rows, top-1 counts of another width
 /// than the counts, a negative or fractional count, an empty "datasets" or model.
 inline olmoe_expert_counts read_olmoe_expert_counts_json(std::istream& in, std::string_view name) {
-  return detail::tables_json::expert_counts_from(detail::read_rest<std::string>(in, name), name);
+  return detail::tables_json::expert_counts_from(detail::read_rest<std::string>(in, name, detail::json_limit()), name);
 }
 
 /// As the stream overload, reading the file at `path`.
 inline olmoe_expert_counts read_olmoe_expert_counts_json(const std::filesystem::path& path) {
-  return detail::tables_json::expert_counts_from(detail::read_all(path), path.string());
+  return detail::tables_json::expert_counts_from(detail::read_all(path, detail::json_limit()), path.string());
 }
 
 /// Reads OLMoE's expert_coactivation_crosslayer.json: "pairs_saved" (a list of [from,
@@ -711,12 +569,12 @@ inline olmoe_expert_counts read_olmoe_expert_counts_json(const std::filesystem::
 /// repeats another, a matrix count other than the pairs', a matrix that is not square or
 /// not of the domain's size, a negative or fractional count, an empty "datasets" or model.
 inline olmoe_coactivation read_olmoe_coactivation_json(std::istream& in, std::string_view name) {
-  return detail::tables_json::coactivation_from(detail::read_rest<std::string>(in, name), name);
+  return detail::tables_json::coactivation_from(detail::read_rest<std::string>(in, name, detail::json_limit()), name);
 }
 
 /// As the stream overload, reading the file at `path`.
 inline olmoe_coactivation read_olmoe_coactivation_json(const std::filesystem::path& path) {
-  return detail::tables_json::coactivation_from(detail::read_all(path), path.string());
+  return detail::tables_json::coactivation_from(detail::read_all(path, detail::json_limit()), path.string());
 }
 
 }  // namespace moepolicy::io

@@ -110,14 +110,21 @@ inline void check_allocation_problem(std::string_view fn, std::span<const bitwid
       throw_invalid(fn, "weight of expert " + std::to_string(e) + " must be finite and >= 0", weights[e]);
     }
   }
-  if (!std::isfinite(average_bits) || average_bits < static_cast<double>(bits.front().bits())) {
-    throw_invalid(fn, "average_bits must be finite and >= the lowest bitwidth " + std::to_string(bits.front().bits()),
+  // Above the largest bitwidth there is can only mean "every expert at the highest"; the
+  // bound also keeps the budget E (b̄ − b_0) a whole number of increments an int64 holds.
+  if (!(average_bits >= static_cast<double>(bits.front().bits()) &&
+        average_bits <= static_cast<double>(bitwidth::max_bits))) {
+    throw_invalid(fn, "average_bits must be in [" + std::to_string(bits.front().bits()) + ", " +
+                          std::to_string(bitwidth::max_bits) + "] (the lowest bitwidth to the largest there is)",
                   average_bits);
   }
 }
 
 /// R = E (b̄ − b_0) in whole increments. A tolerance of 1e-9 absorbs binary rounding of
 /// b̄ (4 × (2.3 − 1) is 5.2 exactly, not 5.1999…).
+///
+/// Preconditions: b̄ in [b_0, 32] (`check_allocation_problem`) and E < 2^57, so that R
+/// fits an int64.
 inline std::int64_t budget_increments(std::size_t experts, double average_bits, bitwidth lowest,
                                        budget_rounding rounding) noexcept {
   const double r = static_cast<double>(experts) * (average_bits - static_cast<double>(lowest.bits()));

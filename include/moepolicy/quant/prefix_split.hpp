@@ -90,7 +90,8 @@ class range_argmax {
 ///
 /// Preconditions: `bits` strictly ascending; `loss` has one column per bitwidth and finite
 /// entries; `weights` empty or one finite non-negative weight per expert;
-/// `average_bits` finite and >= `bits.front()`.
+/// `average_bits` in [`bits.front()`, 32]: above the highest bitwidth of `bits` every
+/// expert is at it (`saturated`).
 /// Returns: the allocation of largest gain among prefix-structured ones, with its status.
 /// Throws: `invalid_argument` naming `prefix_split` and the violated precondition.
 /// Complexity: O(E^{m−2} + E log E) time for m ≥ 3 bitwidths, O(E log E) for m ≤ 2;

@@ -6,14 +6,15 @@
 // instead of text parsing; the reader still re-validates every row (through
 // `routing_trace::from_sorted`), so a file can never produce an invalid trace.
 //
-// File layout, format version 1. Integers are unsigned little-endian, floats IEEE-754
+// File layout, format version 2 (version 1 differs only in its checksum, below).
+// Integers are unsigned little-endian, floats IEEE-754
 // binary32 little-endian; offsets are from the start of the file. Every section starts
 // at a multiple of 8, so each column is aligned for its element type in a buffer aligned
 // to 8 (a memory map, `numpy.frombuffer(data, "<f4", count, offset)`).
 //
 //   Header, 64 bytes:
 //     0  u8[8]  magic "MOEPTRC\0" (4D 4F 45 50 54 52 43 00)
-//     8  u32    format version: 1
+//     8  u32    format version: 2 (1 in files of version 1)
 //    12  u32    byte-order mark 0x01020304 (file bytes 04 03 02 01)
 //    16  u64    num_rows R
 //    24  u32    num_requests Q
@@ -49,19 +50,26 @@
 //   each (request, step, layer, position) at most once, and all rows of one step of a
 //   request have the same phase. Nothing follows the padding of SCOR.
 //
-//   Checksum: FNV-1a over 64-bit words in four interleaved lanes — not byte-wise FNV-1a,
-//   so that checking runs near memory speed. With B = 0xcbf29ce484222325 and
-//   mix(h, w) = (h XOR w) × 0x100000001b3 mod 2^64: lanes h0..h3 start at B; the i-th
-//   8-byte little-endian word w of the payload (i from 0) updates lane i mod 4:
-//   h[i mod 4] = mix(h[i mod 4], w); the checksum is mix(mix(mix(mix(B, h0), h1), h2), h3).
-//   Each mix is a bijection of h, so any change confined to one word (every flipped
-//   bit) is caught. In Python: `w = struct.unpack(f"<{P // 8}Q", payload)`, then the above.
+//   Checksum, version 2: XXH64 of the P payload bytes with seed 0 (xxhash.com; in Python
+//   `xxhash.xxh64(payload).intdigest()`), a strong 64-bit hash that runs near memory
+//   speed: every change of the payload is missed with a chance of about 2^-64.
 //
-// The writer is deterministic: equal traces give byte-identical files, and every file the
-// reader accepts is exactly what the writer writes for the trace it reads.
+//   Checksum, version 1 (read, never written): FNV-1a over 64-bit words in four
+//   interleaved lanes. With B = 0xcbf29ce484222325 and mix(h, w) = (h XOR w) ×
+//   0x100000001b3 mod 2^64: lanes h0..h3 start at B; the i-th 8-byte little-endian word w
+//   of the payload (i from 0) updates lane i mod 4: h[i mod 4] = mix(h[i mod 4], w); the
+//   checksum is mix(mix(mix(mix(B, h0), h1), h2), h3). It catches any change confined to
+//   one word, but not all changes of two: flipping the top bit of two words of the same
+//   lane flips the top bit of the lane twice and cancels (sign flips of two floats go
+//   unnoticed). `canonical_checksum_name` names each version's check; `moepolicy
+//   inspect` prints it, and `moepolicy convert` rewrites a version-1 file as version 2.
+//
+// The writer is deterministic: equal traces give byte-identical files (always of version
+// 2), and every version-2 file the reader accepts is exactly what the writer writes for
+// the trace it reads.
 //
 // The reader checks, in this order, and reports the first problem: the magic, the header
-// size, version, byte-order mark, flags, reserved field and shape fields; the counts
+// size, version (1 or 2), byte-order mark, flags, reserved field and shape fields; the counts
 // against the declared payload size (with overflow checks); bytes past the declared
 // payload; each section's tag, element size, length (from the counts) and zero padding,
 // within the bytes present (a short file names the cut section); the checksum; the
@@ -100,12 +108,29 @@
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/detail/file_input.hpp"
+#include "moepolicy/detail/file_output.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
 namespace moepolicy {
 
-/// The format version this header writes and the only one it reads.
-inline constexpr std::uint32_t canonical_format_version = 1;
+/// The format version this header writes.
+inline constexpr std::uint32_t canonical_format_version = 2;
+
+/// The oldest format version this header reads.
+inline constexpr std::uint32_t canonical_oldest_version = 1;
+
+/// The checksum of a canonical format version, as `moepolicy inspect` names it, or an
+/// empty view for a version this header does not know.
+[[nodiscard]] constexpr std::string_view canonical_checksum_name(std::uint32_t version) noexcept {
+  switch (version) {
+    case 1:
+      return "FNV-1a in four 64-bit lanes (weak: two flips of the same high bit cancel)";
+    case 2:
+      return "XXH64";
+    default:
+      return {};
+  }
+}
 
 namespace detail::canonical {
 
@@ -116,6 +141,11 @@ inline constexpr std::uint32_t byte_order_mark = 0x01020304u;
 inline constexpr std::uint32_t flag_has_scores = 1u;
 inline constexpr std::uint64_t fnv_offset_basis = 0xcbf29ce484222325ull;
 inline constexpr std::uint64_t fnv_prime = 0x100000001b3ull;
+inline constexpr std::uint64_t xxh_prime1 = 0x9E3779B185EBCA87ull;
+inline constexpr std::uint64_t xxh_prime2 = 0xC2B2AE3D27D4EB4Full;
+inline constexpr std::uint64_t xxh_prime3 = 0x165667B19E3779F9ull;
+inline constexpr std::uint64_t xxh_prime4 = 0x85EBCA77C2B2AE63ull;
+inline constexpr std::uint64_t xxh_prime5 = 0x27D4EB2F165667C5ull;
 
 /// Offsets of the header fields.
 namespace field {
@@ -163,8 +193,8 @@ inline void store(std::byte* p, U v) noexcept {
   std::memcpy(p, &v, sizeof v);
 }
 
-/// The payload checksum (see the file comment), fed in pieces of any size.
-class checksum_state {
+/// The version-1 payload checksum (see the file comment), fed in pieces of any size.
+class fnv_lanes_state {
  public:
   void update(std::span<const std::byte> bytes) noexcept {
     if (bytes.empty()) return;
@@ -220,13 +250,104 @@ class checksum_state {
   std::size_t fill_ = 0;
 };
 
-/// The checksum of a payload.
+/// XXH64 (xxhash.com, 64-bit, any seed), the version-2 payload checksum, fed in pieces of
+/// any size.
+class xxh64_state {
+ public:
+  explicit xxh64_state(std::uint64_t seed = 0) noexcept
+      : v_{seed + xxh_prime1 + xxh_prime2, seed + xxh_prime2, seed, seed - xxh_prime1}, seed_(seed) {}
+
+  void update(std::span<const std::byte> bytes) noexcept {
+    const std::byte* p = bytes.data();
+    std::size_t n = bytes.size();
+    total_ += n;
+    if (fill_ > 0) {
+      const std::size_t take = std::min(n, stripe - fill_);
+      if (take > 0) std::memcpy(buf_.data() + fill_, p, take);
+      fill_ += take;
+      p += take;
+      n -= take;
+      if (fill_ < stripe) return;
+      consume(buf_.data());
+      fill_ = 0;
+    }
+    for (; n >= stripe; p += stripe, n -= stripe) consume(p);
+    if (n > 0) {
+      std::memcpy(buf_.data(), p, n);
+      fill_ = n;
+    }
+  }
+
+  [[nodiscard]] std::uint64_t value() const noexcept {
+    std::uint64_t h = 0;
+    if (total_ >= stripe) {
+      h = std::rotl(v_[0], 1) + std::rotl(v_[1], 7) + std::rotl(v_[2], 12) + std::rotl(v_[3], 18);
+      for (const std::uint64_t v : v_) h = (h ^ round(0, v)) * xxh_prime1 + xxh_prime4;
+    } else {
+      h = seed_ + xxh_prime5;
+    }
+    h += total_;
+    const std::byte* p = buf_.data();
+    std::size_t n = fill_;
+    for (; n >= 8; p += 8, n -= 8) h = std::rotl(h ^ round(0, load<std::uint64_t>(p)), 27) * xxh_prime1 + xxh_prime4;
+    if (n >= 4) {
+      h = std::rotl(h ^ (std::uint64_t{load<std::uint32_t>(p)} * xxh_prime1), 23) * xxh_prime2 + xxh_prime3;
+      p += 4;
+      n -= 4;
+    }
+    for (; n > 0; ++p, --n) h = std::rotl(h ^ (std::to_integer<std::uint64_t>(*p) * xxh_prime5), 11) * xxh_prime1;
+    h ^= h >> 33;
+    h *= xxh_prime2;
+    h ^= h >> 29;
+    h *= xxh_prime3;
+    h ^= h >> 32;
+    return h;
+  }
+
+ private:
+  static constexpr std::size_t stripe = 32;
+
+  [[nodiscard]] static constexpr std::uint64_t round(std::uint64_t acc, std::uint64_t input) noexcept {
+    return std::rotl(acc + input * xxh_prime2, 31) * xxh_prime1;
+  }
+
+  // Four independent lanes: the loop runs at multiply throughput, not latency.
+  void consume(const std::byte* p) noexcept {
+    v_[0] = round(v_[0], load<std::uint64_t>(p));
+    v_[1] = round(v_[1], load<std::uint64_t>(p + 8));
+    v_[2] = round(v_[2], load<std::uint64_t>(p + 16));
+    v_[3] = round(v_[3], load<std::uint64_t>(p + 24));
+  }
+
+  std::array<std::uint64_t, 4> v_;
+  std::uint64_t seed_;
+  std::uint64_t total_ = 0;
+  std::array<std::byte, stripe> buf_{};
+  std::size_t fill_ = 0;
+};
+
+/// XXH64 of `bytes` with `seed`.
+[[nodiscard]] inline std::uint64_t xxh64(std::span<const std::byte> bytes, std::uint64_t seed = 0) noexcept {
+  xxh64_state s(seed);
+  s.update(bytes);
+  return s.value();
+}
+
+/// The version-1 checksum of a payload.
 ///
 /// Preconditions: `payload.size()` is a multiple of 8.
-[[nodiscard]] inline std::uint64_t checksum(std::span<const std::byte> payload) noexcept {
-  checksum_state s;
+[[nodiscard]] inline std::uint64_t fnv_lanes(std::span<const std::byte> payload) noexcept {
+  fnv_lanes_state s;
   s.update(payload);
   return s.value();
+}
+
+/// The checksum of a payload in format `version` (1 or 2).
+///
+/// Preconditions: `version` is 1 or 2; for version 1, `payload.size()` is a multiple of 8.
+[[nodiscard]] inline std::uint64_t checksum(std::span<const std::byte> payload,
+                                            std::uint32_t version = canonical_format_version) noexcept {
+  return version == 1 ? fnv_lanes(payload) : xxh64(payload);
 }
 
 [[nodiscard]] inline std::string hex(std::uint64_t v, int digits) {
@@ -346,7 +467,7 @@ void emit_payload(const routing_trace& t, Sink& sink) {
 }
 
 struct checksum_sink {
-  checksum_state state;
+  xxh64_state state;
   void put(std::span<const std::byte> b) noexcept { state.update(b); }
 };
 
@@ -426,9 +547,9 @@ class reader {
       fail(size, "truncated header: the data ends after " + std::to_string(size) + " of the header's " +
                      std::to_string(header_size) + " bytes");
     }
-    if (const auto v = get<std::uint32_t>(field::version); v != canonical_format_version) {
-      fail(field::version, "unsupported format version " + std::to_string(v) + " (this reader knows " +
-                               std::to_string(canonical_format_version) + ")");
+    version_ = get<std::uint32_t>(field::version);
+    if (version_ < canonical_oldest_version || version_ > canonical_format_version) {
+      fail(field::version, "unsupported format version " + std::to_string(version_) + " (this reader knows 1 and 2)");
     }
     if (const auto bom = get<std::uint32_t>(field::byte_order); bom != byte_order_mark) {
       fail(field::byte_order,
@@ -558,7 +679,7 @@ class reader {
 
   void check_checksum() const {
     const auto stored = get<std::uint64_t>(field::checksum);
-    const auto actual = checksum(d_.subspan(header_size, static_cast<std::size_t>(payload_)));
+    const auto actual = checksum(d_.subspan(header_size, static_cast<std::size_t>(payload_)), version_);
     if (stored != actual) {
       fail(field::checksum,
            "checksum mismatch: the header records " + hex(stored, 16) + ", the payload hashes to " + hex(actual, 16));
@@ -682,6 +803,7 @@ class reader {
   std::uint64_t rows_ = 0;
   std::uint32_t requests_ = 0;
   std::uint64_t payload_ = 0;
+  std::uint32_t version_ = 0;
   std::array<std::uint64_t, num_sections> expected_{};
   std::array<std::uint64_t, num_sections> data_at_{};
 };
@@ -700,21 +822,16 @@ inline void write_canonical(const routing_trace& trace, std::ostream& os) {
   if (!os) throw std::ios_base::failure("moepolicy::write_canonical: the stream failed while writing");
 }
 
-/// Writes `trace` in the canonical format to the file `path`, replacing it.
+/// Writes `trace` in the canonical format to the file `path`, replacing it atomically:
+/// the file is written beside it under a temporary name and renamed over it when
+/// complete, so a failure (a full disk) leaves any earlier file at `path` as it was.
 ///
 /// Throws: `invalid_argument` as the stream overload, before the file is touched;
-/// `std::filesystem::filesystem_error` naming `path` when it cannot be opened or written.
+/// `std::filesystem::filesystem_error` naming `path` when it cannot be written or replaced.
 inline void write_canonical(const routing_trace& trace, const std::filesystem::path& path) {
   detail::canonical::check_writable(trace);
-  errno = 0;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  const auto system_error = [] { return std::error_code(errno != 0 ? errno : EIO, std::generic_category()); };
-  if (!out)
-    throw std::filesystem::filesystem_error("moepolicy::write_canonical: cannot open for writing", path,
-                                            system_error());
-  detail::canonical::write_unchecked(trace, out);
-  out.close();
-  if (!out) throw std::filesystem::filesystem_error("moepolicy::write_canonical: write failed", path, system_error());
+  detail::write_file_atomically(path, "moepolicy::write_canonical",
+                                [&](std::ostream& out) { detail::canonical::write_unchecked(trace, out); });
 }
 
 /// Reads a canonical trace held in memory; `name` labels it in errors. Any alignment.
@@ -751,6 +868,15 @@ inline void write_canonical(const routing_trace& trace, const std::filesystem::p
 [[nodiscard]] inline bool is_canonical(std::span<const std::byte> first_bytes) noexcept {
   const auto& m = detail::canonical::magic;
   return first_bytes.size() >= m.size() && std::memcmp(first_bytes.data(), m.data(), m.size()) == 0;
+}
+
+/// The format version a canonical file declares, from at least its first 12 bytes; empty
+/// when they do not start with the canonical magic or are too few. Whether the reader
+/// takes that version is `read_canonical`'s part.
+[[nodiscard]] inline std::optional<std::uint32_t> canonical_version(std::span<const std::byte> first_bytes) noexcept {
+  namespace c = detail::canonical;
+  if (!is_canonical(first_bytes) || first_bytes.size() < c::field::version + 4) return std::nullopt;
+  return c::load<std::uint32_t>(first_bytes.data() + c::field::version);
 }
 
 }  // namespace moepolicy

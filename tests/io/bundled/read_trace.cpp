@@ -3,7 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
+
+#include "moepolicy/core/input_limits.hpp"
 
 #include "test_support.hpp"
 
@@ -44,4 +48,17 @@ TEST_CASE("unknown formats and mixtures are rejected with the path") {
                     mixed[1].string() + ": only moe-cache-lab Granite JSONL files can be combined into one trace");
   CHECK_PARSE_ERROR(static_cast<void>(io::read_trace(std::span<const fs::path>{})),
                     "(no input): no trace path given");
+}
+
+TEST_CASE("a first line longer than the bound is an error, not an allocation of its size") {
+  const fs::path dir = fs::temp_directory_path() / "moepolicy-read-trace-limits";
+  fs::create_directories(dir);
+  const fs::path path = dir / "long.jsonl";
+  {
+    std::ofstream(path) << std::string(5000, ' ') << "{}\n";
+  }
+  scoped_input_limits small({.max_line_bytes = 1000});
+  CHECK_PARSE_ERROR(static_cast<void>(io::detect_trace_format(path)),
+                    path.string() + ":1: line longer than the limit of 1000 bytes (input_limits::max_line_bytes)");
+  fs::remove_all(dir);
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "moepolicy/io/tables_json.hpp"
+#include "moepolicy/core/input_limits.hpp"
 #include "test_support.hpp"
 
 using namespace moepolicy;
@@ -62,4 +63,16 @@ TEST_CASE("the real Mixtral-8x7B table survives CSV exactly") {
       for (std::size_t i = 0; i < 3; ++i) CHECK(back.loss(l, e, i) == json.loss(l, e, i));
     }
   }
+}
+
+TEST_CASE("lines are bounded, and quoted cells are escaped") {
+  {
+    scoped_input_limits small({.max_line_bytes = 30});
+    CHECK_THROWS_WITH_AS(read(head + "0,0,1," + std::string(40, '1') + "\n"),
+                         "l.csv:2: line longer than the limit of 30 bytes (input_limits::max_line_bytes)",
+                         parse_error);
+  }
+  CHECK_THROWS_WITH_AS(read(head + "0,0,1,\x1b[2J\n"), "l.csv:2: loss \"\\x1b[2J\" is not a number", parse_error);
+  CHECK_THROWS_WITH_AS(read("\x1b]0;title\x07\n"),
+                       "l.csv:1: expected the header \"layer,expert,bits,loss\", got \"\\x1b]0;title\\x07\"", parse_error);
 }

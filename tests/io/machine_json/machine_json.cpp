@@ -2,12 +2,17 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstddef>
 #include <filesystem>
 #include <sstream>
 #include <string>
 #include <string_view>
 
+#include "moepolicy/core/input_limits.hpp"
+#include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/roofline.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -362,7 +367,7 @@ TEST_CASE("machine json: unknown presets list the names known") {
 TEST_CASE("machine json: values of the wrong type") {
   const std::string gpu = R"({"gpu": {"preset": "h100_sxm_gen4", )";
   CHECK(error_of(gpu + R"("peak_tflops": "989.4"}})") ==
-        "m.json: gpu.peak_tflops: expected a number > 0, got \"989.4\"");
+        "m.json: gpu.peak_tflops: expected a number in [1e-6, 1e6], got \"989.4\"");
   CHECK(error_of(gpu + R"("name": 1}})") == "m.json: gpu.name: expected a non-empty string, got 1");
   CHECK(error_of(gpu + R"("bit_scaled_compute": 1}})") ==
         "m.json: gpu.bit_scaled_compute: expected true or false, got 1");
@@ -374,27 +379,28 @@ TEST_CASE("machine json: values of the wrong type") {
         "m.json: gpu.units: expected a whole number in [1, 4294967295], got \"1\"");
   CHECK(error_of(gpu + R"("quant": 4}})") == "m.json: gpu.quant: expected an object, got 4");
   CHECK(error_of(gpu + R"("capacity_gb": {"gb": 80}}})") ==
-        "m.json: gpu.capacity_gb: expected a number >= 0, got an object");
+        "m.json: gpu.capacity_gb: expected a number in [0, 1e9], got an object");
   CHECK(error_of(gpu + R"("host_read_bandwidth_gbps": "infinite"}})") ==
-        "m.json: gpu.host_read_bandwidth_gbps: expected a number > 0 or \"unlimited\", got \"infinite\"");
+        "m.json: gpu.host_read_bandwidth_gbps: expected a number in [1e-6, 1e6] or \"unlimited\", got "
+        "\"infinite\"");
   CHECK(error_of(gpu + R"("memory_bandwidth_gbps": "unlimited"}})") ==
-        "m.json: gpu.memory_bandwidth_gbps: expected a number > 0, got \"unlimited\"");
-  CHECK(error_of(gpu + R"("launch_us": null}})") == "m.json: gpu.launch_us: expected a number >= 0, got null");
+        "m.json: gpu.memory_bandwidth_gbps: expected a number in [1e-6, 1e6], got \"unlimited\"");
+  CHECK(error_of(gpu + R"("launch_us": null}})") == "m.json: gpu.launch_us: expected a number in [0, 1e9], got null");
 }
 
 TEST_CASE("machine json: numbers out of range") {
   const std::string gpu = R"({"gpu": {"preset": "h100_sxm_gen4", )";
-  CHECK(error_of(gpu + R"("peak_tflops": 0}})") == "m.json: gpu.peak_tflops: expected a number > 0, got 0");
-  CHECK(error_of(gpu + R"("peak_tflops": -989.4}})") == "m.json: gpu.peak_tflops: expected a number > 0, got -989.4");
-  CHECK(error_of(gpu + R"("peak_tflops": 1e300}})") == "m.json: gpu.peak_tflops: expected a finite FLOP/s, got 1e+300");
+  CHECK(error_of(gpu + R"("peak_tflops": 0}})") == "m.json: gpu.peak_tflops: expected a number in [1e-6, 1e6], got 0");
+  CHECK(error_of(gpu + R"("peak_tflops": -989.4}})") == "m.json: gpu.peak_tflops: expected a number in [1e-6, 1e6], got -989.4");
+  CHECK(error_of(gpu + R"("peak_tflops": 1e300}})") == "m.json: gpu.peak_tflops: expected a number in [1e-6, 1e6], got 1e+300");
   CHECK(error_of(gpu + R"("memory_bandwidth_gbps": 0.0}})") ==
-        "m.json: gpu.memory_bandwidth_gbps: expected a number > 0, got 0.0");
-  CHECK(error_of(gpu + R"("capacity_gb": -80}})") == "m.json: gpu.capacity_gb: expected a number >= 0, got -80");
+        "m.json: gpu.memory_bandwidth_gbps: expected a number in [1e-6, 1e6], got 0.0");
+  CHECK(error_of(gpu + R"("capacity_gb": -80}})") == "m.json: gpu.capacity_gb: expected a number in [0, 1e9], got -80");
   CHECK(error_of(gpu + R"("capacity_gb": 1e11}})") ==
-        "m.json: gpu.capacity_gb: expected a capacity below 2^64 bytes, got 100000000000.0");
-  CHECK(error_of(gpu + R"("launch_us": -1}})") == "m.json: gpu.launch_us: expected a number >= 0, got -1");
+        "m.json: gpu.capacity_gb: expected a number in [0, 1e9], got 100000000000.0");
+  CHECK(error_of(gpu + R"("launch_us": -1}})") == "m.json: gpu.launch_us: expected a number in [0, 1e9], got -1");
   CHECK(error_of(gpu + R"("activation_element_bytes": 0}})") ==
-        "m.json: gpu.activation_element_bytes: expected a number > 0, got 0");
+        "m.json: gpu.activation_element_bytes: expected a number in [1e-3, 64], got 0");
   CHECK(error_of(gpu + R"("peak_bits": 33}})") == "m.json: gpu.peak_bits: expected a whole number in [1, 32], got 33");
   CHECK(error_of(gpu + R"("peak_bits": 0}})") == "m.json: gpu.peak_bits: expected a whole number in [1, 32], got 0");
   CHECK(error_of(gpu + R"("units": 0}})") == "m.json: gpu.units: expected a whole number in [1, 4294967295], got 0");
@@ -408,12 +414,57 @@ TEST_CASE("machine json: numbers out of range") {
   CHECK(error_of(gpu + R"("quant": {"full_precision_bits": 64}}})") ==
         "m.json: gpu.quant.full_precision_bits: expected a whole number in [1, 32], got 64");
   CHECK(error_of(gpu + R"("weight_link": {"bandwidth_gbps": 0}}})") ==
-        "m.json: gpu.weight_link.bandwidth_gbps: expected a number > 0 or \"unlimited\", got 0");
+        "m.json: gpu.weight_link.bandwidth_gbps: expected a number in [1e-6, 1e6] or \"unlimited\", got 0");
   CHECK(error_of(gpu + R"("weight_link": {"latency_ns": -300}}})") ==
-        "m.json: gpu.weight_link.latency_ns: expected a number >= 0, got -300");
+        "m.json: gpu.weight_link.latency_ns: expected a number in [0, 1e12], got -300");
   CHECK(error_of(R"({"host_link": {"bandwidth_gbps": 1e300, "latency_ns": 0}})") ==
-        "m.json: host_link.bandwidth_gbps: expected a number > 0 or \"unlimited\", got 1e+300");
+        "m.json: host_link.bandwidth_gbps: expected a number in [1e-6, 1e6] or \"unlimited\", got 1e+300");
   CHECK(error_of(gpu + R"("name": ""}})") == "m.json: gpu.name: expected a non-empty string, got \"\"");
+}
+
+TEST_CASE("machine json: every number has a range that keeps the priced times finite") {
+  // The review's finding: launch_us 1e308 was accepted and filled the tables with inf,
+  // where every other field had a range.
+  const std::string gpu = R"({"gpu": {"preset": "h100_sxm_gen4", )";
+  CHECK(error_of(gpu + R"("launch_us": 1e308}})") == "m.json: gpu.launch_us: expected a number in [0, 1e9], got 1e+308");
+  CHECK(error_of(gpu + R"("launch_us": 1e9}})").empty());
+  CHECK(error_of(gpu + R"("weight_link": {"latency_ns": 1e308}}})") ==
+        "m.json: gpu.weight_link.latency_ns: expected a number in [0, 1e12], got 1e+308");
+  CHECK(error_of(gpu + R"("peak_tflops": 1e-300}})") ==
+        "m.json: gpu.peak_tflops: expected a number in [1e-6, 1e6], got 1e-300");
+  CHECK(error_of(gpu + R"("memory_bandwidth_gbps": 1e-300}})") ==
+        "m.json: gpu.memory_bandwidth_gbps: expected a number in [1e-6, 1e6], got 1e-300");
+  CHECK(error_of(gpu + R"("activation_element_bytes": 1e308}})") ==
+        "m.json: gpu.activation_element_bytes: expected a number in [1e-3, 64], got 1e+308");
+  CHECK(error_of(R"({"cxl_link": {"bandwidth_gbps": 1e-300, "latency_ns": 0}})") ==
+        "m.json: cxl_link.bandwidth_gbps: expected a number in [1e-6, 1e6] or \"unlimited\", got 1e-300");
+  // At the bounds, every time a device prices is finite.
+  const auto m = parse(gpu + R"("peak_tflops": 1e-6, "memory_bandwidth_gbps": 1e-6, "launch_us": 1e9,
+      "weight_link": {"bandwidth_gbps": 1e-6, "latency_ns": 1e12}}})");
+  REQUIRE(m.gpu.has_value());
+  const moepolicy::roofline_cost c(*m.gpu, moepolicy::models::deepseek_v3());
+  const moepolicy::expert_key e{3, 5};
+  CHECK(std::isfinite(c.compute_seconds(e, moepolicy::fp16, std::size_t{1} << 32)));
+  CHECK(std::isfinite(c.transfer_seconds(c.footprint_bytes(e, moepolicy::fp16))));
+  CHECK(std::isfinite(c.activation_transfer_seconds(std::size_t{1} << 32)));
+}
+
+TEST_CASE("machine json: nesting and size are bounded") {
+  // Nesting beyond input_limits::max_json_depth stops at the line that goes too deep,
+  // before any value is built, copied or printed.
+  const std::string deep = "{\"name\":\n" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  CHECK(error_of(deep) == "m.json:2: JSON nested deeper than 64 levels (input_limits::max_json_depth)");
+  CHECK(error_of("{\"name\": " + std::string(63, '[') + std::string(63, ']') + "}") ==
+        "m.json: name: expected a string, got an array");
+  {
+    moepolicy::scoped_input_limits small({.max_json_depth = 2});
+    CHECK(error_of(R"({"gpu": {"quant": {}}})") ==
+          "m.json:1: JSON nested deeper than 2 levels (input_limits::max_json_depth)");
+  }
+  moepolicy::scoped_input_limits tiny({.max_json_bytes = 16});
+  std::istringstream in(R"({"name": "0123456789"})");
+  CHECK_THROWS_WITH_AS(static_cast<void>(moepolicy::io::read_machine(in, "stdin")),
+                       "stdin: larger than the limit of 16 bytes (input_limits::max_json_bytes)", parse_error);
 }
 
 TEST_CASE("machine json: missing keys without a preset") {
