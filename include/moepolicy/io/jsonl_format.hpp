@@ -40,9 +40,9 @@
 namespace moepolicy::io {
 
 /// A JSONL routing-trace format this library reads.
-enum class jsonl_format : std::uint8_t { granite, vllm_decode, vllm_raw, unknown };
+enum class jsonl_format : std::uint8_t { granite, vllm_decode, vllm_raw, warp, unknown };
 
-/// "granite", "vllm_decode", "vllm_raw" or "unknown".
+/// "granite", "vllm_decode", "vllm_raw", "warp" or "unknown".
 [[nodiscard]] constexpr std::string_view to_string(jsonl_format f) noexcept {
   switch (f) {
     case jsonl_format::granite:
@@ -51,6 +51,8 @@ enum class jsonl_format : std::uint8_t { granite, vllm_decode, vllm_raw, unknown
       return "vllm_decode";
     case jsonl_format::vllm_raw:
       return "vllm_raw";
+    case jsonl_format::warp:
+      return "warp";
     case jsonl_format::unknown:
       break;
   }
@@ -62,7 +64,8 @@ enum class jsonl_format : std::uint8_t { granite, vllm_decode, vllm_raw, unknown
 /// Returns: `granite` for a JSON object with `"record_type": "metadata"` and
 /// `"format": "moe-cache-lab.routing-jsonl"` (whatever its format_version: the reader
 /// reports an unknown version); `vllm_decode` for an object with `experts` and
-/// `token_idx`; `vllm_raw` for one with `experts` and `token_pos`; otherwise `unknown`
+/// `token_idx`; `vllm_raw` for one with `experts` and `token_pos`; `warp` for one with
+/// `tok` and `layers` (io/warp_jsonl.hpp); otherwise `unknown`
 /// (also for text that is not JSON). Only the keys are looked at: the reader checks
 /// the values.
 [[nodiscard]] inline jsonl_format detect_jsonl_format(std::string_view first_line) {
@@ -84,6 +87,7 @@ enum class jsonl_format : std::uint8_t { granite, vllm_decode, vllm_raw, unknown
     if (j.contains("token_idx")) return jsonl_format::vllm_decode;
     if (j.contains("token_pos")) return jsonl_format::vllm_raw;
   }
+  if (j.contains("tok") && j.contains("layers")) return jsonl_format::warp;
   return jsonl_format::unknown;
 }
 

@@ -3,7 +3,9 @@
 // `read_trace` looks at what it is given and calls the matching importer:
 //   - a file starting with the canonical magic (trace/canonical.hpp), any extension;
 //   - a `.jsonl` file: the first line tells Granite moe-cache-lab records from vLLM
-//     decode-only and vLLM prefill+decode records (io/jsonl_format.hpp);
+//     decode-only and vLLM prefill+decode records and WARP decode records
+//     (io/jsonl_format.hpp; a WARP file must be one of the recorded ones, known by name,
+//     io/warp_jsonl.hpp);
 //   - a FLAME-MoE `prefill_layer<L>.csv` file, or a directory of them;
 //   - a directory of Granite `.jsonl` files: one request per file, in name order;
 //   - several paths at once: Granite `.jsonl` files, one request per file, in the
@@ -29,6 +31,7 @@
 #include "moepolicy/io/granite_jsonl.hpp"
 #include "moepolicy/io/jsonl_format.hpp"
 #include "moepolicy/io/vllm_jsonl.hpp"
+#include "moepolicy/io/warp_jsonl.hpp"
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
@@ -40,6 +43,7 @@ enum class trace_format : std::uint8_t {
   granite_jsonl,
   vllm_decode_jsonl,
   vllm_raw_jsonl,
+  warp_jsonl,
   flame_csv,
   granite_directory,
   flame_directory,
@@ -52,6 +56,7 @@ enum class trace_format : std::uint8_t {
     case trace_format::granite_jsonl: return "moe-cache-lab routing JSONL (Granite)";
     case trace_format::vllm_decode_jsonl: return "vLLM routing JSONL, decode only";
     case trace_format::vllm_raw_jsonl: return "vLLM routing JSONL, prefill + decode";
+    case trace_format::warp_jsonl: return "WARP routing JSONL, decode (OLMoE, Kimi-Linear)";
     case trace_format::flame_csv: return "FLAME-MoE router-probability CSV";
     case trace_format::granite_directory: return "directory of moe-cache-lab routing JSONL files";
     case trace_format::flame_directory: return "directory of FLAME-MoE CSV files";
@@ -109,11 +114,12 @@ inline std::vector<std::filesystem::path> files_with(const std::filesystem::path
       case jsonl_format::granite: return trace_format::granite_jsonl;
       case jsonl_format::vllm_decode: return trace_format::vllm_decode_jsonl;
       case jsonl_format::vllm_raw: return trace_format::vllm_raw_jsonl;
+      case jsonl_format::warp: return trace_format::warp_jsonl;
       case jsonl_format::unknown: break;
     }
     detail::fail_at_line(path.string(), 1,
-                         "not a known routing JSONL format (expected a moe-cache-lab metadata record or a vLLM "
-                         "routing record with token_idx or token_pos)");
+                         "not a known routing JSONL format (expected a moe-cache-lab metadata record, a vLLM "
+                         "routing record with token_idx or token_pos, or a WARP record with tok and layers)");
   }
   detail::fail_file(path.string(), "unknown trace format (expected .mtrace, .jsonl, .csv or a directory of them)");
 }
@@ -127,6 +133,7 @@ inline std::vector<std::filesystem::path> files_with(const std::filesystem::path
     case trace_format::granite_jsonl: return read_granite_jsonl(path);
     case trace_format::vllm_decode_jsonl: return read_vllm_decode_jsonl(path);
     case trace_format::vllm_raw_jsonl: return read_vllm_raw_jsonl(path);
+    case trace_format::warp_jsonl: return read_warp_jsonl(path);
     case trace_format::flame_csv:
     case trace_format::flame_directory: return read_flame_csv(path);
     case trace_format::granite_directory: {
