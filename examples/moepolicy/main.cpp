@@ -7,14 +7,16 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "common/data_dir.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/version.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"moepolicy: expert placement, precision and scheduling policies for MoE serving"};
-  app.set_version_flag("--version", std::to_string(MOEPOLICY_VERSION_MAJOR) + "." +
+  app.set_version_flag("--version", "moepolicy " + std::to_string(MOEPOLICY_VERSION_MAJOR) + "." +
                                         std::to_string(MOEPOLICY_VERSION_MINOR) + "." +
-                                        std::to_string(MOEPOLICY_VERSION_PATCH));
+                                        std::to_string(MOEPOLICY_VERSION_PATCH) + "\nbundled traces: " +
+                                        moepolicy::examples::bundled_traces_dir(MOEPOLICY_SOURCE_DIR).string());
   app.require_subcommand(1);
   moepolicy::tool::add_inspect(app);
   moepolicy::tool::add_convert(app);

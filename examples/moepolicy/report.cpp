@@ -64,6 +64,7 @@
 #include "moepolicy/stats/analysis.hpp"
 #include "moepolicy/stats/routing_stats.hpp"
 #include "moepolicy/trace/summary.hpp"
+#include "common/data_dir.hpp"
 #include "report/svg.hpp"
 
 namespace moepolicy::tool {
@@ -85,7 +86,7 @@ std::string shown(const fs::path& p) {
 /// Every bundled trace, and the shared Mixtral-8x7B traces when ../shared/traces is there.
 std::vector<std::string> default_traces() {
   std::vector<std::string> out;
-  const fs::path bundled = source_dir / "examples" / "traces";
+  const fs::path bundled = examples::bundled_traces_dir(source_dir);
   for (const auto& e : fs::recursive_directory_iterator(bundled)) {
     if (e.is_regular_file() && e.path().extension() == ".mtrace") out.push_back(shown(e.path()));
   }

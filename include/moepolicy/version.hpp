@@ -2,7 +2,7 @@
 #pragma once
 
 #define MOEPOLICY_VERSION_MAJOR 0
-#define MOEPOLICY_VERSION_MINOR 1
+#define MOEPOLICY_VERSION_MINOR 2
 #define MOEPOLICY_VERSION_PATCH 0
 
 /// The version as one integer, `major * 10000 + minor * 100 + patch`.
