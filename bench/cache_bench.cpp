@@ -33,8 +33,10 @@
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
 #include "moepolicy/cache/stack_distance.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
@@ -225,6 +227,8 @@ void evict_score_aware(benchmark::State& s) { cache_access<score_aware_policy>(s
 void evict_sticky_lru(benchmark::State& s) { cache_access<sticky_lru_policy>(s, {}); }
 void evict_ema_score(benchmark::State& s) { cache_access<ema_score_policy>(s, {}); }
 void evict_belady(benchmark::State& s) { cache_access<belady_policy>(s, {}); }
+void evict_hawkeye(benchmark::State& s) { cache_access<hawkeye_policy>(s, {}); }
+void evict_predicted_reuse(benchmark::State& s) { cache_access<predicted_reuse_policy>(s, {}); }
 void evict_any_lru(benchmark::State& s) { cache_access<any_eviction_policy>(s, lru_config{}); }
 
 /// The floor: read each batch's ids and the access keys once.
@@ -253,6 +257,8 @@ BENCHMARK(evict_score_aware);
 BENCHMARK(evict_sticky_lru);
 BENCHMARK(evict_ema_score);
 BENCHMARK(evict_belady);
+BENCHMARK(evict_hawkeye);
+BENCHMARK(evict_predicted_reuse);
 BENCHMARK(evict_any_lru);
 BENCHMARK(evict_floor);
 
@@ -277,6 +283,8 @@ BENCHMARK_TEMPLATE(victim_query, score_aware_policy);
 BENCHMARK_TEMPLATE(victim_query, sticky_lru_policy);
 BENCHMARK_TEMPLATE(victim_query, ema_score_policy);
 BENCHMARK_TEMPLATE(victim_query, belady_policy);
+BENCHMARK_TEMPLATE(victim_query, hawkeye_policy);
+BENCHMARK_TEMPLATE(victim_query, predicted_reuse_policy);
 
 /// The hit ratio at every capacity in one pass (Mattson), over the Granite accesses.
 void lru_hit_curve_one_pass(benchmark::State& state) {

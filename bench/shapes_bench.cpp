@@ -47,7 +47,8 @@
 //   evict_<policy>     one demand access through expert_cache<policy> with per-layer pools
 //                      of E/2 experts (LRU, LFU, FIFO, sticky LRU with every access
 //                      hinted, score-aware with the layer hooks, Belady with the cyclic
-//                      next use of the periodic stream); their floor reads each access's
+//                      next use of the periodic stream, Hawkeye-style and predicted reuse
+//                      with the layer hooks); their floor reads each access's
 //                      key and next use and the row's ids, score-aware's also the row's
 //                      router scores and gate weights
 //   router             expert_cache_router::route of one token at one layer (α = 0.3)
@@ -85,8 +86,10 @@
 #include "moepolicy/cache/belady.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/core/model_shape.hpp"
@@ -858,10 +861,14 @@ void run_evict_fifo(benchmark::State& s, const shape_inputs& in) { evict<fifo_po
 void run_evict_sticky_lru(benchmark::State& s, const shape_inputs& in) { evict<sticky_lru_policy>(s, in); }
 void run_evict_score_aware(benchmark::State& s, const shape_inputs& in) { evict<score_aware_policy>(s, in); }
 void run_evict_belady(benchmark::State& s, const shape_inputs& in) { evict<belady_policy>(s, in); }
+void run_evict_hawkeye(benchmark::State& s, const shape_inputs& in) { evict<hawkeye_policy>(s, in); }
+void run_evict_predicted_reuse(benchmark::State& s, const shape_inputs& in) {
+  evict<predicted_reuse_policy>(s, in);
+}
 void evict_keys_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, false); }
 void evict_scored_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, true); }
 
-const std::array<decision, 19> all_decisions{{
+const std::array<decision, 21> all_decisions{{
     {"collector", "collector", collector, collector_floor, benchmark::kNanosecond},
     {"importance_topk", "importance", importance_topk, importance_floor, benchmark::kNanosecond},
     {"prefix_split", "allocation", prefix_split_layer, allocation_floor, benchmark::kMicrosecond},
@@ -877,6 +884,8 @@ const std::array<decision, 19> all_decisions{{
     {"evict_sticky_lru", "evict", run_evict_sticky_lru, evict_keys_floor, benchmark::kNanosecond},
     {"evict_score_aware", "evict_scored", run_evict_score_aware, evict_scored_floor, benchmark::kNanosecond},
     {"evict_belady", "evict", run_evict_belady, evict_keys_floor, benchmark::kNanosecond},
+    {"evict_hawkeye", "evict", run_evict_hawkeye, evict_keys_floor, benchmark::kNanosecond},
+    {"evict_predicted_reuse", "evict", run_evict_predicted_reuse, evict_keys_floor, benchmark::kNanosecond},
     {"router", "router", router, router_floor, benchmark::kNanosecond},
     {"two_pointer", "two_pointer", two_pointer, two_pointer_floor, benchmark::kNanosecond},
     {"migration_planner", "migration_planner", migration_plan, migration_plan_floor, benchmark::kNanosecond},

@@ -25,7 +25,7 @@ TEST_CASE("every policy has a name, and names give default configurations") {
   CHECK_THROWS_WITH_AS(static_cast<void>(eviction_config_by_name("arc")),
                        "moepolicy::eviction_config_by_name: unknown eviction policy (known: score-aware, sticky-lru, "
                        "ema-score, "
-                       "lru, lfu, fifo, belady), got \"arc\"",
+                       "lru, lfu, fifo, hawkeye, pred-reuse, belady), got \"arc\"",
                        invalid_argument);
 }
 

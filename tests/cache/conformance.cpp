@@ -19,8 +19,10 @@
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
@@ -173,7 +175,7 @@ std::vector<cache_config> configurations(const routing_trace& t) {
 
 TEST_CASE_TEMPLATE("eviction policy conformance: capacity, victims, stability, statistics", P, lru_policy, fifo_policy,
                    lfu_policy, score_aware_policy, sticky_lru_policy, ema_score_policy, belady_policy,
-                   any_eviction_policy) {
+                   any_eviction_policy, hawkeye_policy, predicted_reuse_policy) {
   const routing_trace synthetic = test::synthetic_trace(7);
   const routing_trace granite = test::first_requests(test::granite_trace(), 3);
   for (const routing_trace* t : {&synthetic, &granite}) {
@@ -187,7 +189,8 @@ TEST_CASE_TEMPLATE("eviction policy conformance: capacity, victims, stability, s
 }
 
 TEST_CASE_TEMPLATE("Belady's optimum is at least every policy's hits on the same demand trace", P, lru_policy,
-                   fifo_policy, lfu_policy, score_aware_policy, sticky_lru_policy, ema_score_policy) {
+                   fifo_policy, lfu_policy, score_aware_policy, sticky_lru_policy, ema_score_policy, hawkeye_policy,
+                   predicted_reuse_policy) {
   const routing_trace synthetic = test::synthetic_trace(11, {.layers = 3, .experts = 12, .top_k = 3, .batch = 2});
   const routing_trace granite = test::granite_trace();
   for (const routing_trace* t : {&synthetic, &granite}) {
@@ -229,7 +232,8 @@ TEST_CASE("the variant behaves exactly as the policy it holds") {
 }
 
 TEST_CASE_TEMPLATE("per-decision calls allocate nothing after construction", P, lru_policy, fifo_policy, lfu_policy,
-                   score_aware_policy, sticky_lru_policy, ema_score_policy, belady_policy, any_eviction_policy) {
+                   score_aware_policy, sticky_lru_policy, ema_score_policy, belady_policy, any_eviction_policy,
+                   hawkeye_policy, predicted_reuse_policy) {
   if (!test::allocation_counting) {
     MESSAGE("allocation counting is off under AddressSanitizer; the build without it checks this");
     return;

@@ -8,6 +8,8 @@ moepolicy_add_test(test_cache_belady SOURCES ${CMAKE_CURRENT_LIST_DIR}/belady.cp
 moepolicy_add_test(test_cache_score_aware SOURCES ${CMAKE_CURRENT_LIST_DIR}/score_aware.cpp)
 moepolicy_add_test(test_cache_sticky_lru SOURCES ${CMAKE_CURRENT_LIST_DIR}/sticky_lru.cpp)
 moepolicy_add_test(test_cache_ema_score SOURCES ${CMAKE_CURRENT_LIST_DIR}/ema_score.cpp)
+moepolicy_add_test(test_cache_hawkeye SOURCES ${CMAKE_CURRENT_LIST_DIR}/hawkeye.cpp)
+moepolicy_add_test(test_cache_predicted_reuse SOURCES ${CMAKE_CURRENT_LIST_DIR}/predicted_reuse.cpp)
 moepolicy_add_test(test_cache_any_eviction_policy SOURCES ${CMAKE_CURRENT_LIST_DIR}/any_eviction_policy.cpp)
 moepolicy_add_test(test_cache_stack_distance SOURCES ${CMAKE_CURRENT_LIST_DIR}/stack_distance.cpp)
 moepolicy_add_test(test_cache_conformance SOURCES ${CMAKE_CURRENT_LIST_DIR}/conformance.cpp)

@@ -22,8 +22,10 @@
 #include "moepolicy/cache/concepts.hpp"
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/core/error.hpp"
@@ -33,7 +35,8 @@ namespace moepolicy {
 
 /// The configuration of one of the shipped policies; the alternative picks the policy.
 using any_eviction_config = std::variant<score_aware_config, sticky_lru_config, ema_score_config, lru_config,
-                                         lfu_config, fifo_config, belady_config>;
+                                         lfu_config, fifo_config, hawkeye_config, predicted_reuse_config,
+                                         belady_config>;
 
 /// One entry of the name table.
 struct eviction_policy_entry {
@@ -43,13 +46,16 @@ struct eviction_policy_entry {
 };
 
 /// Every shipped policy by name, in the order of `any_eviction_config`.
-inline const std::array<eviction_policy_entry, 7> eviction_policies = {{
+inline const std::array<eviction_policy_entry, 9> eviction_policies = {{
     {"score-aware", "lowest windowed average router score, in-layer shield (Edge-MoE §5.3)", score_aware_config{}},
     {"sticky-lru", "LRU with confidence stickiness and prediction-gated admission (CXL-MoE §3)", sticky_lru_config{}},
     {"ema-score", "HybriMoE-like: lowest moving average of the router score, in-layer shield", ema_score_config{}},
     {"lru", "least recently used", lru_config{}},
     {"lfu", "least frequently used (decay 1: no decay)", lfu_config{}},
     {"fifo", "first in, first out", fifo_config{}},
+    {"hawkeye", "learns from Belady's MIN replayed on the past (Hawkeye, ISCA 2016), in-layer shield", hawkeye_config{}},
+    {"pred-reuse", "largest predicted reuse distance (LIRS-style moving average of gaps), in-layer shield",
+     predicted_reuse_config{}},
     {"belady", "Belady's offline optimum (needs the future)", belady_config{}},
 }};
 
@@ -78,7 +84,7 @@ class any_eviction_policy {
  public:
   using config_type = any_eviction_config;
   using variant_type = std::variant<score_aware_policy, sticky_lru_policy, ema_score_policy, lru_policy, lfu_policy,
-                                    fifo_policy, belady_policy>;
+                                    fifo_policy, hawkeye_policy, predicted_reuse_policy, belady_policy>;
   /// An alternative (Belady) may read `access_info::next_use`; feed it.
   static constexpr bool needs_future = true;
 
@@ -168,6 +174,10 @@ class any_eviction_policy {
   static variant_type make(const cache_shape& s, const lru_config& c) { return lru_policy(s, c); }
   static variant_type make(const cache_shape& s, const lfu_config& c) { return lfu_policy(s, c); }
   static variant_type make(const cache_shape& s, const fifo_config& c) { return fifo_policy(s, c); }
+  static variant_type make(const cache_shape& s, const hawkeye_config& c) { return hawkeye_policy(s, c); }
+  static variant_type make(const cache_shape& s, const predicted_reuse_config& c) {
+    return predicted_reuse_policy(s, c);
+  }
   static variant_type make(const cache_shape& s, const belady_config& c) { return belady_policy(s, c); }
 
   variant_type policy_;

@@ -122,24 +122,26 @@ TEST_CASE("golden: demand hit counts of every policy on the bundled Granite trac
                                      {8, capacity_scope::per_layer},
                                      {16, capacity_scope::per_layer}}};
   // hits[point][policy], policies in the name table's order:
-  // score-aware, sticky-lru, ema-score, lru, lfu, fifo, belady. 44,803 accesses (decode and
-  // prefill).
+  // score-aware, sticky-lru, ema-score, lru, lfu, fifo, hawkeye, pred-reuse, belady. 44,803
+  // accesses (decode and prefill).
   // LRU and FIFO thrash below one step's working set (24 layers × ~8 experts); sticky LRU
   // caches nothing without a predictor's hints (its admission is gated).
-  constexpr std::uint64_t golden[6][7] = {
-      {6861, 0, 6903, 0, 7670, 0, 11972},
-      {12919, 0, 13690, 0, 14314, 0, 20837},
-      {23006, 0, 23854, 17126, 24146, 15530, 31375},
-      {30958, 0, 31739, 25957, 31894, 24895, 37357},
-      {19121, 0, 19121, 13409, 18451, 12501, 26251},
-      {32352, 0, 32340, 27105, 31154, 25937, 36849},
+  constexpr std::size_t P = 9, belady = P - 1, lru = 3;
+  REQUIRE(eviction_policies.size() == P);
+  constexpr std::uint64_t golden[6][P] = {
+      {6861, 0, 6903, 0, 7670, 0, 5358, 6346, 11972},
+      {12919, 0, 13690, 0, 14314, 0, 12489, 12348, 20837},
+      {23006, 0, 23854, 17126, 24146, 15530, 21422, 22962, 31375},
+      {30958, 0, 31739, 25957, 31894, 24895, 29314, 31339, 37357},
+      {19121, 0, 19121, 13409, 18451, 12501, 19121, 19121, 26251},
+      {32352, 0, 32340, 27105, 31154, 25937, 32338, 32631, 36849},
   };
 
   const hit_curve shared_lru = lru_hit_curve(t, {24, 32, capacity_scope::shared});
   const hit_curve layer_lru = lru_hit_curve(t, {24, 32, capacity_scope::per_layer});
   for (std::size_t i = 0; i < points.size(); ++i) {
     const cache_config cc = granite_cache(points[i].capacity, points[i].scope);
-    std::uint64_t hits[7] = {};
+    std::uint64_t hits[P] = {};
     for (std::size_t p = 0; p < eviction_policies.size(); ++p) {
       const cache_replay_result r = replay_cache(t, cc, eviction_policies[p].defaults);
       hits[p] = r.stats.hits;
@@ -153,14 +155,14 @@ TEST_CASE("golden: demand hit counts of every policy on the bundled Granite trac
     }
     if (print_golden()) {
       std::printf("      {");
-      for (std::size_t p = 0; p < 7; ++p)
+      for (std::size_t p = 0; p < P; ++p)
         std::printf("%s%llu", p == 0 ? "" : ", ", static_cast<unsigned long long>(hits[p]));
       std::printf("},\n");
     } else {
-      for (std::size_t p = 0; p < 7; ++p) CHECK(hits[p] == golden[i][p]);
+      for (std::size_t p = 0; p < P; ++p) CHECK(hits[p] == golden[i][p]);
     }
-    for (std::size_t p = 0; p < 6; ++p) CHECK(hits[6] >= hits[p]);  // Belady bounds every policy
+    for (std::size_t p = 0; p < belady; ++p) CHECK(hits[belady] >= hits[p]);  // Belady bounds every policy
     const hit_curve& curve = points[i].scope == capacity_scope::shared ? shared_lru : layer_lru;
-    CHECK(curve.hits_at(points[i].capacity) == hits[3]);  // Mattson agrees with the LRU replay
+    CHECK(curve.hits_at(points[i].capacity) == hits[lru]);  // Mattson agrees with the LRU replay
   }
 }
