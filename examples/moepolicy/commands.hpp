@@ -37,5 +37,6 @@ void add_plan_commands(CLI::App& app);
 void add_schedule(CLI::App& app);
 void add_replay(CLI::App& app);
 void add_report(CLI::App& app);
+void add_rebalance(CLI::App& app);
 
 }  // namespace moepolicy::tool

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   moepolicy::tool::add_schedule(app);
   moepolicy::tool::add_replay(app);
   moepolicy::tool::add_report(app);
+  moepolicy::tool::add_rebalance(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

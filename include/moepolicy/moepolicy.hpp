@@ -7,6 +7,7 @@
 
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
+#include "moepolicy/core/input_limits.hpp"
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/core/units.hpp"
 
@@ -28,11 +29,20 @@
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
 #include "moepolicy/cache/stack_distance.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
+
+#include "moepolicy/ep/deepseek_eplb.hpp"
+#include "moepolicy/ep/exact.hpp"
+#include "moepolicy/ep/formats.hpp"
+#include "moepolicy/ep/lower_bound.hpp"
+#include "moepolicy/ep/problem.hpp"
+#include "moepolicy/ep/rebalancer.hpp"
 
 #include "moepolicy/place/prefill_placement.hpp"
 

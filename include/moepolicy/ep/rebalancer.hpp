@@ -1,0 +1,654 @@
+// moepolicy/ep/rebalancer.hpp — expert-parallel rebalancing: replication, packing with
+// improving swaps, migration-aware placement and hysteresis, better balanced than DeepSeek
+// EPLB (ep/deepseek_eplb.hpp) and allocation-free per call.
+//
+// One layer, fresh (no current placement):
+//   1. Nodes (when the nodes divide the groups, DeepSeek EPLB's hierarchical case): groups
+//      go to nodes K/N each. Two partitions are tried — EPLB's own (its balanced packing of
+//      the group loads, in float32, so the same partition) and that one improved by
+//      improving swaps (below) on the group loads — and the one whose final max GPU load
+//      is lower is kept. Each node then holds its groups' experts, R/N slots, G/N GPUs.
+//      Otherwise one block of all experts, slots and GPUs (EPLB's global case).
+//   2. Replication in each block: the greedy of ep/lower_bound.hpp (each extra replica to
+//      the largest load per replica), which minimises the largest replica (EPLB's rule).
+//   3. Packing: longest processing time first with a cardinality constraint (replicas
+//      largest first, each to the lightest GPU with a free slot; EPLB's packing), then
+//      improving swaps: while some swap of a replica on the max-loaded GPU with a smaller one
+//      on a lighter GPU lowers the pair's max below the old max, make the best such swap
+//      with the lightest GPU that has one (a local search for k-partitioning; at most
+//      `max_swap_rounds` swaps per block).
+// Since the swaps only lower a block's max, and EPLB's partition is among those tried, the
+// max GPU load is never above EPLB's up to float32 rounding (the tests check it on random
+// and real matrices).
+//
+// With a current placement (migration-aware):
+//   4. The fresh placement's GPUs are matched to the current GPUs (nodes to nodes first,
+//      in the hierarchical case), greedily by how many of their replicas already sit there,
+//      and each kept replica stays in its current slot. This only relabels GPUs and slots:
+//      the balance is the fresh one's.
+//   5. The knob `balance_tolerance` ε trades balance for movement: when the current
+//      placement's max GPU load on the new loads is within (1 + ε) × the fresh max, the
+//      layer keeps it (no moves); otherwise each moved slot is reverted to its current expert
+//      when every expert keeps a replica and the max stays within (1 + ε) × the fresh max.
+//      ε = 0 still reverts moves that cost nothing.
+//   6. Hysteresis (vLLM's FlashLB policy, `flashlb.py`: update a layer only when its
+//      imbalance max/mean is >= threshold × the imbalance last committed, threshold 1.15):
+//      with `hysteresis` h > 0, a layer whose current imbalance is below h × the imbalance
+//      of the placement last committed for it keeps its current placement.
+// Moves are slots whose logical expert changes (each one expert's weights copied in);
+// `expert_bytes` prices them.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/ep/deepseek_eplb.hpp"
+#include "moepolicy/ep/lower_bound.hpp"
+#include "moepolicy/ep/problem.hpp"
+
+namespace moepolicy {
+
+/// How `ep_rebalancer` trades balance against movement.
+struct ep_rebalance_config {
+  /// ε in [0, 1e6]: accept a max GPU load up to (1 + ε) × the fresh placement's to keep
+  /// replicas where they are (used with a current placement).
+  double balance_tolerance = 0.0;
+  /// h: 0 (off) or in [1, 1e6]: with a current placement, rebalance a layer only when its
+  /// imbalance (max ÷ mean GPU load) is >= h × the imbalance last committed for it
+  /// (FlashLB uses 1.15).
+  double hysteresis = 0.0;
+  /// Bytes of one expert's weights, to price the moves (0: not priced).
+  std::uint64_t expert_bytes = 0;
+  /// Improving swaps per block and layer, at most; 0 turns the swaps off (EPLB's packing).
+  std::uint32_t max_swap_rounds = 1024;
+};
+
+/// The placement of every layer and what it achieves on the loads it was made for.
+struct ep_rebalance_result {
+  ep_placement placement;
+  /// [L][G] GPU loads; [L] max GPU load and balancedness (mean ÷ max); their mean.
+  std::vector<double> gpu_loads;
+  std::vector<double> max_load;
+  std::vector<double> balancedness;
+  double mean_balancedness = 1.0;
+  /// [L] slots changed against the current placement (0 without one); totals.
+  std::vector<std::uint32_t> moved;
+  std::uint64_t moved_total = 0;
+  std::uint64_t moved_bytes = 0;
+  /// [L] 1 when the layer got a new placement, 0 when it kept the current one
+  /// (hysteresis or tolerance).
+  std::vector<std::uint8_t> updated;
+};
+
+/// The rebalancer, its workspace and its per-layer hysteresis history.
+class ep_rebalancer {
+ public:
+  /// Throws: `invalid_argument` naming `ep_rebalancer` when `layers` is 0 or above 2^20, the
+  /// cluster does not fit `experts` (see `ep_cluster`), or a config value is out of range.
+  ep_rebalancer(std::size_t layers, std::size_t experts, const ep_cluster& cluster, const ep_rebalance_config& cfg = {})
+      : cluster_(cluster), cfg_(cfg), layers_(layers), experts_(experts) {
+    constexpr std::string_view fn = "ep_rebalancer";
+    if (layers == 0 || layers > ep_max_dimension) detail::throw_invalid(fn, "layers must be in [1, 2^20]", layers);
+    detail::ep::check_cluster(fn, experts, cluster);
+    if (!(cfg.balance_tolerance >= 0.0 && cfg.balance_tolerance <= 1e6)) {
+      detail::throw_invalid(fn, "balance_tolerance must be in [0, 1e6]", cfg.balance_tolerance);
+    }
+    if (!(cfg.hysteresis == 0.0 || (cfg.hysteresis >= 1.0 && cfg.hysteresis <= 1e6))) {
+      detail::throw_invalid(fn, "hysteresis must be 0 (off) or in [1, 1e6]", cfg.hysteresis);
+    }
+    nodes_ = cluster.hierarchical() && cluster.nodes > 1 ? cluster.nodes : 1;
+    const std::size_t r = cluster.replicas;
+    const std::size_t g = cluster.gpus;
+    const std::size_t k = cluster.groups;
+    res_.placement = ep_placement(layers, experts, r);
+    res_.gpu_loads.assign(layers * g, 0.0);
+    res_.max_load.assign(layers, 0.0);
+    res_.balancedness.assign(layers, 1.0);
+    res_.moved.assign(layers, 0);
+    res_.updated.assign(layers, 0);
+    history_.assign(layers, 0.0);
+    counts_.resize(experts);
+    heap_.resize(experts);
+    ids_.resize(experts);
+    items_.resize(r);
+    bin_load_.resize(std::max(g, k));
+    bin_fill_.resize(std::max(g, k));
+    bin_items_.resize(std::max(r, k));
+    order_.resize(std::max(g, k));
+    gpu_heap_.resize(g);
+    slots_a_.resize(r);
+    slots_b_.resize(r);
+    group_load_.resize(k);
+    group_loadf_.resize(k);
+    group_pack_.resize(k);
+    group_rank_.resize(k);
+    sort_scratch_.resize(k);
+    packf_.resize(k);
+    pack_items_.resize(k);
+    part_.resize(k);
+    item_size_.resize(std::max(r, k));
+    cur_counts_.resize(experts);
+    cur_loads_.resize(g);
+    new_loads_.resize(g);
+    head_.resize(experts);
+    next_.resize(r);
+    overlap_.resize(g * g);
+    pairs_.resize(r * 2 + g * g);
+    gpu_map_.resize(g);
+    gpu_used_.resize(g);
+    node_map_.resize(cluster.nodes);
+    node_used_.resize(cluster.nodes);
+    node_overlap_.resize(static_cast<std::size_t>(cluster.nodes) * cluster.nodes);
+    node_count_.resize(static_cast<std::size_t>(cluster.nodes) * experts);
+    taken_.resize(r);
+    touched_.resize(r + 1);
+    saved_.resize(r + 1);
+    seen_.resize(experts);
+  }
+
+  [[nodiscard]] const ep_cluster& cluster() const noexcept { return cluster_; }
+  [[nodiscard]] const ep_rebalance_config& config() const noexcept { return cfg_; }
+  /// The last result (empty placement until the first call).
+  [[nodiscard]] const ep_rebalance_result& result() const noexcept { return res_; }
+  /// Forgets the imbalance committed for every layer (hysteresis starts over).
+  void reset_history() noexcept { std::fill(history_.begin(), history_.end(), 0.0); }
+
+  /// A fresh placement of every layer (no current one: nothing is counted as moved).
+  ///
+  /// Throws: `invalid_argument` naming `ep_rebalancer::rebalance` when the load matrix's
+  /// shape differs from the solver's, or a load is negative or not finite.
+  /// Complexity: per layer about O(R log R + (R − E) log E + swaps · (G log G + S²));
+  /// no allocation.
+  const ep_rebalance_result& rebalance(const ep_load_view& loads) {
+    check(loads);
+    for (std::size_t l = 0; l < layers_; ++l) {
+      auto out = res_.placement.physical_to_logical_row(l);
+      solve_fresh(loads.row(l), out);
+      res_.placement.rank_by_slot(l);
+      res_.updated[l] = 1;
+    }
+    finish(loads, {});
+    return res_;
+  }
+
+  /// A migration-aware placement of every layer from `current` (a flat layers × R array of
+  /// logical experts, DeepSeek EPLB's `physical_to_logical`).
+  ///
+  /// Throws: as `rebalance(loads)`, and when `current` has another size, names an expert
+  /// outside [0, E), or leaves a logical expert without a slot in some layer.
+  /// Complexity: as `rebalance(loads)` plus O(R · (max replicas + G)) per layer; no
+  /// allocation.
+  const ep_rebalance_result& rebalance(const ep_load_view& loads, std::span<const std::int32_t> current) {
+    check(loads);
+    detail::ep::check_current("ep_rebalancer::rebalance", current, layers_, experts_, cluster_.replicas, seen_);
+    const std::size_t r = cluster_.replicas;
+    for (std::size_t l = 0; l < layers_; ++l) {
+      const auto w = loads.row(l);
+      const std::span<const std::int32_t> cur = current.subspan(l * r, r);
+      auto out = res_.placement.physical_to_logical_row(l);
+      const double cur_max = max_load_of(w, cur, cur_counts_, cur_loads_);
+      const double mean = total(w) / cluster_.gpus;
+      const double cur_imbalance = mean > 0.0 ? cur_max / mean : 1.0;
+      if (cfg_.hysteresis > 0.0 && history_[l] > 0.0 && cur_imbalance < cfg_.hysteresis * history_[l]) {
+        std::copy(cur.begin(), cur.end(), out.begin());
+        res_.updated[l] = 0;
+      } else {
+        const double fresh_max = solve_fresh(w, std::span<std::int32_t>(slots_b_.data(), r));
+        const double limit = fresh_max * (1.0 + cfg_.balance_tolerance) + 1e-12 * fresh_max;
+        if (cur_max <= limit) {
+          std::copy(cur.begin(), cur.end(), out.begin());
+          res_.updated[l] = 0;
+        } else {
+          match(cur, std::span<const std::int32_t>(slots_b_.data(), r), out);
+          revert(w, cur, out, limit);
+          res_.updated[l] = 1;
+          history_[l] = mean > 0.0 ? max_load_of(w, out, cur_counts_, new_loads_) / mean : 1.0;
+        }
+      }
+      res_.placement.rank_by_slot(l);
+    }
+    finish(loads, current);
+    return res_;
+  }
+
+  /// The fresh placement of one layer's `loads` into `slots` (R entries); returns its max GPU
+  /// load. Preconditions: shapes as the solver's, loads finite and >= 0. No allocation.
+  double solve_fresh(std::span<const double> w, std::span<std::int32_t> slots) noexcept {
+    const std::size_t r = cluster_.replicas;
+    if (nodes_ == 1) {
+      for (std::size_t e = 0; e < experts_; ++e) ids_[e] = static_cast<std::int32_t>(e);
+      return solve_block(w, std::span<const std::int32_t>(ids_.data(), experts_), r, cluster_.gpus, slots);
+    }
+    const std::size_t k = cluster_.groups;
+    const std::size_t gs = experts_ / k;
+    for (std::size_t q = 0; q < k; ++q) {
+      double s = 0.0;
+      float sf = 0.0f;
+      for (std::size_t j = 0; j < gs; ++j) s += w[q * gs + j], sf += static_cast<float>(w[q * gs + j]);
+      group_load_[q] = s;
+      group_loadf_[q] = sf;
+    }
+    // EPLB's partition of the groups to nodes.
+    detail::ep::eplb_balanced_packing(std::span<const float>(group_loadf_.data(), k), nodes_, group_pack_, group_rank_,
+                                      sort_scratch_, packf_, pack_items_);
+    for (std::size_t q = 0; q < k; ++q) part_[q] = group_pack_[q];
+    double best = solve_partition(w, std::span<std::int32_t>(slots_a_.data(), r));
+    std::copy(slots_a_.begin(), slots_a_.begin() + static_cast<std::ptrdiff_t>(r), slots.begin());
+    if (k > nodes_ && cfg_.max_swap_rounds > 0) {
+      // The same partition improved by swaps on the group loads.
+      const std::size_t per = k / nodes_;
+      std::fill(bin_fill_.begin(), bin_fill_.begin() + static_cast<std::ptrdiff_t>(nodes_), 0u);
+      std::fill(bin_load_.begin(), bin_load_.begin() + static_cast<std::ptrdiff_t>(nodes_), 0.0);
+      for (std::size_t q = 0; q < k; ++q) {
+        const auto n = static_cast<std::size_t>(part_[q]);
+        bin_items_[n * per + bin_fill_[n]++] = static_cast<std::int32_t>(q);
+        bin_load_[n] += group_load_[q];
+        item_size_[q] = group_load_[q];
+      }
+      if (improve_by_swaps(nodes_, per) > 0) {
+        for (std::size_t n = 0; n < nodes_; ++n) {
+          for (std::size_t j = 0; j < per; ++j) part_[static_cast<std::size_t>(bin_items_[n * per + j])] = static_cast<std::int32_t>(n);
+        }
+        const double m = solve_partition(w, std::span<std::int32_t>(slots_a_.data(), r));
+        if (m < best) {
+          best = m;
+          std::copy(slots_a_.begin(), slots_a_.begin() + static_cast<std::ptrdiff_t>(r), slots.begin());
+        }
+      }
+    }
+    return best;
+  }
+
+ private:
+  /// Bins tried after the lightest in a swap round.
+  static constexpr std::size_t swap_candidates = 8;
+
+  struct item {
+    double size;
+    std::int32_t expert;  // global id
+  };
+  struct gpu_entry {
+    double load;
+    std::uint32_t gpu;
+  };
+  struct pair_entry {
+    std::uint32_t overlap;
+    std::uint32_t a;
+    std::uint32_t b;
+  };
+
+  void check(const ep_load_view& loads) const {
+    constexpr std::string_view fn = "ep_rebalancer::rebalance";
+    if (loads.layers() != layers_) {
+      detail::throw_invalid(fn, "load matrix layers must equal the solver's " + std::to_string(layers_), loads.layers());
+    }
+    if (loads.experts() != experts_) {
+      detail::throw_invalid(fn, "load matrix experts must equal the solver's " + std::to_string(experts_),
+                            loads.experts());
+    }
+    detail::ep::check_loads(fn, loads);
+  }
+
+  static double total(std::span<const double> w) noexcept {
+    double s = 0.0;
+    for (double x : w) s += x;
+    return s;
+  }
+
+  /// Max GPU load of `slots` on `w`; fills `counts` and `loads`.
+  double max_load_of(std::span<const double> w, std::span<const std::int32_t> slots, std::vector<std::int32_t>& counts,
+                     std::vector<double>& loads) const noexcept {
+    std::fill(counts.begin(), counts.end(), 0);
+    for (auto e : slots) ++counts[static_cast<std::size_t>(e)];
+    ep_gpu_loads(w, slots, counts, std::span<double>(loads.data(), cluster_.gpus));
+    return *std::max_element(loads.begin(), loads.begin() + cluster_.gpus);
+  }
+
+  /// Solves every node of the partition `part_` (group → node) into `slots`.
+  double solve_partition(std::span<const double> w, std::span<std::int32_t> slots) noexcept {
+    const std::size_t k = cluster_.groups;
+    const std::size_t gs = experts_ / k;
+    const std::size_t epn = experts_ / nodes_;
+    const std::size_t rpn = cluster_.replicas / nodes_;
+    const std::size_t gpn = cluster_.gpus / nodes_;
+    double mx = 0.0;
+    for (std::size_t n = 0; n < nodes_; ++n) {
+      std::size_t m = 0;
+      for (std::size_t q = 0; q < k; ++q) {
+        if (static_cast<std::size_t>(part_[q]) != n) continue;
+        for (std::size_t j = 0; j < gs; ++j) ids_[m++] = static_cast<std::int32_t>(q * gs + j);
+      }
+      MOEPOLICY_ASSERT(m == epn);
+      mx = std::max(mx, solve_block(w, std::span<const std::int32_t>(ids_.data(), epn), rpn, gpn,
+                                    slots.subspan(n * rpn, rpn)));
+    }
+    return mx;
+  }
+
+  /// Replicates the experts `ids` into `r` slots and packs them on `g` GPUs; writes the
+  /// slots (GPU-major) and returns the max GPU load.
+  double solve_block(std::span<const double> w, std::span<const std::int32_t> ids, std::size_t r, std::size_t g,
+                     std::span<std::int32_t> slots) noexcept {
+    const std::size_t m = ids.size();
+    const std::size_t per = r / g;
+    // Replication (counts_ and item_size_ are indexed by the block's local expert).
+    for (std::size_t i = 0; i < m; ++i) item_size_[i] = w[static_cast<std::size_t>(ids[i])];
+    ep_replicate(std::span<const double>(item_size_.data(), m), r, std::span<std::int32_t>(counts_.data(), m),
+                 std::span<detail::ep::replica_entry>(heap_.data(), m));
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      const double s = item_size_[i] / counts_[i];
+      for (std::int32_t c = 0; c < counts_[i]; ++c) items_[n++] = {s, ids[i]};
+    }
+    std::sort(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(n), [](const item& a, const item& b) {
+      return a.size > b.size || (a.size == b.size && a.expert < b.expert);
+    });
+    // LPT with cardinality: a min-heap of the GPUs with a free slot.
+    auto lighter = [](const gpu_entry& a, const gpu_entry& b) {
+      return a.load > b.load || (a.load == b.load && a.gpu > b.gpu);
+    };
+    for (std::size_t b = 0; b < g; ++b) {
+      gpu_heap_[b] = {0.0, static_cast<std::uint32_t>(b)};
+      bin_fill_[b] = 0;
+    }
+    std::size_t live = g;
+    for (std::size_t i = 0; i < n; ++i) {
+      std::pop_heap(gpu_heap_.begin(), gpu_heap_.begin() + static_cast<std::ptrdiff_t>(live), lighter);
+      gpu_entry& top = gpu_heap_[live - 1];
+      const std::size_t b = top.gpu;
+      bin_items_[b * per + bin_fill_[b]++] = static_cast<std::int32_t>(i);
+      top.load += items_[i].size;
+      if (bin_fill_[b] == per) {
+        --live;
+      } else {
+        std::push_heap(gpu_heap_.begin(), gpu_heap_.begin() + static_cast<std::ptrdiff_t>(live), lighter);
+      }
+    }
+    for (std::size_t b = 0; b < g; ++b) bin_load_[b] = 0.0;
+    for (std::size_t i = 0; i < n; ++i) item_size_[i] = items_[i].size;
+    for (std::size_t b = 0; b < g; ++b) {
+      for (std::size_t j = 0; j < per; ++j) bin_load_[b] += item_size_[static_cast<std::size_t>(bin_items_[b * per + j])];
+    }
+    improve_by_swaps(g, per);
+    double mx = 0.0;
+    for (std::size_t b = 0; b < g; ++b) {
+      mx = std::max(mx, bin_load_[b]);
+      for (std::size_t j = 0; j < per; ++j) {
+        slots[b * per + j] = items_[static_cast<std::size_t>(bin_items_[b * per + j])].expert;
+      }
+    }
+    return mx;
+  }
+
+  /// Improving swaps between the max-loaded bin and lighter ones over `bins` bins of `per`
+  /// items (bin_items_, bin_load_, item_size_). Returns the swaps made.
+  std::size_t improve_by_swaps(std::size_t bins, std::size_t per) noexcept {
+    std::size_t swaps = 0;
+    if (bins < 2) return 0;
+    while (swaps < cfg_.max_swap_rounds) {
+      std::size_t hi = 0;
+      std::size_t lo = 0;
+      for (std::size_t b = 1; b < bins; ++b) {
+        hi = bin_load_[b] > bin_load_[hi] ? b : hi;
+        lo = bin_load_[b] < bin_load_[lo] ? b : lo;
+      }
+      // The lightest bin usually takes a swap; when not, the next lightest few are tried
+      // (a bound on the work of the last rounds, where most pairs cannot improve).
+      bool done = try_swap(hi, lo, per);
+      if (!done) {
+        std::size_t n = 0;
+        for (std::size_t b = 0; b < bins; ++b) {
+          if (b != hi && b != lo) order_[n++] = static_cast<std::uint32_t>(b);
+        }
+        const std::size_t tries = std::min<std::size_t>(n, swap_candidates);
+        std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(tries),
+                          order_.begin() + static_cast<std::ptrdiff_t>(n),
+                          [&](std::uint32_t a, std::uint32_t b) { return bin_load_[a] < bin_load_[b]; });
+        for (std::size_t o = 0; o < tries && !done; ++o) done = try_swap(hi, order_[o], per);
+      }
+      if (!done) break;
+      ++swaps;
+    }
+    return swaps;
+  }
+
+  /// Makes the swap between bins `hi` (the max-loaded) and `j` that lowers their max the
+  /// most below `hi`'s load, if any.
+  bool try_swap(std::size_t hi, std::size_t j, std::size_t per) noexcept {
+    const double top = bin_load_[hi];
+    if (j == hi || bin_load_[j] >= top * (1.0 - 1e-12)) return false;
+    double best = top * (1.0 - 1e-12);
+    std::size_t ba = per;
+    std::size_t bb = per;
+    for (std::size_t x = 0; x < per; ++x) {
+      const double sa = item_size_[static_cast<std::size_t>(bin_items_[hi * per + x])];
+      for (std::size_t y = 0; y < per; ++y) {
+        const double d = sa - item_size_[static_cast<std::size_t>(bin_items_[j * per + y])];
+        if (d <= 0.0) continue;
+        const double now = std::max(top - d, bin_load_[j] + d);
+        if (now < best) best = now, ba = x, bb = y;
+      }
+    }
+    if (ba == per) return false;
+    const std::int32_t a = bin_items_[hi * per + ba];
+    const std::int32_t b = bin_items_[j * per + bb];
+    const double d = item_size_[static_cast<std::size_t>(a)] - item_size_[static_cast<std::size_t>(b)];
+    bin_items_[hi * per + ba] = b;
+    bin_items_[j * per + bb] = a;
+    bin_load_[hi] -= d;
+    bin_load_[j] += d;
+    return true;
+  }
+
+  /// Relabels the GPUs (and nodes) of `fresh` to match `cur`, keeping replicas in their
+  /// current slots; writes `out`.
+  void match(std::span<const std::int32_t> cur, std::span<const std::int32_t> fresh, std::span<std::int32_t> out) noexcept {
+    const std::size_t r = cluster_.replicas;
+    const std::size_t g = cluster_.gpus;
+    const std::size_t per = r / g;
+    const std::size_t blocks = nodes_;
+    const std::size_t gpb = g / blocks;
+    const std::size_t rpb = r / blocks;
+    // Nodes to nodes by the replicas they share.
+    for (std::size_t n = 0; n < blocks; ++n) node_map_[n] = static_cast<std::int32_t>(n);
+    if (blocks > 1) {
+      std::fill(node_count_.begin(), node_count_.end(), 0);
+      for (std::size_t p = 0; p < r; ++p) ++node_count_[(p / rpb) * experts_ + static_cast<std::size_t>(cur[p])];
+      std::fill(node_overlap_.begin(), node_overlap_.end(), 0u);
+      for (std::size_t n = 0; n < blocks; ++n) {
+        for (std::size_t p = n * rpb; p < (n + 1) * rpb; ++p) {
+          const auto e = static_cast<std::size_t>(fresh[p]);
+          for (std::size_t o = 0; o < blocks; ++o) node_overlap_[n * blocks + o] += node_count_[o * experts_ + e] > 0 ? 1u : 0u;
+        }
+      }
+      greedy_assign(node_overlap_, blocks, node_map_, node_used_);
+    }
+    // Experts' current slots as lists.
+    std::fill(head_.begin(), head_.end(), -1);
+    for (std::size_t p = r; p-- > 0;) {
+      const auto e = static_cast<std::size_t>(cur[p]);
+      next_[p] = head_[e];
+      head_[e] = static_cast<std::int32_t>(p);
+    }
+    for (std::size_t n = 0; n < blocks; ++n) {
+      const auto o = static_cast<std::size_t>(node_map_[n]);
+      std::fill(overlap_.begin(), overlap_.begin() + static_cast<std::ptrdiff_t>(gpb * gpb), 0u);
+      for (std::size_t b = 0; b < gpb; ++b) {
+        for (std::size_t j = 0; j < per; ++j) {
+          const auto e = static_cast<std::size_t>(fresh[(n * gpb + b) * per + j]);
+          for (std::int32_t p = head_[e]; p >= 0; p = next_[static_cast<std::size_t>(p)]) {
+            const std::size_t gpu = static_cast<std::size_t>(p) / per;
+            if (gpu / gpb == o) ++overlap_[b * gpb + (gpu - o * gpb)];
+          }
+        }
+      }
+      greedy_assign(overlap_, gpb, gpu_map_, gpu_used_);
+      for (std::size_t b = 0; b < gpb; ++b) {
+        const std::size_t target = o * gpb + static_cast<std::size_t>(gpu_map_[b]);
+        const std::size_t src = (n * gpb + b) * per;
+        std::fill(taken_.begin(), taken_.begin() + static_cast<std::ptrdiff_t>(per), 0);
+        for (std::size_t k = 0; k < per; ++k) out[target * per + k] = -1;
+        // Keep replicas already in this GPU's slots.
+        for (std::size_t k = 0; k < per; ++k) {
+          const std::int32_t e = cur[target * per + k];
+          for (std::size_t j = 0; j < per; ++j) {
+            if (taken_[j] == 0 && fresh[src + j] == e) {
+              taken_[j] = 1;
+              out[target * per + k] = e;
+              break;
+            }
+          }
+        }
+        std::size_t j = 0;
+        for (std::size_t k = 0; k < per; ++k) {
+          if (out[target * per + k] >= 0) continue;
+          while (taken_[j] != 0) ++j;
+          taken_[j] = 1;
+          out[target * per + k] = fresh[src + j];
+        }
+      }
+    }
+  }
+
+  /// Greedy maximum-overlap assignment of `n` rows to `n` columns of `ov` (row-major).
+  void greedy_assign(std::span<const std::uint32_t> ov, std::size_t n, std::vector<std::int32_t>& row_to_col,
+                     std::vector<std::uint8_t>& col_used) noexcept {
+    std::size_t np = 0;
+    for (std::size_t a = 0; a < n; ++a) {
+      for (std::size_t b = 0; b < n; ++b) {
+        if (ov[a * n + b] > 0) pairs_[np++] = {ov[a * n + b], static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(b)};
+      }
+    }
+    std::sort(pairs_.begin(), pairs_.begin() + static_cast<std::ptrdiff_t>(np), [](const pair_entry& x, const pair_entry& y) {
+      return x.overlap > y.overlap || (x.overlap == y.overlap && (x.a < y.a || (x.a == y.a && x.b < y.b)));
+    });
+    std::fill(row_to_col.begin(), row_to_col.begin() + static_cast<std::ptrdiff_t>(n), -1);
+    std::fill(col_used.begin(), col_used.begin() + static_cast<std::ptrdiff_t>(n), std::uint8_t{0});
+    for (std::size_t i = 0; i < np; ++i) {
+      const auto& p = pairs_[i];
+      if (row_to_col[p.a] >= 0 || col_used[p.b] != 0) continue;
+      row_to_col[p.a] = static_cast<std::int32_t>(p.b);
+      col_used[p.b] = 1;
+    }
+    std::size_t free_col = 0;
+    for (std::size_t a = 0; a < n; ++a) {
+      if (row_to_col[a] >= 0) continue;
+      while (col_used[free_col] != 0) ++free_col;
+      row_to_col[a] = static_cast<std::int32_t>(free_col);
+      col_used[free_col] = 1;
+    }
+  }
+
+  /// Reverts moved slots of `out` to `cur` while every expert keeps a replica and the max
+  /// GPU load stays <= `limit`.
+  void revert(std::span<const double> w, std::span<const std::int32_t> cur, std::span<std::int32_t> out,
+              double limit) noexcept {
+    const std::size_t r = cluster_.replicas;
+    const std::size_t per = r / cluster_.gpus;
+    max_load_of(w, out, counts_, new_loads_);
+    std::fill(head_.begin(), head_.end(), -1);
+    for (std::size_t p = r; p-- > 0;) {
+      const auto e = static_cast<std::size_t>(out[p]);
+      next_[p] = head_[e];
+      head_[e] = static_cast<std::int32_t>(p);
+    }
+    for (std::size_t s = 0; s < r; ++s) {
+      if (out[s] == cur[s]) continue;
+      const auto a = static_cast<std::size_t>(out[s]);
+      const auto b = static_cast<std::size_t>(cur[s]);
+      const std::int32_t ca = counts_[a];
+      const std::int32_t cb = counts_[b];
+      if (ca < 2) continue;
+      std::size_t nt = 0;
+      auto touch = [&](std::size_t gpu, double delta) {
+        touched_[nt] = static_cast<std::uint32_t>(gpu);
+        saved_[nt++] = new_loads_[gpu];
+        new_loads_[gpu] += delta;
+      };
+      const double da = w[a] / (ca - 1) - w[a] / ca;
+      const double db = w[b] / (cb + 1) - (cb > 0 ? w[b] / cb : 0.0);
+      for (std::int32_t p = head_[a]; p >= 0; p = next_[static_cast<std::size_t>(p)]) {
+        if (static_cast<std::size_t>(p) != s) touch(static_cast<std::size_t>(p) / per, da);
+      }
+      for (std::int32_t p = head_[b]; p >= 0; p = next_[static_cast<std::size_t>(p)]) touch(static_cast<std::size_t>(p) / per, db);
+      touch(s / per, w[b] / (cb + 1) - w[a] / ca);
+      double mx = 0.0;
+      for (std::size_t q = 0; q < cluster_.gpus; ++q) mx = std::max(mx, new_loads_[q]);
+      if (mx > limit) {
+        for (std::size_t t = nt; t-- > 0;) new_loads_[touched_[t]] = saved_[t];
+        continue;
+      }
+      // Commit: move slot s from a's list to b's.
+      if (head_[a] == static_cast<std::int32_t>(s)) {
+        head_[a] = next_[s];
+      } else {
+        for (std::int32_t p = head_[a]; p >= 0; p = next_[static_cast<std::size_t>(p)]) {
+          if (next_[static_cast<std::size_t>(p)] == static_cast<std::int32_t>(s)) {
+            next_[static_cast<std::size_t>(p)] = next_[s];
+            break;
+          }
+        }
+      }
+      next_[s] = head_[b];
+      head_[b] = static_cast<std::int32_t>(s);
+      --counts_[a];
+      ++counts_[b];
+      out[s] = cur[s];
+    }
+  }
+
+  void finish(const ep_load_view& loads, std::span<const std::int32_t> current) noexcept {
+    res_.placement.finish();
+    const std::size_t g = cluster_.gpus;
+    double sum = 0.0;
+    res_.moved_total = 0;
+    for (std::size_t l = 0; l < layers_; ++l) {
+      std::span<double> row(res_.gpu_loads.data() + l * g, g);
+      ep_gpu_loads(loads.row(l), res_.placement.physical_to_logical(l), res_.placement.logical_count(l), row);
+      res_.max_load[l] = *std::max_element(row.begin(), row.end());
+      res_.balancedness[l] = ep_balancedness(row);
+      sum += res_.balancedness[l];
+      std::uint32_t moved = 0;
+      if (!current.empty()) {
+        const auto now = res_.placement.physical_to_logical(l);
+        for (std::size_t p = 0; p < now.size(); ++p) moved += now[p] != current[l * now.size() + p] ? 1u : 0u;
+      } else {
+        history_[l] = res_.balancedness[l] > 0.0 ? 1.0 / res_.balancedness[l] : 1.0;
+      }
+      res_.moved[l] = moved;
+      res_.moved_total += moved;
+    }
+    res_.mean_balancedness = sum / static_cast<double>(layers_);
+    res_.moved_bytes = res_.moved_total * cfg_.expert_bytes;
+  }
+
+  ep_cluster cluster_;
+  ep_rebalance_config cfg_;
+  std::size_t layers_;
+  std::size_t experts_;
+  std::size_t nodes_ = 1;
+  ep_rebalance_result res_;
+  std::vector<double> history_;
+  std::vector<std::int32_t> counts_, ids_, bin_items_, slots_a_, slots_b_, group_pack_, group_rank_, part_, cur_counts_,
+      head_, next_, gpu_map_, node_map_;
+  std::vector<detail::ep::replica_entry> heap_;
+  std::vector<item> items_;
+  std::vector<double> bin_load_, group_load_, item_size_, cur_loads_, new_loads_, saved_;
+  std::vector<std::uint32_t> bin_fill_, order_, pack_items_, overlap_, node_overlap_, touched_;
+  std::vector<float> group_loadf_, packf_;
+  std::vector<detail::ep::eplb_sort_item> sort_scratch_;
+  std::vector<gpu_entry> gpu_heap_;
+  std::vector<pair_entry> pairs_;
+  std::vector<std::uint8_t> gpu_used_, node_used_, taken_;
+  std::vector<std::int32_t> node_count_;
+  std::vector<std::uint32_t> seen_;
+};
+
+}  // namespace moepolicy
