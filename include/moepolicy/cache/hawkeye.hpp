@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "moepolicy/cache/concepts.hpp"
+#include "moepolicy/cache/detail/layer_shield.hpp"
 #include "moepolicy/cache/detail/orderings.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
@@ -96,8 +97,7 @@ class hawkeye_policy {
         last_(shape.slots(), 0),
         counter_(shape.slots(), threshold_),
         resident_(shape.slots(), 0),
-        shielded_(shape.slots(), 0),
-        shield_list_(shape.slots(), 0),
+        shield_(shape),
         clock_(shape.partitions(), 0),
         residents_(shape.partitions(), 0),
         capacity_(shape.partitions(), fixed_capacity_),
@@ -116,12 +116,12 @@ class hawkeye_policy {
     }
     if (!i.prefetch) train(f, p);
     resident_[f] = 1;
-    if (shielded_[f] == 0) place(f);
+    if (!shield_.shielded(f)) place(f);
   }
   void on_hit(expert_key k, const access_info&) noexcept {
     const std::size_t f = shape_.flat(k);
     train(f, shape_.partition_of(k));
-    if (shielded_[f] != 0) return;
+    if (shield_.shielded(f)) return;
     unplace(f);
     place(f);
   }
@@ -133,7 +133,7 @@ class hawkeye_policy {
     const std::size_t f = shape_.flat(k);
     const std::size_t p = shape_.partition_of(k);
     if (cfg_.detrain_on_eviction && friendly_.contains(f) && averse_.size(p) == 0 && counter_[f] > 0) --counter_[f];
-    if (shielded_[f] == 0) unplace(f);
+    if (!shield_.shielded(f)) unplace(f);
     resident_[f] = 0;
     --residents_[p];
   }
@@ -143,28 +143,16 @@ class hawkeye_policy {
   /// Complexity: O(selected).
   void on_layer_begin(const batch_view& b) noexcept {
     const std::size_t base = static_cast<std::size_t>(b.ref.layer) * shape_.num_experts;
-    for (expert_id e : b.experts) {
-      const std::size_t f = base + e;
-      if (shielded_[f] != 0) continue;
-      shielded_[f] = 1;
-      shield_list_[shielded_count_++] = static_cast<std::uint32_t>(f);
+    shield_.shield(base, b.experts, [&](std::size_t f) {
       if (resident_[f] != 0) unplace(f);
-    }
+    });
   }
   /// Revokes the shields of layer `l`: its residents return as most recently used, each
   /// classed by its counter now. Complexity: O(shielded).
   void on_layer_end(layer_id l) noexcept {
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < shielded_count_; ++i) {
-      const std::uint32_t f = shield_list_[i];
-      if (shape_.key(f).layer == l) {
-        shielded_[f] = 0;
-        if (resident_[f] != 0) place(f);
-      } else {
-        shield_list_[kept++] = f;
-      }
-    }
-    shielded_count_ = kept;
+    shield_.release(l, [&](std::size_t f) {
+      if (resident_[f] != 0) place(f);
+    });
   }
 
   /// Returns: false for a miss predicted averse that would evict, when `bypass_averse`.
@@ -262,9 +250,7 @@ class hawkeye_policy {
   std::vector<std::uint64_t> last_;     // per slot: pool time of the last demand access + 1, 0 never
   std::vector<std::uint8_t> counter_;   // per slot: the saturating counter
   std::vector<std::uint8_t> resident_;
-  std::vector<std::uint8_t> shielded_;
-  std::vector<std::uint32_t> shield_list_;
-  std::size_t shielded_count_ = 0;
+  detail::layer_shield shield_;
   std::vector<std::uint64_t> clock_;    // per pool: demand accesses so far
   std::vector<std::uint64_t> residents_;
   std::vector<std::uint64_t> capacity_;  // per pool: C

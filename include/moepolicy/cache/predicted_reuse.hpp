@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "moepolicy/cache/concepts.hpp"
+#include "moepolicy/cache/detail/layer_shield.hpp"
 #include "moepolicy/cache/detail/orderings.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
@@ -81,8 +82,7 @@ class predicted_reuse_policy {
         last_touch_(shape.slots(), 0),
         clock_(shape.partitions(), 0),
         resident_(shape.slots(), 0),
-        shielded_(shape.slots(), 0),
-        shield_list_(shape.slots(), 0) {}
+        shield_(shape) {}
 
   /// Complexity of the events: O(log n) for n residents of the pool.
   void on_insert(expert_key k, const access_info& i) noexcept {
@@ -93,7 +93,7 @@ class predicted_reuse_policy {
       demand(f, shape_.partition_of(k));
     }
     resident_[f] = 1;
-    if (shielded_[f] == 0) rank_in(f);
+    if (!shield_.shielded(f)) rank_in(f);
   }
   void on_hit(expert_key k, const access_info&) noexcept {
     const std::size_t f = shape_.flat(k);
@@ -109,7 +109,7 @@ class predicted_reuse_policy {
   void on_evict(expert_key k) noexcept {
     const std::size_t f = shape_.flat(k);
     resident_[f] = 0;
-    if (shielded_[f] == 0) rank_out(f);
+    if (!shield_.shielded(f)) rank_out(f);
   }
 
   /// Shields the batch's selected experts — their next use is now, so Belady would keep
@@ -117,27 +117,15 @@ class predicted_reuse_policy {
   /// Complexity: O(selected · log n).
   void on_layer_begin(const batch_view& b) noexcept {
     const std::size_t base = static_cast<std::size_t>(b.ref.layer) * shape_.num_experts;
-    for (expert_id e : b.experts) {
-      const std::size_t f = base + e;
-      if (shielded_[f] != 0) continue;
-      shielded_[f] = 1;
-      shield_list_[shielded_count_++] = static_cast<std::uint32_t>(f);
+    shield_.shield(base, b.experts, [&](std::size_t f) {
       if (resident_[f] != 0) rank_out(f);
-    }
+    });
   }
   /// Revokes the shields of layer `l`. Complexity: O(shielded · log n).
   void on_layer_end(layer_id l) noexcept {
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < shielded_count_; ++i) {
-      const std::uint32_t f = shield_list_[i];
-      if (shape_.key(f).layer == l) {
-        shielded_[f] = 0;
-        if (resident_[f] != 0) rank_in(f);
-      } else {
-        shield_list_[kept++] = f;
-      }
-    }
-    shielded_count_ = kept;
+    shield_.release(l, [&](std::size_t f) {
+      if (resident_[f] != 0) rank_in(f);
+    });
   }
 
   /// Returns: true unless `bypass` is set, admitting would evict, and `k` has a demand
@@ -201,7 +189,7 @@ class predicted_reuse_policy {
     by_interval_.erase(f);
   }
   void rerank(std::size_t f) noexcept {
-    if (shielded_[f] != 0) return;
+    if (shield_.shielded(f)) return;
     by_recency_.move_to_front(f);
     by_interval_.update(f, rank(f));
   }
@@ -216,9 +204,7 @@ class predicted_reuse_policy {
   std::vector<std::uint64_t> last_touch_;   // pool time of the last demand access or prefetch
   std::vector<std::uint64_t> clock_;
   std::vector<std::uint8_t> resident_;
-  std::vector<std::uint8_t> shielded_;
-  std::vector<std::uint32_t> shield_list_;
-  std::size_t shielded_count_ = 0;
+  detail::layer_shield shield_;
 };
 
 static_assert(EvictionPolicy<predicted_reuse_policy>);

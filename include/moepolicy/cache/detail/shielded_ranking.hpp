@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "moepolicy/cache/concepts.hpp"
+#include "moepolicy/cache/detail/layer_shield.hpp"
 #include "moepolicy/cache/detail/orderings.hpp"
 #include "moepolicy/core/ids.hpp"
 
@@ -26,12 +27,11 @@ class shielded_ranking {
         heap_(shape),
         resident_(shape.slots(), 0),
         last_use_(shape.slots(), 0),
-        shielded_(shape.slots(), 0),
-        shield_list_(shape.slots(), 0) {}
+        shield_(shape) {}
 
   /// A resident's last insert or hit, in events (the tie-break after the score).
   [[nodiscard]] std::uint64_t last_use(std::size_t f) const noexcept { return last_use_[f]; }
-  [[nodiscard]] bool shielded(std::size_t f) const noexcept { return shielded_[f] != 0; }
+  [[nodiscard]] bool shielded(std::size_t f) const noexcept { return shield_.shielded(f); }
   [[nodiscard]] bool ranked(std::size_t f) const noexcept { return heap_.contains(f); }
 
   /// Complexity of the events: O(log n) for n residents of the pool.
@@ -39,7 +39,7 @@ class shielded_ranking {
   void insert(std::size_t f, Rank&& rank) noexcept {
     resident_[f] = 1;
     last_use_[f] = ++clock_;
-    if (shielded_[f] == 0) heap_.push(f, rank(f));
+    if (!shield_.shielded(f)) heap_.push(f, rank(f));
   }
   template <class Rank>
   void hit(std::size_t f, Rank&& rank) noexcept {
@@ -56,13 +56,9 @@ class shielded_ranking {
   /// Complexity: O((selected + experts) · log n).
   template <class Rank>
   void begin_layer(std::size_t base, std::size_t experts, std::span<const expert_id> selected, Rank&& rank) noexcept {
-    for (expert_id e : selected) {
-      const std::size_t f = base + e;
-      if (shielded_[f] != 0) continue;
-      shielded_[f] = 1;
-      shield_list_[shielded_count_++] = static_cast<std::uint32_t>(f);
+    shield_.shield(base, selected, [&](std::size_t f) {
       if (heap_.contains(f)) heap_.erase(f);
-    }
+    });
     for (std::size_t f = base; f < base + experts; ++f) {
       if (heap_.contains(f)) heap_.update(f, rank(f));
     }
@@ -71,17 +67,9 @@ class shielded_ranking {
   /// Revokes the shields of layer `l`'s experts. Complexity: O(shielded · log n).
   template <class Rank>
   void end_layer(layer_id l, Rank&& rank) noexcept {
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < shielded_count_; ++i) {
-      const std::uint32_t f = shield_list_[i];
-      if (shape_.key(f).layer == l) {
-        shielded_[f] = 0;
-        if (resident_[f] != 0) heap_.push(f, rank(f));
-      } else {
-        shield_list_[kept++] = f;
-      }
-    }
-    shielded_count_ = kept;
+    shield_.release(l, [&](std::size_t f) {
+      if (resident_[f] != 0) heap_.push(f, rank(f));
+    });
   }
 
   /// Re-ranks every ranked resident (all scores moved at once). Complexity: O(slots).
@@ -101,9 +89,7 @@ class shielded_ranking {
   partitioned_heap heap_;
   std::vector<std::uint8_t> resident_;
   std::vector<std::uint64_t> last_use_;
-  std::vector<std::uint8_t> shielded_;
-  std::vector<std::uint32_t> shield_list_;
-  std::size_t shielded_count_ = 0;
+  layer_shield shield_;
   std::uint64_t clock_ = 0;
 };
 
