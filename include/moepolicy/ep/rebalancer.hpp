@@ -70,17 +70,11 @@ struct ep_rebalance_config {
   std::uint32_t max_swap_rounds = 1024;
 };
 
-/// The placement of every layer and what it achieves on the loads it was made for.
-struct ep_rebalance_result {
+/// The placement of every layer and what it achieves on the loads it was made for: the
+/// GPU loads, max loads, balancedness and slots moved of `ep_placement_stats` (moved against
+/// the current placement), the bytes those moves copy, and which layers were updated.
+struct ep_rebalance_result : ep_placement_stats {
   ep_placement placement;
-  /// [L][G] GPU loads; [L] max GPU load and balancedness (mean ÷ max); their mean.
-  std::vector<double> gpu_loads;
-  std::vector<double> max_load;
-  std::vector<double> balancedness;
-  double mean_balancedness = 1.0;
-  /// [L] slots changed against the current placement (0 without one); totals.
-  std::vector<std::uint32_t> moved;
-  std::uint64_t moved_total = 0;
   std::uint64_t moved_bytes = 0;
   /// [L] 1 when the layer got a new placement, 0 when it kept the current one
   /// (hysteresis or tolerance).
