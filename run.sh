@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 jobs=${MOEPOLICY_JOBS:-2}
-fuzz_seconds=${MOEPOLICY_FUZZ_SECONDS:-60}
+fuzz_seconds=${MOEPOLICY_FUZZ_SECONDS:-30}
 
 packages_main=(cmake ninja-build g++ libeigen3-dev libcli11-dev nlohmann-json3-dev)
 packages_test=("${packages_main[@]}" clang-14 libclang-rt-14-dev doctest-dev libbenchmark-dev pkg-config)

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace fs = std::filesystem;
 using moepolicy::tool::foreign_report_entries;
 using moepolicy::tool::staged_report_dir;
@@ -37,9 +39,10 @@ std::vector<std::string> names_in(const fs::path& dir) {
   return out;
 }
 
-/// A scratch folder, removed at the end.
+/// A scratch folder of this process (ctest runs the test cases as separate processes, at
+/// once), removed at the end.
 struct scratch {
-  fs::path dir = fs::temp_directory_path() / "moepolicy-report-output";
+  fs::path dir = fs::temp_directory_path() / ("moepolicy-report-output-" + std::to_string(::getpid()));
   scratch() {
     fs::remove_all(dir);
     fs::create_directories(dir);
