@@ -83,7 +83,8 @@ std::string shown(const fs::path& p) {
   return (r.empty() ? p : r).generic_string();
 }
 
-/// Every bundled trace, and the shared Mixtral-8x7B traces when ../shared/traces is there.
+/// Every bundled trace, and the shared Mixtral-8x7B and WARP (OLMoE-1B-7B, Kimi-Linear)
+/// decode traces when ../shared/traces is there.
 std::vector<std::string> default_traces() {
   std::vector<std::string> out;
   const fs::path bundled = examples::bundled_traces_dir(source_dir);
@@ -95,6 +96,10 @@ std::vector<std::string> default_traces() {
   if (fs::is_directory(shared)) {
     out.push_back(shown(shared / "humaneval_2_routing.jsonl"));
     out.push_back(shown(shared / "routing_raw.jsonl"));
+    const fs::path warp = shared.parent_path() / "warp-olmoe-kimi";
+    for (const char* name : {"trace_olmoe_299.jsonl", "trace_kimi_300.jsonl"}) {
+      if (fs::exists(warp / name)) out.push_back(shown(warp / name));
+    }
   } else {
     std::cerr << "report: " << shown(shared) << " not found; reporting on the bundled traces only\n";
   }
@@ -227,7 +232,10 @@ family_devices devices_for(const std::string& machine_path) {
 // ---------------------------------------------------------------------------------------
 // Plots computed from the trace itself.
 
-/// One heatmap per request: panels per layer, experts × decode steps of gate weight.
+/// One heatmap per request: panels per layer, experts × decode steps of gate weight. When
+/// L·E·S cells would exceed what one SVG may hold (`svg::max_heatmap_cells`), consecutive
+/// decode steps share a column, which shows their mean gate weight, and the labels say how
+/// many.
 std::vector<std::pair<std::string, std::string>> activation_heatmaps(const routing_trace& t) {
   const trace_info& info = t.info();
   const std::size_t L = info.num_layers, E = info.num_experts;
@@ -239,22 +247,29 @@ std::vector<std::pair<std::string, std::string>> activation_heatmaps(const routi
     }
     if (decode.empty()) continue;
     const std::size_t S = decode.size();
+    const std::size_t per_column = (L * E * S + svg::max_heatmap_cells - 1) / svg::max_heatmap_cells;
+    const std::size_t C = (S + per_column - 1) / per_column;
     svg::heatmap_grid_spec spec;
-    spec.title = "Expert activations of " + r.name + " (" + std::to_string(S) + " decode steps)";
-    spec.x_label = "decode step";
+    spec.title = "Expert activations of " + r.name + " (" + std::to_string(S) + " decode steps" +
+                 (per_column > 1 ? ", " + std::to_string(per_column) + " per column" : std::string()) + ")";
+    spec.x_label = per_column > 1 ? "decode steps (mean of " + std::to_string(per_column) + " per column)"
+                                  : std::string("decode step");
     spec.y_label = "expert";
-    spec.value_label = "gate weight";
+    spec.value_label = per_column > 1 ? "mean gate weight" : "gate weight";
     spec.panels.resize(L);
     for (std::size_t l = 0; l < L; ++l) {
       spec.panels[l].title = "layer " + std::to_string(l);
-      spec.panels[l].values.assign(E, std::vector<double>(S, 0.0));
+      spec.panels[l].values.assign(E, std::vector<double>(C, 0.0));
     }
     for (std::size_t j = 0; j < S; ++j) {
+      const std::size_t c = j / per_column;
+      const std::size_t in_column = std::min(per_column, S - c * per_column);
       for (const batch_ref& b : t.batches_of(decode[j])) {
         const batch_view v = t.view(b);
         auto& m = spec.panels[b.layer].values;
         for (std::size_t i = 0; i < v.experts.size(); ++i) {
-          m[v.experts[i]][j] += v.weights.empty() ? 1.0 : static_cast<double>(v.weights[i]);
+          m[v.experts[i]][c] += (v.weights.empty() ? 1.0 : static_cast<double>(v.weights[i])) /
+                                static_cast<double>(in_column);
         }
       }
     }
