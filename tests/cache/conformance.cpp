@@ -207,6 +207,25 @@ TEST_CASE_TEMPLATE("Belady's optimum is at least every policy's hits on the same
   }
 }
 
+TEST_CASE_TEMPLATE("the in-layer shield: experts selected for the layer in progress are never the victim", P,
+                   score_aware_policy, ema_score_policy, hawkeye_policy, predicted_reuse_policy) {
+  // One pool of 2 holding the first batch's two experts; expert 0 (not in that batch) asks
+  // for room. Edge-MoE §5.3: while the layer runs, nothing can be evicted for it.
+  const routing_trace t = test::synthetic_trace(3, {.layers = 1, .experts = 4, .top_k = 2, .requests = 1,
+                                                     .prompt_tokens = 1, .decode_steps = 1});
+  expert_cache<P> cache(cache_config{.num_layers = 1, .num_experts = 4, .capacity = 2});
+  const batch_view b = t.view(t.batches().front());
+  const expert_key outsider{0, 0};
+  REQUIRE(b.experts[0] != 0);
+  REQUIRE(b.experts[1] != 0);
+  cache.get({0, b.experts[0]});
+  cache.get({0, b.experts[1]});
+  cache.begin_layer(b);
+  CHECK_FALSE(cache.victim_for(outsider).has_value());
+  cache.end_layer(0);
+  CHECK(cache.victim_for(outsider).has_value());
+}
+
 TEST_CASE("the variant behaves exactly as the policy it holds") {
   const routing_trace t = test::synthetic_trace(13, {.batch = 2});
   const cache_config cc{.num_layers = 4, .num_experts = 16, .capacity = 20};

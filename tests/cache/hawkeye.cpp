@@ -97,19 +97,6 @@ TEST_CASE("hawkeye: a miss predicted averse is not cached when it would evict, w
   CHECK(cache.contains(C));
 }
 
-TEST_CASE("hawkeye: experts selected for the layer in progress are never the victim") {
-  const routing_trace t = test::synthetic_trace(3, {.layers = 1, .experts = 4, .top_k = 2, .requests = 1,
-                                                     .prompt_tokens = 1, .decode_steps = 1});
-  expert_cache<hawkeye_policy> cache(one_pool(2));
-  const batch_view b = t.view(t.batches().front());
-  cache.get({0, b.experts[0]});
-  cache.get({0, b.experts[1]});
-  cache.begin_layer(b);
-  CHECK_FALSE(cache.victim_for(A).has_value());
-  cache.end_layer(0);
-  CHECK(cache.victim_for(A).has_value());
-}
-
 TEST_CASE("hawkeye: bad configuration names the function, the field and the value") {
   CHECK_THROWS_WITH_AS(hawkeye_policy({1, 1}, {.window_factor = 0}),
                        "moepolicy::hawkeye_policy: window_factor must be in [1, 64], got 0", invalid_argument);

@@ -80,19 +80,6 @@ TEST_CASE("predicted reuse: with bypass a miss predicted back no sooner than the
   CHECK(cache.contains(B));
 }
 
-TEST_CASE("predicted reuse: experts selected for the layer in progress are never the victim") {
-  const routing_trace t = test::synthetic_trace(3, {.layers = 1, .experts = 4, .top_k = 2, .requests = 1,
-                                                     .prompt_tokens = 1, .decode_steps = 1});
-  expert_cache<predicted_reuse_policy> cache(one_pool(2));
-  const batch_view b = t.view(t.batches().front());
-  cache.get({0, b.experts[0]});
-  cache.get({0, b.experts[1]});
-  cache.begin_layer(b);
-  CHECK_FALSE(cache.victim_for(A).has_value());
-  cache.end_layer(0);
-  CHECK(cache.victim_for(A).has_value());
-}
-
 TEST_CASE("predicted reuse: bad configuration names the function, the field and the value") {
   CHECK_THROWS_WITH_AS(predicted_reuse_policy({1, 1}, {.smoothing = 0.0}),
                        "moepolicy::predicted_reuse_policy: smoothing must be in (0, 1], got 0", invalid_argument);
