@@ -572,7 +572,7 @@ void run_report(const report_options& o) {
         md << "| " << s.requests[i] << " | " << fixed(d.mean, 3) << " | " << fixed(d.min, 3) << " | " << fixed(d.max, 3)
            << " |\n";
       }
-      md << "\nSeed 000 §3.2 reports 0.89 on Mixtral-8x7B.\n\n";
+      md << "\nContext-Aware GPU-NDP §3.2 reports 0.89 on Mixtral-8x7B.\n\n";
     });
 
     // Caching.

@@ -35,6 +35,7 @@
 
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
+#include "moepolicy/predict/detail/token_history.hpp"
 #include "moepolicy/predict/prefetch_queue.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
@@ -63,16 +64,11 @@ class markov_predictor {
   /// Throws: `invalid_argument` for a dimension of 0 (or above 65536; num_experts above
   /// 4096), `top_k > num_experts`, `history` or `horizon` of 0, or `recency_decay` outside
   /// (0, 1].
-  explicit markov_predictor(const markov_config& cfg) : cfg_(checked(cfg)), learn_(cfg.learn) {
+  explicit markov_predictor(const markov_config& cfg)
+      : cfg_(checked(cfg)), learn_(cfg.learn), history_(cfg_.num_layers, cfg_.history, cfg_.top_k, cfg_.recency_decay) {
     const std::size_t L = cfg_.num_layers, E = cfg_.num_experts;
     pair_.assign(L * E * E, 0);
     from_.assign(L * E, 0);
-    ring_.assign(L * cfg_.history * cfg_.top_k, 0);
-    head_.assign(L, 0);
-    filled_.assign(L, 0);
-    weights_.resize(cfg_.history);
-    double w = 1.0;
-    for (auto& x : weights_) x = w, w *= cfg_.recency_decay;
     state_.assign(E, 0.0);
     next_.assign(E, 0.0);
     miss_.assign(E, 1.0);
@@ -93,21 +89,12 @@ class markov_predictor {
   /// See `PrefetchPredictor`. Complexity: O(m · k + n · E²).
   bool predict(layer_id l, std::span<float> out) noexcept {
     MOEPOLICY_ASSERT(l < cfg_.num_layers && out.size() == cfg_.num_experts);
-    const std::size_t E = cfg_.num_experts, k = cfg_.top_k, m = cfg_.history;
+    const std::size_t E = cfg_.num_experts, k = cfg_.top_k;
     std::fill(out.begin(), out.end(), 0.0f);
-    const std::size_t n = filled_[l];
-    if (n == 0) return false;
+    if (history_.size(l) == 0) return false;
     // s_0(f): the weighted share of the last m tokens that selected f, the chance that a
     // token selects f; Σ_f s_0(f) = k, as for every p_j.
-    std::fill(state_.begin(), state_.end(), 0.0);
-    double total = 0.0;
-    const expert_id* ring = ring_.data() + static_cast<std::size_t>(l) * m * k;
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::size_t slot = (head_[l] + m - 1 - j) % m;
-      total += weights_[j];
-      for (std::size_t i = 0; i < k; ++i) state_[ring[slot * k + i]] += weights_[j];
-    }
-    for (double& x : state_) x /= total;
+    history_.weighted_share(l, state_);
     std::fill(miss_.begin(), miss_.end(), 1.0);
     const std::uint64_t* pair = pair_.data() + static_cast<std::size_t>(l) * E * E;
     const std::uint64_t* from = from_.data() + static_cast<std::size_t>(l) * E;
@@ -141,22 +128,17 @@ class markov_predictor {
   void observe(const batch_view& b) noexcept {
     const layer_id l = b.ref.layer;
     MOEPOLICY_ASSERT(l < cfg_.num_layers && b.top_k == cfg_.top_k);
-    const std::size_t E = cfg_.num_experts, k = cfg_.top_k, m = cfg_.history;
-    expert_id* ring = ring_.data() + static_cast<std::size_t>(l) * m * k;
+    const std::size_t E = cfg_.num_experts;
     for (std::size_t t = 0; t < b.tokens(); ++t) {
       const auto ids = b.experts_of(t);
-      if (learn_ && filled_[l] > 0) {
-        const std::size_t last = (head_[l] + m - 1) % m;
-        for (std::size_t i = 0; i < k; ++i) {
-          const std::size_t f = ring[last * k + i];
+      if (learn_ && history_.size(l) > 0) {
+        for (const expert_id f : history_.newest(l)) {
           ++from_[static_cast<std::size_t>(l) * E + f];
           std::uint64_t* row = pair_.data() + (static_cast<std::size_t>(l) * E + f) * E;
           for (expert_id e : ids) ++row[e];
         }
       }
-      std::copy(ids.begin(), ids.end(), ring + head_[l] * k);
-      head_[l] = (head_[l] + 1) % m;
-      filled_[l] = std::min(filled_[l] + 1, m);
+      history_.push(l, ids);
     }
   }
 
@@ -164,10 +146,7 @@ class markov_predictor {
   void end_step() noexcept {}
 
   /// Forgets every layer's history (the next token has no predecessor); keeps the counts.
-  void begin_request() noexcept {
-    std::fill(head_.begin(), head_.end(), std::size_t{0});
-    std::fill(filled_.begin(), filled_.end(), std::size_t{0});
-  }
+  void begin_request() noexcept { history_.clear(); }
 
  private:
   static markov_config checked(const markov_config& c) {
@@ -190,9 +169,7 @@ class markov_predictor {
   bool learn_;
   std::vector<std::uint64_t> pair_;  // layers × E × E: C_l(f, e)
   std::vector<std::uint64_t> from_;  // layers × E: N_l(f)
-  std::vector<expert_id> ring_;      // layers × m × k: the last m tokens' selections
-  std::vector<std::size_t> head_, filled_;
-  std::vector<double> weights_;
+  detail::token_history history_;    // the last m tokens' selections, per layer
   std::vector<double> state_, next_, miss_;
 };
 

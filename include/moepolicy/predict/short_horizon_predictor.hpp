@@ -27,6 +27,7 @@
 
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
+#include "moepolicy/predict/detail/token_history.hpp"
 #include "moepolicy/predict/prefetch_queue.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
@@ -69,40 +70,22 @@ class short_horizon_predictor {
  public:
   /// Throws: `invalid_argument` for a dimension of 0 (or above 65536), `top_k >
   /// num_experts`, `history` or `horizon` of 0, or `recency_decay` outside (0, 1].
-  explicit short_horizon_predictor(const short_horizon_config& cfg) : cfg_(checked(cfg)) {
-    const std::size_t L = cfg_.num_layers;
-    ring_.assign(L * cfg_.history * cfg_.top_k, 0);
-    head_.assign(L, 0);
-    filled_.assign(L, 0);
-    weights_.resize(cfg_.history);
-    double w = 1.0;
-    for (auto& x : weights_) x = w, w *= cfg_.recency_decay;
-    counts_.assign(cfg_.num_experts, 0.0);
-  }
+  explicit short_horizon_predictor(const short_horizon_config& cfg)
+      : cfg_(checked(cfg)),
+        history_(cfg_.num_layers, cfg_.history, cfg_.top_k, cfg_.recency_decay),
+        share_(cfg_.num_experts, 0.0) {}
 
   [[nodiscard]] const short_horizon_config& config() const noexcept { return cfg_; }
 
   /// See `PrefetchPredictor`. Complexity: O(m · k + num_experts).
   bool predict(layer_id l, std::span<float> out) noexcept {
     MOEPOLICY_ASSERT(l < cfg_.num_layers && out.size() == cfg_.num_experts);
-    const std::size_t m = cfg_.history;
-    const std::size_t k = cfg_.top_k;
-    const std::size_t n = filled_[l];
     std::fill(out.begin(), out.end(), 0.0f);
-    if (n == 0) return false;
-    std::fill(counts_.begin(), counts_.end(), 0.0);
-    double total = 0.0;
-    const expert_id* ring = ring_.data() + static_cast<std::size_t>(l) * m * k;
-    for (std::size_t j = 0; j < n; ++j) {
-      // The j-th most recent token sits j slots behind the head.
-      const std::size_t slot = (head_[l] + m - 1 - j) % m;
-      const double w = weights_[j];
-      total += w;
-      for (std::size_t i = 0; i < k; ++i) counts_[ring[slot * k + i]] += w;
-    }
+    if (history_.size(l) == 0) return false;
+    history_.weighted_share(l, share_);
     const double horizon = static_cast<double>(cfg_.horizon);
     for (std::size_t e = 0; e < out.size(); ++e) {
-      const double p = std::min(1.0, counts_[e] / total);
+      const double p = std::min(1.0, share_[e]);
       out[e] = static_cast<float>(1.0 - std::pow(1.0 - p, horizon));
     }
     return true;
@@ -113,27 +96,16 @@ class short_horizon_predictor {
     const layer_id l = b.ref.layer;
     MOEPOLICY_ASSERT(l < cfg_.num_layers && b.top_k == cfg_.top_k);
     const std::size_t m = cfg_.history;
-    const std::size_t k = cfg_.top_k;
     const std::size_t tokens = b.tokens();
     // Only the last m tokens of the batch can stay in the history.
-    const std::size_t first = tokens > m ? tokens - m : 0;
-    expert_id* ring = ring_.data() + static_cast<std::size_t>(l) * m * k;
-    for (std::size_t t = first; t < tokens; ++t) {
-      const auto ids = b.experts_of(t);
-      std::copy(ids.begin(), ids.end(), ring + head_[l] * k);
-      head_[l] = (head_[l] + 1) % m;
-      filled_[l] = std::min(filled_[l] + 1, m);
-    }
+    for (std::size_t t = tokens > m ? tokens - m : 0; t < tokens; ++t) history_.push(l, b.experts_of(t));
   }
 
   /// Nothing to do between steps: history counts tokens.
   void end_step() noexcept {}
 
   /// Forgets every layer's history.
-  void begin_request() noexcept {
-    std::fill(head_.begin(), head_.end(), std::size_t{0});
-    std::fill(filled_.begin(), filled_.end(), std::size_t{0});
-  }
+  void begin_request() noexcept { history_.clear(); }
 
  private:
   static short_horizon_config checked(const short_horizon_config& c) {
@@ -154,11 +126,8 @@ class short_horizon_predictor {
   }
 
   short_horizon_config cfg_;
-  std::vector<expert_id> ring_;      // layers × m × k: the last m tokens' selections
-  std::vector<std::size_t> head_;    // next slot to write, per layer
-  std::vector<std::size_t> filled_;  // tokens held, per layer
-  std::vector<double> weights_;
-  std::vector<double> counts_;
+  detail::token_history history_;  // the last m tokens' selections, per layer
+  std::vector<double> share_;
 };
 
 static_assert(PrefetchPredictor<short_horizon_predictor>);
