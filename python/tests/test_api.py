@@ -226,3 +226,17 @@ def test_rebalance_experts_deepseek_example():
         mp.rebalance_experts(weight, 8, 4, 2, 8)
     with pytest.raises(ValueError, match=r"load of layer 0, expert 0 must be finite and >= 0, got -1"):
         mp.rebalance_experts([[-1.0] * 12], 16, 4, 2, 8)
+
+
+def test_stubs_and_docstrings_cover_the_module():
+    import ast
+    import pathlib
+
+    import moepolicy._core as core
+
+    stub = ast.parse((pathlib.Path(mp.__file__).parent / "_core.pyi").read_text())
+    stubbed = {n.name for n in stub.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    public = {n for n in dir(core) if not n.startswith("_")}
+    assert public == stubbed
+    for name in public - {"ParseError"}:
+        assert getattr(core, name).__doc__, name
