@@ -31,3 +31,11 @@ def test_example_script_runs():
                          env=ENV, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "belady" in run.stdout and "hit ratio" in run.stdout and "deepseek" in run.stdout
+
+
+def test_call_overhead_script_runs():
+    """The benchmark script (python/bench/call_overhead.py) runs; its figures are not asserted."""
+    run = subprocess.run([sys.executable, str(ROOT / "python" / "bench" / "call_overhead.py"), "--no-cpp",
+                          "--repeat", "1"], env=ENV, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "TwoPointerBalancer.balance (256 experts)" in run.stdout and "ExpertCache('lru')" in run.stdout
