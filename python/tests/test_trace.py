@@ -125,3 +125,21 @@ def test_parse_error_byte_offset_and_unknown_format(tmp_path, trace_path):
 def test_write_error_is_os_error(trace, tmp_path):
     with pytest.raises(OSError, match="write_canonical"):
         trace.write_canonical(tmp_path / "no" / "such" / "dir" / "t.mtrace")
+
+
+def test_every_importer(tmp_path):
+    """read_trace picks the importer by content, as the C++ read_trace does (tests/data/io)."""
+    from conftest import SOURCE_DIR
+
+    data = SOURCE_DIR / "tests" / "data" / "io"
+    a, b = data / "granite_a.jsonl", data / "granite_b.jsonl"
+    one, two = mp.read_trace(a), mp.read_trace(b)
+    both = mp.read_trace([a, b])  # several Granite files: one request per file
+    assert both.num_rows == one.num_rows + two.num_rows and len(both.request_names) == 2
+    assert "Granite" in mp.detect_trace_format(a)
+    for name, fmt in (("vllm_decode_small.jsonl", "decode only"), ("vllm_raw_small.jsonl", "prefill + decode"),
+                      ("flame_small", "FLAME-MoE")):
+        t = mp.read_trace(data / name)
+        assert t.num_rows > 0 and fmt in mp.detect_trace_format(data / name), name
+    with pytest.raises(mp.ParseError, match="granite_truncated.jsonl:"):
+        mp.read_trace(data / "granite_truncated.jsonl")
