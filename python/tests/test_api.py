@@ -240,3 +240,13 @@ def test_stubs_and_docstrings_cover_the_module():
     assert public == stubbed
     for name in public - {"ParseError"}:
         assert getattr(core, name).__doc__, name
+
+
+def test_long_calls_run_in_threads(trace):
+    """Long calls release the GIL: replays on two threads give the single-threaded answers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    want = {p: mp.replay_cache(trace, p, 256)["hits"] for p in ("lru", "belady")}
+    with ThreadPoolExecutor(2) as pool:
+        got = dict(zip(want, pool.map(lambda p: mp.replay_cache(trace, p, 256)["hits"], want)))
+    assert got == want
