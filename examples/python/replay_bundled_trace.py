@@ -31,6 +31,7 @@ def main(path):
     for name, summary in mp.eviction_policies():
         r = mp.replay_cache(t, name, capacity)
         print(f"  {name:12s} hit ratio {r['hit_ratio']:.4f}  ({r['hits']} of {r['accesses']})  {summary}")
+    print("  (sticky-lru admits only misses a predictor hinted, ExpertCache.hint: replayed without hints it caches nothing)")
     curve = mp.lru_hit_curve(t)
     points = [c for c in (64, 128, 256, 384, 512, 768) if c < len(curve["hits"])]
     print("  LRU hit curve: " + ", ".join(f"{c}: {curve['hits'][c] / curve['accesses']:.3f}" for c in points))

@@ -135,6 +135,27 @@ class online_cache {
     return std::move(out);
   }
 
+  void hint(std::uint32_t layer, py::handle experts, py::handle confidence) {
+    constexpr std::string_view fn = "ExpertCache.hint";
+    const auto& cfg = cache_.config();
+    if (layer >= cfg.num_layers) {
+      detail::throw_invalid(fn, "layer must be < num_layers " + std::to_string(cfg.num_layers), layer);
+    }
+    read_integers(experts, fn, "experts", 0, cfg.num_experts - 1u, ids_);
+    auto c = read_reals<float>(confidence, fn, "confidence");
+    if (c.size() != 1) need_size(c, ids_.size(), fn, "confidence (one, or one per expert)");
+    const auto conf = span_of(c);
+    for (std::size_t i = 0; i < conf.size(); ++i) {
+      if (!(conf[i] >= 0.0f && conf[i] <= 1.0f)) {
+        detail::throw_invalid(fn, "confidence must be in [0, 1], element " + std::to_string(i), conf[i]);
+      }
+    }
+    for (std::size_t i = 0; i < ids_.size(); ++i) {
+      cache_.hint(expert_key{static_cast<layer_id>(layer), static_cast<expert_id>(ids_[i])},
+                  conf.size() == 1 ? conf[0] : conf[i]);
+    }
+  }
+
   void end_step() {
     cache_.end_step();
     ++steps_;
@@ -219,6 +240,9 @@ void bind_cache(py::module_& m) {
            "One layer of a forward pass: the router's top-k ids (tokens x top_k, or one token's ids), optional\n"
            "gate weights of the same shape and all router scores (tokens x num_experts). Each distinct expert is\n"
            "accessed once, in order of first selection. Returns whether each id was a hit (bool, ids' shape).")
+      .def("hint", &online_cache::hint, py::arg("layer"), py::arg("experts"), py::arg("confidence") = 1.0,
+           "A predictor's hint that these experts of the layer will be needed, with a confidence in [0, 1] (one,\n"
+           "or one per expert): policies that take hints use it (sticky-lru admits only hinted misses).")
       .def("end_step", &online_cache::end_step, "Ends a forward pass (policies that count steps take note).")
       .def("victim", &online_cache::victim, py::arg("layer") = 0,
            "The (layer, expert) the policy would evict next from layer's pool (the shared pool unless per_layer),\n"

@@ -51,6 +51,17 @@ def test_expert_cache_bytes_and_score_policies():
     assert s.resident_count == 2
 
 
+def test_hints_gate_sticky_lru_admission():
+    c = mp.ExpertCache("sticky-lru", 1, 4, 2)
+    c.access(0, [1])
+    assert c.resident_count == 0  # not hinted: served, not cached
+    c.hint(0, [1, 2], confidence=[0.9, 0.2])
+    c.access(0, [1, 2])
+    assert c.contains(0, 1) and not c.contains(0, 2)  # 2's confidence is below the threshold 0.5
+    with pytest.raises(ValueError, match=r"moepolicy::ExpertCache.hint: confidence must be in \[0, 1\], element 0, got 2"):
+        c.hint(0, [1], 2.0)
+
+
 def test_expert_cache_errors():
     with pytest.raises(ValueError, match=r"moepolicy::ExpertCache: belady reads the future"):
         mp.ExpertCache("belady", 1, 4, 2)
