@@ -36,14 +36,11 @@ TRACE = ROOT / "examples" / "traces" / "granite-3.1-1b-a400m" / "granite-3.1-1b-
 
 def cache_batches(t):
     """Each batch's (layer, ids, weights, ends a step), in replay order."""
-    key = (t.request.astype(np.int64) << 40) | (t.step.astype(np.int64) << 16) | t.layer
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    ends = np.r_[starts[1:], len(key)]
-    out = []
-    for s, e in zip(starts, ends):
-        last = e == len(key) or t.request[e] != t.request[s] or t.step[e] != t.step[s]
-        out.append((int(t.layer[s]), t.experts[s:e], t.weights[s:e], bool(last)))
-    return out
+    b, steps = t.batches(), t.steps()
+    last = np.zeros(len(b["first_row"]), bool)
+    last[steps["first_batch"] + steps["num_batches"] - 1] = True
+    return [(int(b["layer"][i]), t.experts[f:f + n], t.weights[f:f + n], bool(last[i]))
+            for i, (f, n) in enumerate(zip(b["first_row"], b["num_rows"]))]
 
 
 def time_cache(policy, batches, repeat):

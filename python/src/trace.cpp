@@ -226,6 +226,51 @@ void bind_trace(py::module_& m) {
                                self);
           },
           "All router scores, rows x num_experts (float32, read-only view); rows x 0 without scores.")
+      .def(
+          "batches",
+          [](const routing_trace& t) {
+            const auto b = t.batches();
+            const auto n = static_cast<py::ssize_t>(b.size());
+            std::vector<std::uint32_t> request(b.size()), step(b.size()), first(b.size()), rows(b.size());
+            std::vector<std::uint16_t> layer(b.size());
+            std::vector<std::uint8_t> kind(b.size());
+            for (std::size_t i = 0; i < b.size(); ++i) {
+              request[i] = b[i].request, step[i] = b[i].step, layer[i] = b[i].layer;
+              kind[i] = static_cast<std::uint8_t>(b[i].kind), first[i] = b[i].first_row, rows[i] = b[i].num_rows;
+            }
+            py::dict d;
+            d["request"] = adopt(std::move(request), {n});
+            d["step"] = adopt(std::move(step), {n});
+            d["layer"] = adopt(std::move(layer), {n});
+            d["phase"] = adopt(std::move(kind), {n});
+            d["first_row"] = adopt(std::move(first), {n});
+            d["num_rows"] = adopt(std::move(rows), {n});
+            return d;
+          },
+          "The batches (the rows of one layer of one forward pass) in replay order: request, step, layer,\n"
+          "phase, first_row and num_rows arrays. Rows first_row .. first_row + num_rows - 1 of the columns are\n"
+          "what one ExpertCache.access takes.")
+      .def(
+          "steps",
+          [](const routing_trace& t) {
+            const auto s = t.steps();
+            const auto n = static_cast<py::ssize_t>(s.size());
+            std::vector<std::uint32_t> request(s.size()), step(s.size()), first(s.size()), count(s.size());
+            std::vector<std::uint8_t> kind(s.size());
+            for (std::size_t i = 0; i < s.size(); ++i) {
+              request[i] = s[i].request, step[i] = s[i].step, kind[i] = static_cast<std::uint8_t>(s[i].kind);
+              first[i] = s[i].first_batch, count[i] = s[i].num_batches;
+            }
+            py::dict d;
+            d["request"] = adopt(std::move(request), {n});
+            d["step"] = adopt(std::move(step), {n});
+            d["phase"] = adopt(std::move(kind), {n});
+            d["first_batch"] = adopt(std::move(first), {n});
+            d["num_batches"] = adopt(std::move(count), {n});
+            return d;
+          },
+          "The forward passes by request then step: request, step, phase, first_batch and num_batches arrays\n"
+          "(indices into batches()).")
       .def_static(
           "from_arrays",
           [](py::handle experts, py::handle weights, py::handle layer, py::handle step, py::handle request,

@@ -143,3 +143,15 @@ def test_every_importer(tmp_path):
         assert t.num_rows > 0 and fmt in mp.detect_trace_format(data / name), name
     with pytest.raises(mp.ParseError, match="granite_truncated.jsonl:"):
         mp.read_trace(data / "granite_truncated.jsonl")
+
+
+def test_batches_and_steps(trace):
+    b, s = trace.batches(), trace.steps()
+    assert len(b["first_row"]) == trace.num_batches and len(s["step"]) == trace.num_steps
+    assert b["num_rows"].sum() == trace.num_rows
+    assert (b["first_row"][1:] == b["first_row"][:-1] + b["num_rows"][:-1]).all()  # contiguous, in order
+    rows = np.repeat(np.arange(trace.num_batches), b["num_rows"])
+    assert (trace.layer == b["layer"][rows]).all() and (trace.step == b["step"][rows]).all()
+    assert (trace.request == b["request"][rows]).all() and (trace.phase == b["phase"][rows]).all()
+    assert s["num_batches"].sum() == trace.num_batches
+    assert (b["step"][s["first_batch"]] == s["step"]).all()
