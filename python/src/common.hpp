@@ -12,6 +12,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -96,6 +97,10 @@ template <class T>
 py::array read_integers(py::handle obj, std::string_view fn, std::string_view what, std::int64_t lo, std::uint64_t hi,
                         std::vector<T>& out) {
   py::array a = as_contiguous(obj, fn, what);
+  // Integers stored in the other byte order are converted, never read as they lie.
+  if (a.itemsize() > 1 && !a.dtype().attr("isnative").cast<bool>()) {
+    a = a.attr("astype")(a.dtype().attr("newbyteorder")("="));
+  }
   visit_integers(a, fn, what, [&](auto s) {
     out.resize(s.size());
     for (std::size_t i = 0; i < s.size(); ++i) {

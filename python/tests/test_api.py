@@ -112,6 +112,8 @@ def test_two_pointer_by_hand():
     assert o.makespan <= r.makespan
     x = mp.balance_exact([2.0, 2.0, 2.0], [5.0, 1.0, 3.0])
     assert x.makespan == 4.0 and x.makespan <= o.makespan
+    big = b.balance(np.array([5, 1, 3], dtype=">i8"))  # another byte order is converted, not misread
+    assert big.sides.tolist() == r.sides.tolist() and b.balance_optimal(np.array([5, 1, 3], ">u2")).makespan == o.makespan
     with pytest.raises(ValueError, match=r"moepolicy::two_pointer_balancer: load_seconds must be finite and >= 0"):
         mp.TwoPointerBalancer(1.0, -1.0)
     with pytest.raises(ValueError, match=r"at most max_items = 2 experts, size, got 3"):
