@@ -97,4 +97,28 @@ inline double ep_replicate(std::span<const double> loads, std::size_t replicas, 
   return std::max(total / gpus, per_replica);
 }
 
+/// The bound for GPUs of different speeds s_g (a GPU's time is its load ÷ s_g):
+/// max(W / Σ s, M* / max s). Proof. Take any placement with max time T. (a) GPU g carries at
+/// most T · s_g, so W <= T · Σ s. (b) The largest replica, of load >= M* (the greedy's value
+/// is the least largest replica over every count vector), sits on some GPU, whose time is
+/// >= M* / s_g >= M* / max s. With equal speeds 1 it is the bound above.
+///
+/// Throws: as `ep_lower_bound`, and when `speeds` is not one finite value > 0 per GPU.
+[[nodiscard]] inline double ep_lower_bound(std::span<const double> loads, std::uint32_t replicas, std::uint32_t gpus,
+                                           std::span<const double> speeds) {
+  constexpr std::string_view fn = "ep_lower_bound";
+  if (speeds.empty()) return ep_lower_bound(loads, replicas, gpus);
+  detail::ep::check_speeds(fn, speeds, gpus);
+  (void)ep_lower_bound(loads, replicas, gpus);  // checks the rest
+  double total = 0.0;
+  for (double x : loads) total += x;
+  std::vector<std::int32_t> counts(loads.size());
+  std::vector<detail::ep::replica_entry> heap(loads.size());
+  const double per_replica = ep_replicate(loads, replicas, counts, heap);
+  double speed_sum = 0.0;
+  double speed_max = 0.0;
+  for (double s : speeds) speed_sum += s, speed_max = std::max(speed_max, s);
+  return std::max(total / speed_sum, per_replica / speed_max);
+}
+
 }  // namespace moepolicy

@@ -11,6 +11,13 @@
 //      Otherwise one block of all experts, slots and GPUs (EPLB's global case).
 //   2. Replication in each block: the greedy of ep/lower_bound.hpp (each extra replica to
 //      the largest load per replica), which minimises the largest replica (EPLB's rule).
+//   2b. Optionally (`replica_search_rounds` > 0), a replica-count search with the packer in
+//      the loop: the greedy minimises the largest replica, not the packed max, so an expert
+//      on the max-loaded GPU gains a replica taken from the expert whose per-replica load
+//      grows least (staying below that GPU's load), the block is packed again (step 3), and
+//      the change is kept when the max falls; up to 4 experts of that GPU are tried per
+//      round, and the search stops when none helps. It starts from EPLB's counts and keeps
+//      only improvements, so it is never above step 2's result.
 //   3. Packing: longest processing time first with a cardinality constraint (replicas
 //      largest first, each to the lightest GPU with a free slot; EPLB's packing), then
 //      improving swaps: while some swap of a replica on the max-loaded GPU with a smaller one
@@ -35,6 +42,11 @@
 //      imbalance max/mean is >= threshold × the imbalance last committed, threshold 1.15):
 //      with `hysteresis` h > 0, a layer whose current imbalance is below h × the imbalance
 //      of the placement last committed for it keeps its current placement.
+// GPUs of different speeds (`gpu_speed`, e.g. from `DeviceCost` models): a GPU's load is its
+// time, tokens ÷ speed. LPT then puts each replica where it would finish first (the rule for
+// uniform machines), the swaps compare times (the pair's best exchange is where both times
+// meet), nodes are weighed by their GPUs' summed speed, and balancedness is the ideal time
+// W ÷ Σ speed over the max time. The bound is `ep_lower_bound(..., speeds)`.
 // Moves are slots whose logical expert changes (each one expert's weights copied in);
 // `expert_bytes` prices them.
 #pragma once
@@ -172,6 +184,7 @@ class ep_rebalancer {
     expert_load_.resize(experts);
     bin_expert_.resize(r);
     item_expert_.resize(r);
+    cand_.resize(search_candidates);
     slots_c_.resize(r);
     swap_buf_.resize(r);
     bin_time_.resize(std::max(g, k));
@@ -387,16 +400,69 @@ class ep_rebalancer {
     ep_replicate(std::span<const double>(expert_load_.data(), m), r, std::span<std::int32_t>(counts_.data(), m),
                  std::span<detail::ep::replica_entry>(heap_.data(), m));
     double best = pack(ids, g, per, slots);
-    // Replica-count search (step 2b): move one replica to an expert on the max-loaded GPU
-    // from the expert that loses least by it, repack, keep it while the max falls.
+    // Replica-count search (step 2b): an expert on the max-time GPU gains a replica, taken
+    // from the expert that loses least by it; the block is packed again and the move kept
+    // if the max time falls. Up to `search_candidates` experts of that GPU are tried, largest
+    // replica first; the search ends when none helps.
     for (std::uint32_t round = 0; round < cfg_.replica_search_rounds && m < r; ++round) {
-      if (!move_replica(m, g, per)) break;
-      const double now = pack(ids, g, per, std::span<std::int32_t>(slots_c_.data(), r));
-      if (!(now < best * (1.0 - 1e-12))) break;
-      best = now;
-      std::copy(slots_c_.begin(), slots_c_.begin() + static_cast<std::ptrdiff_t>(r), slots.begin());
+      const std::size_t nc = search_candidates_of(g, per);
+      bool improved = false;
+      for (std::size_t ci = 0; ci < nc && !improved; ++ci) {
+        const auto gain = static_cast<std::size_t>(cand_[ci]);
+        const std::size_t lose = least_harm(m, gain, cand_top_);
+        if (lose == m) continue;
+        ++counts_[gain];
+        --counts_[lose];
+        const double now = pack(ids, g, per, std::span<std::int32_t>(slots_c_.data(), r));
+        if (now < best * (1.0 - 1e-12)) {
+          best = now;
+          std::copy(slots_c_.begin(), slots_c_.begin() + static_cast<std::ptrdiff_t>(r), slots.begin());
+          improved = true;
+        } else {
+          --counts_[gain];
+          ++counts_[lose];
+        }
+      }
+      if (!improved) break;
     }
     return best;
+  }
+
+  /// Experts tried per round of the replica-count search.
+  static constexpr std::size_t search_candidates = 4;
+
+  /// The distinct experts on the max-time GPU of the last packing, largest replica first
+  /// (at most `search_candidates`), into `cand_`; sets `cand_top_` to that GPU's load.
+  std::size_t search_candidates_of(std::size_t g, std::size_t per) noexcept {
+    std::size_t hi = 0;
+    for (std::size_t b = 1; b < g; ++b) {
+      if (bin_load_[b] * bin_inv_speed_[b] > bin_load_[hi] * bin_inv_speed_[hi]) hi = b;
+    }
+    cand_top_ = bin_load_[hi];
+    std::size_t nc = 0;
+    // The bin keeps its items largest first.
+    for (std::size_t j = 0; j < per && nc < search_candidates; ++j) {
+      const std::int32_t e = bin_expert_[hi * per + j];
+      if (std::find(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(nc), e) !=
+          cand_.begin() + static_cast<std::ptrdiff_t>(nc))
+        continue;
+      if (!(expert_load_[static_cast<std::size_t>(e)] > 0.0)) continue;
+      cand_[nc++] = e;
+    }
+    return nc;
+  }
+
+  /// The expert other than `gain` with >= 2 replicas whose per-replica load grows least by
+  /// losing one, if that load stays below `top`; else `m`.
+  std::size_t least_harm(std::size_t m, std::size_t gain, double top) const noexcept {
+    std::size_t lose = m;
+    double lose_size = std::numeric_limits<double>::infinity();
+    for (std::size_t e = 0; e < m; ++e) {
+      if (e == gain || counts_[e] < 2) continue;
+      const double sz = expert_load_[e] / (counts_[e] - 1);
+      if (sz < lose_size) lose_size = sz, lose = e;
+    }
+    return lose_size < top ? lose : m;
   }
 
   /// Packs the replicas given by `counts_` (block-local) onto `g` GPUs of `per` slots: LPT
@@ -500,36 +566,6 @@ class ep_rebalancer {
 
   static bool before(const gpu_entry& a, const gpu_entry& b) noexcept {
     return a.load < b.load || (a.load == b.load && a.gpu < b.gpu);
-  }
-
-  /// One step of the replica-count search over the block's `m` experts on `g` GPUs: the
-  /// largest replica on the max-time GPU whose expert can gain a replica gains one, taken
-  /// from the expert with >= 2 replicas whose per-replica load grows least (it must stay
-  /// below the max GPU load). Returns false when no such move exists.
-  bool move_replica(std::size_t m, std::size_t g, std::size_t per) noexcept {
-    std::size_t hi = 0;
-    for (std::size_t b = 1; b < g; ++b) {
-      if (bin_load_[b] * bin_inv_speed_[b] > bin_load_[hi] * bin_inv_speed_[hi]) hi = b;
-    }
-    const double top = bin_load_[hi];
-    std::size_t gain = m;
-    double gain_size = -1.0;
-    for (std::size_t j = 0; j < per; ++j) {
-      const auto e = static_cast<std::size_t>(bin_expert_[hi * per + j]);
-      const double s = expert_load_[e] / counts_[e];
-      if (s > gain_size) gain_size = s, gain = e;
-    }
-    std::size_t lose = m;
-    double lose_size = std::numeric_limits<double>::infinity();
-    for (std::size_t e = 0; e < m; ++e) {
-      if (e == gain || counts_[e] < 2) continue;
-      const double s = expert_load_[e] / (counts_[e] - 1);
-      if (s < lose_size) lose_size = s, lose = e;
-    }
-    if (gain == m || lose == m || !(lose_size < top) || !(gain_size > 0.0)) return false;
-    ++counts_[gain];
-    --counts_[lose];
-    return true;
   }
 
   /// Improving swaps between the max-time bin and faster-finishing ones over `bins` bins of
@@ -824,7 +860,8 @@ class ep_rebalancer {
   ep_rebalance_result res_;
   std::vector<double> history_;
   std::vector<double> inv_speed_, expert_load_, swap_buf_, bin_time_, bin_inv_speed_;
-  std::vector<std::int32_t> bin_expert_, slots_c_, item_expert_;
+  std::vector<std::int32_t> bin_expert_, slots_c_, item_expert_, cand_;
+  double cand_top_ = 0.0;
   double speed_sum_ = 1.0;
   bool uniform_ = true;
   std::vector<std::int32_t> counts_, ids_, bin_items_, slots_a_, slots_b_, group_pack_, group_rank_, part_, cur_counts_,
