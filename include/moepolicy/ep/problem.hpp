@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/cost/concepts.hpp"
 
 namespace moepolicy {
 
@@ -260,6 +261,32 @@ inline void check_current(std::string_view fn, std::span<const std::int32_t> cur
 }
 
 }  // namespace detail::ep
+
+/// Each GPU's speed for expert work, priced by its `ComputeCost` model (a `DeviceCost`, or
+/// `any_device_cost` for a mix of kinds): `tokens ÷ compute_seconds(key, bits, tokens)`, in
+/// tokens per second, at a reference batch of `tokens` tokens per expert (the batch the
+/// deployment runs: at small batches a roofline GPU streams weights, at large ones it
+/// computes, and the speeds differ accordingly). Pass the result as `ep_rebalancer`'s
+/// `gpu_speed` and to the bound and dispatch functions.
+///
+/// Throws: `invalid_argument` naming `ep_gpu_speeds` when `devices` is empty, `tokens` is 0,
+/// or a device prices the batch at a time that is not finite and > 0.
+template <ComputeCost C>
+[[nodiscard]] std::vector<double> ep_gpu_speeds(std::span<const C> devices, std::size_t tokens, bitwidth bits,
+                                                expert_key key = {}) {
+  constexpr std::string_view fn = "ep_gpu_speeds";
+  if (devices.empty()) detail::throw_invalid(fn, "devices must not be empty", devices.size());
+  if (tokens == 0) detail::throw_invalid(fn, "tokens must be > 0", tokens);
+  std::vector<double> out(devices.size());
+  for (std::size_t g = 0; g < devices.size(); ++g) {
+    const double t = static_cast<double>(devices[g].compute_seconds(key, bits, tokens));
+    if (!(std::isfinite(t) && t > 0.0)) {
+      detail::throw_invalid(fn, "device " + std::to_string(g) + " must take a finite time > 0 for the batch", t);
+    }
+    out[g] = static_cast<double>(tokens) / t;
+  }
+  return out;
+}
 
 /// Per-GPU loads of one layer: `out[g]` = Σ over the slots of GPU g of load / replicas.
 ///
