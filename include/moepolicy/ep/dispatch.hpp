@@ -16,9 +16,11 @@
 // theorem of max flow, integer capacities give an integer flow, so no integer split is
 // lost. Feasibility is monotone in T, so a bisection finds the least T: over integers when
 // the speeds are equal (exact), over reals otherwise (to a relative 1e-12, the returned max
-// being the split's own). The flow is Dinic's algorithm on E + G + 2 nodes and E + R' + G
-// edges (R' = distinct (expert, GPU) pairs). Within a GPU, an expert's tokens are split
-// evenly among its replicas there (their GPU time is the same).
+// being the split's own), between the bound below (infeasible under it) and the even split's
+// max (feasible), so a few steps suffice. The flow is Dinic's algorithm; an expert held by
+// one GPU only has no choice, so its tokens are charged to that GPU beforehand and only the
+// replicated experts enter the network. Within a GPU, an expert's tokens are split evenly
+// among its replicas there (their GPU time is the same).
 //
 // Bound beside it: T* >= max(Σ t / Σ s, max over experts of t_e / (Σ of s_g over the GPUs
 // holding e)) — every token runs somewhere, and expert e's tokens can at best spread over
@@ -32,6 +34,7 @@
 #include <limits>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "moepolicy/core/error.hpp"
@@ -166,6 +169,12 @@ class ep_dispatcher {
     stack_.resize(nodes);
     gpu_time_.resize(gpus);
     has_slot_.resize(experts);
+    reach_.resize(experts);
+    replicas_of_.resize(experts);
+    seen_.resize(experts);
+    gpus_of_.resize(experts);
+    fixed_.resize(gpus);
+    pair_flow_.resize(replicas);
   }
 
   /// Splits `tokens` (per logical expert) among the replicas of `slots` (one layer's
@@ -198,9 +207,13 @@ class ep_dispatcher {
     }
     const auto n_total = static_cast<std::int64_t>(total);
     if (uniform_) {
-      // Integer bisection on the max GPU token count c (time c / s).
-      std::int64_t lo = 0;  // infeasible: total > 0
-      std::int64_t hi = n_total;
+      // Integer bisection on the max GPU token count c (time c / s), between the bound
+      // (anything below it is infeasible) and the even split (feasible).
+      const auto [bound, even] = bound_and_even(tokens);
+      std::int64_t lo = static_cast<std::int64_t>(std::ceil(bound * (1.0 - 1e-12))) - 1;
+      std::int64_t hi = static_cast<std::int64_t>(std::llround(even));
+      lo = std::max<std::int64_t>(lo, 0);
+      hi = std::min(hi, n_total);
       while (hi - lo > 1) {
         const std::int64_t mid = lo + (hi - lo) / 2;
         if (feasible(tokens, [&](std::size_t) { return mid; }) == n_total) {
@@ -211,11 +224,10 @@ class ep_dispatcher {
       }
       feasible(tokens, [&](std::size_t) { return hi; });
     } else {
-      double speed_min = speed_[0];
-      for (double s : speed_) speed_min = std::min(speed_min, s);
-      // Feasible: every GPU could take every token.
-      double lo = 0.0;
-      double hi = (static_cast<double>(total) + 1.0) / speed_min;
+      // Between the bound and the even split's max time (feasible).
+      const auto [bound, even] = bound_and_even(tokens);
+      double lo = bound * (1.0 - 1e-9);
+      double hi = even * (1.0 + 1e-12);
       auto caps = [&](double t) {
         return [this, t](std::size_t g) { return static_cast<std::int64_t>(std::floor(t * speed_[g] + 1e-9)); };
       };
@@ -235,11 +247,43 @@ class ep_dispatcher {
  private:
   bool has_slot(std::size_t e) const noexcept { return has_slot_[e] != 0; }
 
+  /// The bound of the file comment and the even split's max GPU time, for the pairs built.
+  std::pair<double, double> bound_and_even(std::span<const std::uint64_t> tokens) noexcept {
+    std::fill(reach_.begin(), reach_.end(), 0.0);
+    std::fill(replicas_of_.begin(), replicas_of_.end(), 0u);
+    std::fill(gpu_time_.begin(), gpu_time_.end(), 0.0);
+    double total = 0.0, speed_sum = 0.0;
+    for (std::size_t g = 0; g < gpus_; ++g) speed_sum += speed_[g];
+    for (std::size_t k = 0; k < npairs_; ++k) {
+      const auto e = static_cast<std::size_t>(pair_expert_[k]);
+      reach_[e] += speed_[static_cast<std::size_t>(pair_gpu_[k])];
+      replicas_of_[e] += static_cast<std::uint32_t>(pair_slots_[k]);
+    }
+    double bound = 0.0;
+    for (std::size_t e = 0; e < experts_; ++e) {
+      total += static_cast<double>(tokens[e]);
+      if (tokens[e] > 0) bound = std::max(bound, static_cast<double>(tokens[e]) / reach_[e]);
+    }
+    bound = std::max(bound, total / speed_sum);
+    // The even split: replica k of c takes ⌊t/c⌋, plus one for the first t mod c (by slot).
+    std::fill(seen_.begin(), seen_.end(), 0u);
+    for (std::size_t p = 0; p < replicas_; ++p) {
+      const auto e = static_cast<std::size_t>(pair_expert_[static_cast<std::size_t>(pair_of_slot_[p])]);
+      const std::uint64_t c = replicas_of_[e];
+      const std::uint64_t k = seen_[e]++;
+      gpu_time_[p / (replicas_ / gpus_)] += static_cast<double>(tokens[e] / c + (k < tokens[e] % c ? 1u : 0u));
+    }
+    double even = 0.0;
+    for (std::size_t g = 0; g < gpus_; ++g) even = std::max(even, gpu_time_[g] / speed_[g]);
+    return {bound, even};
+  }
+
   /// Distinct (expert, GPU) pairs of the layer, with the slots of each.
   void build_pairs(std::span<const std::int32_t> slots) noexcept {
     const std::size_t per = replicas_ / gpus_;
     npairs_ = 0;
     std::fill(has_slot_.begin(), has_slot_.end(), std::uint8_t{0});
+    std::fill(gpus_of_.begin(), gpus_of_.end(), 0u);
     for (auto e : slots) has_slot_[static_cast<std::size_t>(e)] = 1;
     for (std::size_t g = 0; g < gpus_; ++g) {
       const std::size_t first = npairs_;
@@ -250,6 +294,7 @@ class ep_dispatcher {
           pair_expert_[k] = slots[p];
           pair_gpu_[k] = static_cast<std::int32_t>(g);
           pair_slots_[k] = 0;
+          ++gpus_of_[static_cast<std::size_t>(slots[p])];
           ++npairs_;
         }
         ++pair_slots_[k];
@@ -275,14 +320,32 @@ class ep_dispatcher {
     std::fill(head_.begin(), head_.end(), -1);
     nedges_ = 0;
     const std::int64_t inf = std::numeric_limits<std::int64_t>::max() / 4;
+    // An expert on one GPU only sends it every token: its load is fixed, and only the
+    // experts on several GPUs enter the network (a few dozen at DeepSeek-V3 shape).
+    std::int64_t fixed_flow = 0;
+    for (std::size_t g = 0; g < gpus_; ++g) fixed_[g] = 0;
+    for (std::size_t k = 0; k < npairs_; ++k) {
+      const auto e = static_cast<std::size_t>(pair_expert_[k]);
+      if (gpus_of_[e] == 1) fixed_[static_cast<std::size_t>(pair_gpu_[k])] += static_cast<std::int64_t>(tokens[e]);
+    }
     for (std::size_t e = 0; e < experts_; ++e) {
-      if (tokens[e] > 0) add_edge(src, e, static_cast<std::int64_t>(tokens[e]));
+      if (tokens[e] == 0) continue;
+      if (gpus_of_[e] == 1) {
+        fixed_flow += static_cast<std::int64_t>(tokens[e]);
+      } else {
+        add_edge(src, e, static_cast<std::int64_t>(tokens[e]));
+      }
     }
     for (std::size_t k = 0; k < npairs_; ++k) {
-      pair_edge_[k] =
-          add_edge(static_cast<std::size_t>(pair_expert_[k]), experts_ + static_cast<std::size_t>(pair_gpu_[k]), inf);
+      const auto e = static_cast<std::size_t>(pair_expert_[k]);
+      if (gpus_of_[e] == 1 || tokens[e] == 0) continue;
+      pair_edge_[k] = add_edge(e, experts_ + static_cast<std::size_t>(pair_gpu_[k]), inf);
     }
-    for (std::size_t g = 0; g < gpus_; ++g) gpu_edge_[g] = add_edge(experts_ + g, snk, cap_of(g));
+    for (std::size_t g = 0; g < gpus_; ++g) {
+      const std::int64_t room = cap_of(g) - fixed_[g];
+      if (room < 0) return -1;  // the fixed experts alone overflow this GPU
+      gpu_edge_[g] = add_edge(experts_ + g, snk, room);
+    }
     std::int64_t flow = 0;
     while (bfs(src, snk)) {
       for (std::size_t v = 0; v < head_.size(); ++v) it_[v] = head_[v];
@@ -292,7 +355,14 @@ class ep_dispatcher {
         flow += f;
       }
     }
-    return flow;
+    // The flow on each pair: the fixed experts' tokens, or the reverse edge's capacity.
+    for (std::size_t k = 0; k < npairs_; ++k) {
+      const auto e = static_cast<std::size_t>(pair_expert_[k]);
+      pair_flow_[k] = gpus_of_[e] == 1 ? static_cast<std::int64_t>(tokens[e])
+                      : tokens[e] == 0 ? 0
+                                       : cap_[pair_edge_[k] ^ 1u];
+    }
+    return flow + fixed_flow;
   }
 
   bool bfs(std::size_t src, std::size_t snk) noexcept {
@@ -353,7 +423,7 @@ class ep_dispatcher {
     // Flow on a pair edge = its reverse edge's capacity.
     for (std::size_t p = 0; p < replicas_; ++p) {
       const auto k = static_cast<std::size_t>(pair_of_slot_[p]);
-      const auto f = static_cast<std::uint64_t>(cap_[pair_edge_[k] ^ 1u]);
+      const auto f = static_cast<std::uint64_t>(pair_flow_[k]);
       const auto c = static_cast<std::uint64_t>(pair_slots_[k]);
       // The j-th slot of the pair (in slot order) takes ⌊f/c⌋, plus one for the first f mod c.
       std::uint64_t j = 0;
@@ -376,6 +446,9 @@ class ep_dispatcher {
   std::vector<std::int64_t> cap_;
   std::vector<std::size_t> pair_edge_, gpu_edge_;
   std::vector<std::uint8_t> has_slot_;
+  std::vector<double> reach_;
+  std::vector<std::uint32_t> replicas_of_, seen_, gpus_of_;
+  std::vector<std::int64_t> fixed_, pair_flow_;
   std::size_t npairs_ = 0;
   std::size_t nedges_ = 0;
 };
