@@ -36,6 +36,7 @@
 #include "common/model_match.hpp"
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/ep/deepseek_eplb.hpp"
+#include "moepolicy/ep/dispatch.hpp"
 #include "moepolicy/ep/lower_bound.hpp"
 #include "moepolicy/ep/problem.hpp"
 #include "moepolicy/ep/rebalancer.hpp"
@@ -194,6 +195,10 @@ void run(const std::string& path, const options& given) {
   const ep_load_view past0(past, L, E);
   const ep_placement first = fresh.rebalance(past0).placement;
   (void)hyst_solver.rebalance(past0);
+  ep_dispatcher dispatcher(E, c.replicas, c.gpus);
+  std::vector<std::uint64_t> batch(E), split(c.replicas);
+  double even_sum = 0.0, best_sum = 0.0, ideal_sum = 0.0;
+  std::size_t dispatched = 0;
   std::vector<std::int32_t> ours_cur = flat(first), hyst_cur = ours_cur, eplb_cur = flat(deepseek_rebalance(past0, c));
   for (std::size_t k = 1; k < windows; ++k) {
     past = window(k - 1);
@@ -204,6 +209,20 @@ void run(const std::string& path, const options& given) {
     std::vector<std::int32_t> now = flat(ro.placement);
     ours.move_seconds += charge_moves(ours_cur, now, L, c, o, ours.moved);
     measure(ours, nv, ro.placement, c.gpus);
+    // Each pass of the window dispatched on ours' placement: even split and optimal split.
+    for (std::size_t s = k * o.window; s < (k + 1) * o.window; ++s) {
+      for (std::size_t l = 0; l < L; ++l) {
+        const double* row = pl.v.data() + (s * L + l) * E;
+        double total = 0.0;
+        for (std::size_t e = 0; e < E; ++e) batch[e] = static_cast<std::uint64_t>(row[e]), total += row[e];
+        if (total <= 0.0) continue;
+        const auto slots = ro.placement.physical_to_logical(l);
+        const double even = static_cast<double>(ep_uniform_dispatch(slots, batch, c.gpus, split));
+        const double best = dispatcher.dispatch(slots, batch, split);
+        even_sum += even, best_sum += best, ideal_sum += total / c.gpus;
+        ++dispatched;
+      }
+    }
     ours_cur = std::move(now);
     // With hysteresis.
     const auto& rh = hyst_solver.rebalance(pv, hyst_cur);
@@ -238,7 +257,8 @@ void run(const std::string& path, const options& given) {
             << pl.passes << " forward passes)\n";
   std::cout << "cluster: " << c.replicas << " slots on " << c.gpus << " GPUs in " << c.nodes << " nodes, " << c.groups
             << " groups; window " << o.window << " passes (" << windows - 1 << " rebalances); expert "
-            << static_cast<double>(o.expert_bytes) / 1e6 << " MB; NVLink " << o.nvlink_gbps << " GB/s, IB " << o.ib_gbps << " GB/s\n";
+            << static_cast<double>(o.expert_bytes) / 1e6 << " MB; NVLink " << o.nvlink_gbps << " GB/s, IB " << o.ib_gbps
+            << " GB/s\n";
   std::cout << "  policy                      balancedness  max GPU tokens/layer/window  experts moved  move time (s)  "
                "break-even batch\n";
   std::cout << std::fixed;
@@ -256,6 +276,14 @@ void run(const std::string& path, const options& given) {
     } else {
       std::cout << std::setprecision(1) << t->move_seconds / (saved * t_tok) << "\n";
     }
+  }
+  if (dispatched > 0) {
+    std::cout << "  per-pass dispatch on ours' placement (" << dispatched
+              << " layer-passes): max GPU tokens, even split " << std::setprecision(3)
+              << even_sum / static_cast<double>(dispatched) << " (balancedness " << std::setprecision(4)
+              << ideal_sum / even_sum << "), load-aware split " << std::setprecision(3)
+              << best_sum / static_cast<double>(dispatched) << " (balancedness " << std::setprecision(4)
+              << ideal_sum / best_sum << ")\n";
   }
   std::cout << "  break-even batch: tokens per traced token at which the expert time saved over the static placement "
                "("
