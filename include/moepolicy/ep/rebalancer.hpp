@@ -184,6 +184,8 @@ class ep_rebalancer {
     expert_load_.resize(experts);
     bin_expert_.resize(r);
     item_expert_.resize(r);
+    by_load_.resize(experts);
+    multi_.resize(experts);
     cand_.resize(search_candidates);
     slots_c_.resize(r);
     swap_buf_.resize(r);
@@ -322,8 +324,12 @@ class ep_rebalancer {
 
   struct item {
     double size;
-    std::int32_t expert;  // global id
+    std::int32_t expert;  // the block's local index
   };
+  /// Larger size first, ties to the lower expert.
+  static bool larger_first(const item& a, const item& b) noexcept {
+    return a.size > b.size || (a.size == b.size && a.expert < b.expert);
+  }
   struct gpu_entry {
     double load;
     std::uint32_t gpu;
@@ -396,9 +402,32 @@ class ep_rebalancer {
     const std::size_t per = r / g;
     for (std::size_t b = 0; b < g; ++b) bin_inv_speed_[b] = inv_speed_[first_gpu + b];
     // Replication (counts_ and expert_load_ are indexed by the block's local expert).
-    for (std::size_t i = 0; i < m; ++i) expert_load_[i] = w[static_cast<std::size_t>(ids[i])];
-    ep_replicate(std::span<const double>(expert_load_.data(), m), r, std::span<std::int32_t>(counts_.data(), m),
-                 std::span<detail::ep::replica_entry>(heap_.data(), m));
+    // The experts by load, largest first (ties to the lower expert), sorted once: the
+    // greedy replication runs on the heaviest R − E of them only (the others can never take
+    // an extra replica, see `ep_replicate`), and packing merges this order with the few
+    // replicated experts instead of sorting again.
+    for (std::size_t i = 0; i < m; ++i) {
+      expert_load_[i] = w[static_cast<std::size_t>(ids[i])];
+      by_load_[i] = {expert_load_[i], static_cast<std::int32_t>(i)};
+      counts_[i] = 1;
+    }
+    std::sort(by_load_.begin(), by_load_.begin() + static_cast<std::ptrdiff_t>(m), larger_first);
+    const std::size_t extra = r - m;
+    const std::size_t k = std::min(extra, m);
+    if (k > 0) {
+      for (std::size_t i = 0; i < k; ++i) {
+        heap_[i] = {by_load_[i].size, static_cast<std::uint32_t>(by_load_[i].expert)};
+      }
+      const auto end = heap_.begin() + static_cast<std::ptrdiff_t>(k);
+      std::make_heap(heap_.begin(), end, detail::ep::replica_less{});
+      for (std::size_t x = 0; x < extra; ++x) {
+        std::pop_heap(heap_.begin(), end, detail::ep::replica_less{});
+        auto& top = heap_[k - 1];
+        const std::int32_t c = ++counts_[top.expert];
+        top.per_replica = expert_load_[top.expert] / c;
+        std::push_heap(heap_.begin(), end, detail::ep::replica_less{});
+      }
+    }
     double best = pack(ids, g, per, slots);
     // Replica-count search (step 2b): an expert on the max-time GPU gains a replica, taken
     // from the expert that loses least by it; the block is packed again and the move kept
@@ -471,11 +500,28 @@ class ep_rebalancer {
               std::span<std::int32_t> slots) noexcept {
     const std::size_t m = ids.size();
     // The experts by replica size, largest first (ties to the lower expert), then each
-    // expert's replicas in a row: the replicas sorted without sorting them one by one.
-    for (std::size_t i = 0; i < m; ++i) items_[i] = {expert_load_[i] / counts_[i], static_cast<std::int32_t>(i)};
-    std::sort(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(m), [](const item& a, const item& b) {
-      return a.size > b.size || (a.size == b.size && a.expert < b.expert);
-    });
+    // expert's replicas in a row: the replicas sorted without sorting them one by one. The
+    // unreplicated experts keep the load order of `by_load_`; the replicated ones (at most
+    // R − E) are sorted apart and merged in.
+    std::size_t nb = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      const auto e = static_cast<std::size_t>(by_load_[i].expert);
+      if (counts_[e] > 1) multi_[nb++] = {expert_load_[e] / counts_[e], static_cast<std::int32_t>(e)};
+    }
+    std::sort(multi_.begin(), multi_.begin() + static_cast<std::ptrdiff_t>(nb), larger_first);
+    {
+      std::size_t a = 0, b = 0, o = 0;
+      while (a < m || b < nb) {
+        while (a < m && counts_[static_cast<std::size_t>(by_load_[a].expert)] > 1) ++a;
+        if (a == m && b == nb) break;
+        if (b == nb || (a < m && larger_first(by_load_[a], multi_[b]))) {
+          items_[o++] = by_load_[a++];
+        } else {
+          items_[o++] = multi_[b++];
+        }
+      }
+      MOEPOLICY_ASSERT(o == m);
+    }
     std::size_t n = 0;
     for (std::size_t i = 0; i < m; ++i) {
       const auto e = static_cast<std::size_t>(items_[i].expert);
@@ -867,7 +913,7 @@ class ep_rebalancer {
   std::vector<std::int32_t> counts_, ids_, bin_items_, slots_a_, slots_b_, group_pack_, group_rank_, part_, cur_counts_,
       head_, next_, gpu_map_, node_map_;
   std::vector<detail::ep::replica_entry> heap_;
-  std::vector<item> items_;
+  std::vector<item> items_, by_load_, multi_;
   std::vector<double> bin_load_, group_load_, item_size_, cur_loads_, new_loads_, saved_;
   std::vector<std::uint32_t> bin_fill_, order_, pack_items_, overlap_, node_overlap_, touched_;
   std::vector<float> group_loadf_, packf_;
