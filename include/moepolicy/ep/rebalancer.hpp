@@ -326,10 +326,13 @@ class ep_rebalancer {
     double size;
     std::int32_t expert;  // the block's local index
   };
-  /// Larger size first, ties to the lower expert.
-  static bool larger_first(const item& a, const item& b) noexcept {
-    return a.size > b.size || (a.size == b.size && a.expert < b.expert);
-  }
+  /// Larger size first, ties to the lower expert (a function object, so sorts inline it).
+  struct larger_first_t {
+    bool operator()(const item& a, const item& b) const noexcept {
+      return a.size > b.size || (a.size == b.size && a.expert < b.expert);
+    }
+  };
+  static constexpr larger_first_t larger_first{};
   struct gpu_entry {
     double load;
     std::uint32_t gpu;
