@@ -555,20 +555,25 @@ class ep_rebalancer {
   /// replaced in place: one sift per replica.
   void lpt_uniform(std::size_t n, std::size_t g, std::size_t per) noexcept {
     if (g <= 16) {
-      // Few GPUs: a scan for the lightest beats the heap's unpredictable branches.
-      for (std::size_t b = 0; b < g; ++b) bin_time_[b] = 0.0;
-      const double full = std::numeric_limits<double>::infinity();
+      // Few GPUs: the GPUs with a free slot kept in (load, GPU) order; the lightest takes the
+      // replica and slides to its new place (far right, usually: the loop's branch is
+      // predictable, unlike a heap's).
+      gpu_entry* a = gpu_heap_.data();
+      for (std::size_t b = 0; b < g; ++b) a[b] = {0.0, static_cast<std::uint32_t>(b)};
+      std::size_t live = g;
       for (std::size_t i = 0; i < n; ++i) {
-        std::size_t b = 0;
-        double lo = bin_time_[0];
-        for (std::size_t q = 1; q < g; ++q) {
-          const bool less = bin_time_[q] < lo;
-          lo = less ? bin_time_[q] : lo;
-          b = less ? q : b;
-        }
+        const std::size_t b = a[0].gpu;
         bin_items_[b * per + bin_fill_[b]++] = static_cast<std::int32_t>(i);
         bin_load_[b] += item_size_[i];
-        bin_time_[b] = bin_fill_[b] == per ? full : bin_load_[b];
+        if (bin_fill_[b] == per) {
+          --live;
+          for (std::size_t j = 0; j < live; ++j) a[j] = a[j + 1];
+          continue;
+        }
+        const gpu_entry x{bin_load_[b], static_cast<std::uint32_t>(b)};
+        std::size_t j = 0;
+        while (j + 1 < live && before(a[j + 1], x)) a[j] = a[j + 1], ++j;
+        a[j] = x;
       }
       return;
     }
