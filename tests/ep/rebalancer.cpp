@@ -315,7 +315,7 @@ TEST_CASE("hysteresis: a layer is rebalanced only when its imbalance grew by the
   CHECK(moved.moved_total > 0);
 }
 
-TEST_CASE("a rebalance allocates nothing after construction") {
+TEST_CASE("a rebalance allocates nothing after construction (with the search and GPU speeds too)") {
   if (!test::allocation_counting) return;
   std::mt19937_64 rng(1);
   const std::size_t e = 256;
@@ -325,9 +325,16 @@ TEST_CASE("a rebalance allocates nothing after construction") {
   ep_rebalancer ours(layers, e, {.replicas = 288, .gpus = 32, .nodes = 4, .groups = 8});
   const auto current = flat_slots(deepseek_rebalance(loads, {.replicas = 288, .gpus = 32, .nodes = 4, .groups = 8}));
   (void)ours.rebalance(loads, current);  // the first call sizes the check's scratch
+  std::vector<double> speeds(32, 1.0);
+  for (std::size_t g = 0; g < 32; g += 2) speeds[g] = 2.0;
+  ep_rebalancer searched(layers, e, {.replicas = 288, .gpus = 32, .nodes = 4, .groups = 8},
+                         {.replica_search_rounds = 8}, speeds);
+  (void)searched.rebalance(loads, current);
   test::allocation_counter count;
   (void)ours.rebalance(loads);
   (void)ours.rebalance(loads, current);
+  (void)searched.rebalance(loads);
+  (void)searched.rebalance(loads, current);
   CHECK(count.count() == 0);
 }
 
