@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "moepolicy/ep/deepseek_eplb.hpp"
+#include "moepolicy/ep/dispatch.hpp"
 #include "moepolicy/ep/rebalancer.hpp"
 
 namespace {
@@ -84,6 +85,19 @@ void BM_ep_ours(benchmark::State& state) {
 }
 BENCHMARK(BM_ep_ours)->Apply(shapes);
 
+void BM_ep_ours_search(benchmark::State& state) {
+  const ep_load_view loads(zipf_loads(), layers, experts);
+  const ep_cluster c = cluster_of(state);
+  ep_rebalancer solver(layers, experts, c, {.replica_search_rounds = 16});
+  for (auto _ : state) {
+    const auto& r = solver.rebalance(loads);
+    benchmark::DoNotOptimize(r.mean_balancedness);
+  }
+  state.counters["balancedness"] = solver.result().mean_balancedness;
+  state.SetLabel("ours + replica-count search (16 rounds)");
+}
+BENCHMARK(BM_ep_ours_search)->Apply(shapes);
+
 void BM_ep_ours_migration(benchmark::State& state) {
   const ep_load_view loads(zipf_loads(), layers, experts);
   const ep_cluster c = cluster_of(state);
@@ -117,5 +131,69 @@ void BM_ep_deepseek(benchmark::State& state) {
   state.SetLabel("DeepSeek EPLB reproduced in C++");
 }
 BENCHMARK(BM_ep_deepseek)->Apply(shapes);
+
+// Per-batch dispatch of one layer at DeepSeek-V3 width (256 experts, 288 slots, 32 GPUs): a
+// batch of 4096 tokens × top-8 routed by the layer's Zipf loads, split among the replicas of
+// our placement by the optimal split and by the engines' even split, beside a floor that
+// reads the batch's counts once.
+struct dispatch_case {
+  std::vector<std::int32_t> slots;
+  std::vector<std::uint64_t> tokens;
+};
+
+const dispatch_case& dispatch_input() {
+  static const dispatch_case d = [] {
+    const ep_cluster c{.replicas = 288, .gpus = 32, .nodes = 4, .groups = 8};
+    const ep_load_view loads(zipf_loads(), layers, experts);
+    ep_rebalancer solver(layers, experts, c);
+    const auto row = solver.rebalance(loads).placement.physical_to_logical(0);
+    dispatch_case out{{row.begin(), row.end()}, std::vector<std::uint64_t>(experts)};
+    double total = 0.0;
+    for (double x : loads.row(0)) total += x;
+    for (std::size_t e = 0; e < experts; ++e) {
+      out.tokens[e] = static_cast<std::uint64_t>(std::llround(4096.0 * 8.0 * loads.row(0)[e] / total));
+    }
+    return out;
+  }();
+  return d;
+}
+
+void BM_ep_dispatch_floor(benchmark::State& state) {
+  const auto& d = dispatch_input();
+  for (auto _ : state) {
+    std::uint64_t s = 0;
+    for (auto t : d.tokens) s += t;
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetLabel("floor: read one batch's 256 counts once");
+}
+BENCHMARK(BM_ep_dispatch_floor)->Unit(benchmark::kMicrosecond);
+
+void BM_ep_dispatch_optimal(benchmark::State& state) {
+  const auto& d = dispatch_input();
+  ep_dispatcher disp(experts, 288, 32);
+  std::vector<std::uint64_t> out(288);
+  double mx = 0.0;
+  for (auto _ : state) {
+    mx = disp.dispatch(d.slots, d.tokens, out);
+    benchmark::DoNotOptimize(mx);
+  }
+  state.counters["max_gpu_tokens"] = mx;
+  state.SetLabel("optimal split (max flow), one layer");
+}
+BENCHMARK(BM_ep_dispatch_optimal)->Unit(benchmark::kMicrosecond);
+
+void BM_ep_dispatch_even(benchmark::State& state) {
+  const auto& d = dispatch_input();
+  std::vector<std::uint64_t> out(288);
+  std::uint64_t mx = 0;
+  for (auto _ : state) {
+    mx = ep_uniform_dispatch(d.slots, d.tokens, 32, out);
+    benchmark::DoNotOptimize(mx);
+  }
+  state.counters["max_gpu_tokens"] = static_cast<double>(mx);
+  state.SetLabel("even split (engines' default), one layer");
+}
+BENCHMARK(BM_ep_dispatch_even)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

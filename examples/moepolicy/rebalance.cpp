@@ -76,7 +76,8 @@ loads_table read_csv(const std::filesystem::path& path) {
     if (h == "layer") li = i;
     if (h == "expert") ei = i;
   }
-  if (li < 0 || ei < 0) throw std::runtime_error(path.string() + ":1: header must name a `layer` and an `expert` column");
+  if (li < 0 || ei < 0)
+    throw std::runtime_error(path.string() + ":1: header must name a `layer` and an `expert` column");
   const int wi = 3 - li - ei;
   struct row {
     std::size_t l, e;
@@ -141,12 +142,14 @@ loads_table read_json(const std::filesystem::path& path, const std::string& sel)
   const nlohmann::json doc = io::read_json_document(path);
   const nlohmann::json& rows = select(doc, sel, path.string());
   const std::string where = path.string() + (sel.empty() ? "" : " (" + sel + ")");
-  if (!rows.is_array() || rows.empty()) throw std::runtime_error(where + ": loads must be a non-empty array of per-layer arrays");
+  if (!rows.is_array() || rows.empty())
+    throw std::runtime_error(where + ": loads must be a non-empty array of per-layer arrays");
   loads_table t;
   t.layers = rows.size();
   for (std::size_t l = 0; l < rows.size(); ++l) {
     const auto& row = rows[l];
-    if (!row.is_array() || row.empty()) throw std::runtime_error(where + ": layer " + std::to_string(l) + " is not a non-empty array");
+    if (!row.is_array() || row.empty())
+      throw std::runtime_error(where + ": layer " + std::to_string(l) + " is not a non-empty array");
     if (l == 0) t.experts = row.size();
     if (row.size() != t.experts) {
       throw std::runtime_error(where + ": mismatched layers: layer " + std::to_string(l) + " has " +
@@ -210,7 +213,7 @@ void write_rows(std::ostream& os, const std::vector<T>& v, std::size_t width, st
   os << pad << "]";
 }
 
-void compare(const std::string& name, const loads_table& t, const ep_cluster& c) {
+void compare(const std::string& name, const loads_table& t, const ep_cluster& c, std::uint32_t search_rounds) {
   const ep_load_view loads(t.values, t.layers, t.experts);
   using clock = std::chrono::steady_clock;
   ep_rebalancer ours(t.layers, t.experts, c);
@@ -223,6 +226,11 @@ void compare(const std::string& name, const loads_table& t, const ep_cluster& c)
   ref_solver.solve(loads, ref);
   const auto t3 = clock::now();
   const auto rs = ep_evaluate(loads, ref, c.gpus);
+  ep_rebalancer searched(t.layers, t.experts, c, {.replica_search_rounds = search_rounds});
+  const auto t4 = clock::now();
+  const auto& rq = searched.rebalance(loads);
+  const auto t5 = clock::now();
+  double search_max = 0.0;
   double bound_bal = 0.0, bound_max = 0.0, ours_max = 0.0, ref_max = 0.0;
   std::size_t ours_better = 0;
   for (std::size_t l = 0; l < t.layers; ++l) {
@@ -232,6 +240,7 @@ void compare(const std::string& name, const loads_table& t, const ep_cluster& c)
     bound_bal += lb > 0.0 ? total / c.gpus / lb : 1.0;
     bound_max += lb;
     ours_max += r.max_load[l];
+    search_max += rq.max_load[l];
     ref_max += rs.max_load[l];
     ours_better += r.max_load[l] < rs.max_load[l] * (1 - 1e-9) ? 1u : 0u;
   }
@@ -244,8 +253,12 @@ void compare(const std::string& name, const loads_table& t, const ep_cluster& c)
   std::cout << "  ours             " << std::setw(17) << r.mean_balancedness << "  " << std::setw(17)
             << std::setprecision(1) << ours_max / n << "   " << std::setprecision(3)
             << std::chrono::duration<double, std::milli>(t1 - t0).count() << "\n";
-  std::cout << std::setprecision(4) << "  DeepSeek EPLB    " << std::setw(17) << rs.mean_balancedness << "  " << std::setw(17)
-            << std::setprecision(1) << ref_max / n << "   " << std::setprecision(3)
+  std::cout << std::setprecision(4) << "  ours + search    " << std::setw(17) << rq.mean_balancedness << "  "
+            << std::setw(17) << std::setprecision(1) << search_max / n << "   " << std::setprecision(3)
+            << std::chrono::duration<double, std::milli>(t5 - t4).count() << "   (replica-count search, "
+            << search_rounds << " rounds)\n";
+  std::cout << std::setprecision(4) << "  DeepSeek EPLB    " << std::setw(17) << rs.mean_balancedness << "  "
+            << std::setw(17) << std::setprecision(1) << ref_max / n << "   " << std::setprecision(3)
             << std::chrono::duration<double, std::milli>(t3 - t2).count() << "\n";
   std::cout << std::setprecision(4) << "  lower bound      " << std::setw(17) << bound_bal / n << "  " << std::setw(17)
             << std::setprecision(1) << bound_max / n << "\n";
@@ -263,30 +276,37 @@ void add_rebalance(CLI::App& app) {
     std::uint32_t replicas = 0, groups = 1, nodes = 1, gpus = 0;
     double tolerance = 0.0;
     std::uint64_t expert_bytes = 0;
+    std::uint32_t search = 0;
     bool compare = false;
   };
   auto opt = std::make_shared<options>();
   CLI::App* cmd = app.add_subcommand(
-      "rebalance", "expert-parallel placement of a load matrix: replication, packing, migration (DeepSeek EPLB's shapes)");
+      "rebalance",
+      "expert-parallel placement of a load matrix: replication, packing, migration (DeepSeek EPLB's shapes)");
   cmd->add_option("LOADS", opt->loads, "CSV (layer, expert, load) or JSON array of per-layer arrays")->required();
   cmd->add_option("--replicas", opt->replicas, "R: physical expert slots in all, a multiple of --gpus")->required();
   cmd->add_option("--gpus", opt->gpus, "G: GPUs in all")->required();
   cmd->add_option("--groups", opt->groups, "K: expert groups (group-limited routing)");
   cmd->add_option("--nodes", opt->nodes, "N: server nodes");
-  cmd->add_option("--current", opt->current, "current placement: JSON physical_to_logical [L][R] (or an object with it)");
+  cmd->add_option("--current", opt->current,
+                  "current placement: JSON physical_to_logical [L][R] (or an object with it)");
   cmd->add_option("--algorithm", opt->algorithm, "ours | deepseek")->check(CLI::IsMember({"ours", "deepseek"}));
-  cmd->add_option("--format", opt->format, "deepseek | vllm | sglang")->check(CLI::IsMember({"deepseek", "vllm", "sglang"}));
+  cmd->add_option("--format", opt->format, "deepseek | vllm | sglang")
+      ->check(CLI::IsMember({"deepseek", "vllm", "sglang"}));
   cmd->add_option("-o,--output", opt->out, "write here instead of standard output");
   cmd->add_option("--select", opt->select, "slash-separated keys to the loads inside a JSON document");
   cmd->add_option("--tolerance", opt->tolerance, "balance tolerance: accept (1 + t) x the best max load to move less");
   cmd->add_option("--expert-bytes", opt->expert_bytes, "bytes of one expert, to price the moves");
+  cmd->add_option("--replica-search", opt->search,
+                  "rounds of the replica-count search per block and layer (0: EPLB's greedy replication; "
+                  "--compare shows 16 when 0)");
   cmd->add_flag("--compare", opt->compare, "print ours, DeepSeek EPLB and the lower bound side by side");
   cmd->callback([opt] {
     const loads_table t = read_loads(opt->loads, opt->select);
     const ep_cluster c{.replicas = opt->replicas, .gpus = opt->gpus, .nodes = opt->nodes, .groups = opt->groups};
     const ep_load_view loads(t.values, t.layers, t.experts);
     if (opt->compare) {
-      compare(opt->loads + (opt->select.empty() ? "" : " " + opt->select), t, c);
+      compare(opt->loads + (opt->select.empty() ? "" : " " + opt->select), t, c, opt->search > 0 ? opt->search : 16);
       return;
     }
     std::vector<std::int32_t> current;
@@ -296,7 +316,10 @@ void add_rebalance(CLI::App& app) {
     if (opt->algorithm == "deepseek") {
       placement = deepseek_rebalance(loads, c);
     } else {
-      ep_rebalancer solver(t.layers, t.experts, c, {.balance_tolerance = opt->tolerance, .expert_bytes = opt->expert_bytes});
+      ep_rebalancer solver(t.layers, t.experts, c,
+                           {.balance_tolerance = opt->tolerance,
+                            .expert_bytes = opt->expert_bytes,
+                            .replica_search_rounds = opt->search});
       placement = current.empty() ? solver.rebalance(loads).placement : solver.rebalance(loads, current).placement;
     }
     const auto stats = ep_evaluate(loads, placement, c.gpus, current);

@@ -26,6 +26,18 @@ TEST_CASE("the bound by hand: the average, or the largest replica") {
   CHECK(ep_lower_bound(std::vector<double>{90, 5, 5}, 4, 4) == doctest::Approx(45.0));
 }
 
+TEST_CASE("the bound with GPU speeds: total over summed speed, or the largest replica on the fastest GPU") {
+  // W / Σ s = 60 / 3 = 20; the greedy's largest replica 20 on the speed-2 GPU takes 10.
+  CHECK(ep_lower_bound(std::vector<double>{10, 20, 30}, 4, 2, std::vector<double>{2, 1}) == doctest::Approx(20.0));
+  // No spare slot: expert 0's 90 runs at best on the speed-3 GPU, 30 > 100 / 6.
+  CHECK(ep_lower_bound(std::vector<double>{90, 5, 5, 0}, 4, 4, std::vector<double>{3, 1, 1, 1}) ==
+        doctest::Approx(30.0));
+  // Equal speeds of 1 give the plain bound.
+  CHECK(ep_lower_bound(std::vector<double>{10, 20, 30}, 4, 2, std::vector<double>{1, 1}) == 30.0);
+  CHECK_THROWS_WITH_AS((void)ep_lower_bound(std::vector<double>{1, 2}, 2, 2, std::vector<double>{1, 0}),
+                       "moepolicy::ep_lower_bound: speed of GPU 1 must be finite and > 0, got 0", invalid_argument);
+}
+
 TEST_CASE("the greedy's largest replica is the least over every count vector") {
   std::mt19937_64 rng(11);
   for (int t = 0; t < 200; ++t) {
@@ -69,10 +81,11 @@ TEST_CASE("the bound never exceeds the exact optimum") {
 }
 
 TEST_CASE("bad input names the function, the problem and the value") {
-  CHECK_THROWS_WITH_AS((void)ep_lower_bound(std::vector<double>{1, 2, 3}, 2, 2),
-                       "moepolicy::ep_lower_bound: replicas cannot hold every logical expert: replicas must be >= the 3 "
-                       "logical experts, got 2",
-                       invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      (void)ep_lower_bound(std::vector<double>{1, 2, 3}, 2, 2),
+      "moepolicy::ep_lower_bound: replicas cannot hold every logical expert: replicas must be >= the 3 "
+      "logical experts, got 2",
+      invalid_argument);
   CHECK_THROWS_WITH_AS((void)ep_lower_bound(std::vector<double>{1, -2, 3}, 4, 2),
                        "moepolicy::ep_lower_bound: load of expert 1 must be finite and >= 0, got -2", invalid_argument);
   CHECK_THROWS_WITH_AS((void)ep_lower_bound(std::vector<double>{1, 2, 3}, 4, 0),

@@ -7,6 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/ep/problem.hpp"
 #include "test_support.hpp"
 
@@ -48,8 +50,8 @@ TEST_CASE("GPU loads split an expert's load evenly among its replicas; balancedn
 
 TEST_CASE("bad shapes and loads name the function, the problem and the value") {
   const std::vector<double> w(6, 1.0);
-  CHECK_THROWS_WITH_AS(ep_load_view(w, 2, 4), "moepolicy::ep_load_view: values must hold layers * experts = 8 loads, got 6",
-                       invalid_argument);
+  CHECK_THROWS_WITH_AS(ep_load_view(w, 2, 4),
+                       "moepolicy::ep_load_view: values must hold layers * experts = 8 loads, got 6", invalid_argument);
   CHECK_THROWS_WITH_AS(ep_load_view(w, 0, 6), "moepolicy::ep_load_view: layers must be in [1, 2^20], got 0",
                        invalid_argument);
   std::vector<double> bad = w;
@@ -60,7 +62,8 @@ TEST_CASE("bad shapes and loads name the function, the problem and the value") {
   CHECK_THROWS_AS(detail::ep::check_loads("f", ep_load_view(bad, 2, 3)), invalid_argument);
   ep_placement p(2, 3, 6);
   CHECK_THROWS_WITH_AS((void)ep_evaluate(ep_load_view(w, 1, 6), p, 3),
-                       "moepolicy::ep_evaluate: placement layers must equal the load matrix's 1, got 2", invalid_argument);
+                       "moepolicy::ep_evaluate: placement layers must equal the load matrix's 1, got 2",
+                       invalid_argument);
   CHECK_THROWS_WITH_AS((void)ep_evaluate(ep_load_view(w, 2, 3), p, 4),
                        "moepolicy::ep_evaluate: gpus must divide the 6 slots, got 4", invalid_argument);
   std::vector<std::uint32_t> seen;
@@ -72,4 +75,17 @@ TEST_CASE("bad shapes and loads name the function, the problem and the value") {
   CHECK_THROWS_WITH_AS(detail::ep::check_current("g", outside, 1, 3, 4, seen),
                        "moepolicy::g: current placement of layer 0, slot 3 must name a logical expert in [0, 3), got 7",
                        invalid_argument);
+}
+
+TEST_CASE("GPU speeds from DeviceCost models: tokens over the time the model prices") {
+  const std::vector<roofline_cost> gpus{{presets::h100_sxm_gen4(), models::mixtral_8x7b()},
+                                        {presets::rtx_a6000(), models::mixtral_8x7b()}};
+  const auto speeds = ep_gpu_speeds(std::span<const roofline_cost>(gpus), 4096, bitwidth{16});
+  REQUIRE(speeds.size() == 2);
+  CHECK(speeds[0] == doctest::Approx(4096.0 / gpus[0].compute_seconds({}, bitwidth{16}, 4096)));
+  CHECK(speeds[1] == doctest::Approx(4096.0 / gpus[1].compute_seconds({}, bitwidth{16}, 4096)));
+  // The H100 computes a large batch faster than the A6000.
+  CHECK(speeds[0] > 2.0 * speeds[1]);
+  CHECK_THROWS_WITH_AS((void)ep_gpu_speeds(std::span<const roofline_cost>(gpus), 0, bitwidth{16}),
+                       "moepolicy::ep_gpu_speeds: tokens must be > 0, got 0", invalid_argument);
 }

@@ -118,6 +118,118 @@ TEST_CASE("tiny instances: ours against the exact optimum (global model)") {
   CHECK(worst <= 1.5);
 }
 
+TEST_CASE("replica-count search: never above EPLB's greedy replication, >= the bound, closer to the exact optimum") {
+  std::mt19937_64 rng(99);
+  int optimal_plain = 0;
+  int optimal_search = 0;
+  int improved = 0;
+  int seen = 0;
+  double worst = 1.0;
+  for (int t = 0; t < 300; ++t) {
+    const std::uint32_t g = 1 + static_cast<std::uint32_t>(rng() % 4);
+    const std::size_t e = 1 + rng() % 6;
+    std::uint32_t r = g * (1 + static_cast<std::uint32_t>(rng() % 3));
+    while (r < e) r += g;
+    if (r > 10) continue;
+    const auto w = skewed_loads(rng, e);
+    const ep_load_view loads(w, 1, e);
+    ep_rebalancer plain(1, e, {.replicas = r, .gpus = g});
+    ep_rebalancer searched(1, e, {.replicas = r, .gpus = g}, {.replica_search_rounds = 16});
+    const double a = plain.rebalance(loads).max_load[0];
+    const auto& res = searched.rebalance(loads);
+    check_valid(res.placement);
+    const double b = res.max_load[0];
+    const double best = ep_exact_max_load(w, r, g);
+    CAPTURE(t);
+    CHECK(b <= a * (1 + 1e-12));
+    CHECK(b >= best * (1 - 1e-12));
+    CHECK(b >= ep_lower_bound(w, r, g) * (1 - 1e-12));
+    ++seen;
+    improved += b < a * (1 - 1e-9) ? 1 : 0;
+    optimal_plain += a <= best * (1 + 1e-12) ? 1 : 0;
+    optimal_search += b <= best * (1 + 1e-12) ? 1 : 0;
+    if (best > 0) worst = std::max(worst, b / best);
+  }
+  MESSAGE("search optimal on " << optimal_search << " of " << seen << " tiny instances (greedy replication: "
+                               << optimal_plain << "), improved " << improved << ", worst ratio " << worst);
+  CHECK(improved > 0);
+  CHECK(optimal_search > optimal_plain);
+  // Larger random instances, hierarchical and global: never above EPLB, never below the bound.
+  for (int t = 0; t < 60; ++t) {
+    const std::uint32_t g = 4u << (rng() % 3);
+    const std::uint32_t nodes = 1u << (rng() % 3);
+    const std::uint32_t groups = 8;
+    const std::size_t e = 64;
+    const std::uint32_t r = g * (static_cast<std::uint32_t>(e) / g + 1 + static_cast<std::uint32_t>(rng() % 2));
+    const auto w = skewed_loads(rng, 2 * e);
+    const ep_load_view loads(w, 2, e);
+    const ep_cluster c{.replicas = r, .gpus = g, .nodes = nodes, .groups = groups};
+    const auto ref = ep_evaluate(loads, deepseek_rebalance(loads, c), g);
+    ep_rebalancer searched(2, e, c, {.replica_search_rounds = 16});
+    const auto& res = searched.rebalance(loads);
+    check_valid(res.placement);
+    for (std::size_t l = 0; l < 2; ++l) {
+      CAPTURE(t);
+      CHECK(res.max_load[l] <= ref.max_load[l] * (1 + 1e-6));
+      CHECK(res.max_load[l] >= ep_lower_bound(loads.row(l), r, g) * (1 - 1e-12));
+    }
+  }
+}
+
+TEST_CASE("GPU speeds: load is time, the faster GPU takes the heavier pair, and the speed bound holds") {
+  // Two GPUs of speeds 1 and 3, two slots each; loads 3, 3, 3, 1. Blind to speed, LPT puts
+  // 3 + 3 on GPU 0 (time 6); by time, GPU 0 takes 3 + 1 (time 4) and GPU 1 3 + 3 (time 2).
+  const std::vector<double> w{3, 3, 3, 1};
+  const ep_load_view loads(w, 1, 4);
+  const ep_cluster c{.replicas = 4, .gpus = 2};
+  const std::vector<double> speeds{1.0, 3.0};
+  ep_rebalancer blind(1, 4, c);
+  CHECK(blind.rebalance(loads).max_load[0] == 6.0);
+  ep_rebalancer aware(1, 4, c, {}, speeds);
+  const auto& res = aware.rebalance(loads);
+  CHECK(res.max_load[0] == 4.0);
+  CHECK(res.gpu_loads[0] == 4.0);
+  CHECK(res.gpu_loads[1] == 2.0);
+  // Balancedness by time: ideal 10 / 4 = 2.5 over the max 4.
+  CHECK(res.balancedness[0] == doctest::Approx(2.5 / 4.0));
+  // Random instances: equal speeds change nothing; mixed speeds stay >= the bound and, over
+  // the set, below the speed-blind placement timed on the same GPUs.
+  std::mt19937_64 rng(5);
+  double aware_sum = 0.0, blind_sum = 0.0;
+  for (int t = 0; t < 80; ++t) {
+    const std::uint32_t g = 4u << (rng() % 2);
+    const std::uint32_t nodes = 1u << (rng() % 2);
+    const std::size_t e = 32;
+    const std::uint32_t r = g * (static_cast<std::uint32_t>(e) / g + 1);
+    const auto x = skewed_loads(rng, e);
+    const ep_load_view lv(x, 1, e);
+    const ep_cluster cc{.replicas = r, .gpus = g, .nodes = nodes, .groups = 4};
+    std::vector<double> sp(g);
+    for (auto& s : sp) s = (rng() % 2) != 0 ? 2.0 : 1.0;
+    ep_rebalancer same(1, e, cc, {}, std::vector<double>(g, 1.0));
+    ep_rebalancer plain(1, e, cc);
+    const auto plain_slots = plain.rebalance(lv).placement.physical_to_logical(0);
+    const auto same_slots = same.rebalance(lv).placement.physical_to_logical(0);
+    CHECK(std::equal(plain_slots.begin(), plain_slots.end(), same_slots.begin()));
+    ep_rebalancer timed(1, e, cc, {}, sp);
+    const auto& tr = timed.rebalance(lv);
+    check_valid(tr.placement);
+    CHECK(tr.max_load[0] >= ep_lower_bound(x, r, g, sp) * (1 - 1e-12));
+    // The speed-blind placement, timed.
+    std::vector<double> gl(g);
+    ep_gpu_loads(x, plain.result().placement.physical_to_logical(0), plain.result().placement.logical_count(0), gl);
+    double blind_max = 0.0;
+    for (std::size_t q = 0; q < g; ++q) blind_max = std::max(blind_max, gl[q] / sp[q]);
+    aware_sum += tr.max_load[0];
+    blind_sum += blind_max;
+  }
+  MESSAGE("mean max time: by speed " << aware_sum / 80 << ", speed-blind " << blind_sum / 80);
+  CHECK(aware_sum < blind_sum);
+  CHECK_THROWS_WITH_AS(ep_rebalancer(1, 4, c, {}, std::vector<double>{1.0}),
+                       "moepolicy::ep_rebalancer: gpu speeds must be empty or one per GPU (2), got 1",
+                       invalid_argument);
+}
+
 TEST_CASE("migration-aware: the same loads move nothing, and relabelling keeps replicas in place") {
   std::mt19937_64 rng(7);
   const std::size_t e = 32;
@@ -203,7 +315,7 @@ TEST_CASE("hysteresis: a layer is rebalanced only when its imbalance grew by the
   CHECK(moved.moved_total > 0);
 }
 
-TEST_CASE("a rebalance allocates nothing after construction") {
+TEST_CASE("a rebalance allocates nothing after construction (with the search and GPU speeds too)") {
   if (!test::allocation_counting) return;
   std::mt19937_64 rng(1);
   const std::size_t e = 256;
@@ -213,22 +325,31 @@ TEST_CASE("a rebalance allocates nothing after construction") {
   ep_rebalancer ours(layers, e, {.replicas = 288, .gpus = 32, .nodes = 4, .groups = 8});
   const auto current = flat_slots(deepseek_rebalance(loads, {.replicas = 288, .gpus = 32, .nodes = 4, .groups = 8}));
   (void)ours.rebalance(loads, current);  // the first call sizes the check's scratch
+  std::vector<double> speeds(32, 1.0);
+  for (std::size_t g = 0; g < 32; g += 2) speeds[g] = 2.0;
+  ep_rebalancer searched(layers, e, {.replicas = 288, .gpus = 32, .nodes = 4, .groups = 8},
+                         {.replica_search_rounds = 8}, speeds);
+  (void)searched.rebalance(loads, current);
   test::allocation_counter count;
   (void)ours.rebalance(loads);
   (void)ours.rebalance(loads, current);
+  (void)searched.rebalance(loads);
+  (void)searched.rebalance(loads, current);
   CHECK(count.count() == 0);
 }
 
 TEST_CASE("bad input names the function, the problem and the value") {
   const ep_cluster c{.replicas = 8, .gpus = 4};
-  CHECK_THROWS_WITH_AS(ep_rebalancer(1, 12, c),
-                       "moepolicy::ep_rebalancer: replicas cannot hold every logical expert: replicas must be >= the 12 "
-                       "logical experts, got 8",
-                       invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      ep_rebalancer(1, 12, c),
+      "moepolicy::ep_rebalancer: replicas cannot hold every logical expert: replicas must be >= the 12 "
+      "logical experts, got 8",
+      invalid_argument);
   CHECK_THROWS_WITH_AS(ep_rebalancer(1, 4, c, {.balance_tolerance = -0.5}),
                        "moepolicy::ep_rebalancer: balance_tolerance must be in [0, 1e6], got -0.5", invalid_argument);
   CHECK_THROWS_WITH_AS(ep_rebalancer(1, 4, c, {.hysteresis = 0.5}),
-                       "moepolicy::ep_rebalancer: hysteresis must be 0 (off) or in [1, 1e6], got 0.5", invalid_argument);
+                       "moepolicy::ep_rebalancer: hysteresis must be 0 (off) or in [1, 1e6], got 0.5",
+                       invalid_argument);
   CHECK_THROWS_WITH_AS(ep_rebalancer(0, 4, c), "moepolicy::ep_rebalancer: layers must be in [1, 2^20], got 0",
                        invalid_argument);
   ep_rebalancer r(2, 4, c);
@@ -243,7 +364,8 @@ TEST_CASE("bad input names the function, the problem and the value") {
                        invalid_argument);
   const std::vector<double> ok(8, 1.0);
   const std::vector<std::int32_t> short_current(8, 0);
-  CHECK_THROWS_WITH_AS((void)r.rebalance(ep_load_view(ok, 2, 4), short_current),
-                       "moepolicy::ep_rebalancer::rebalance: current placement must hold layers * replicas = 16 slots, got 8",
-                       invalid_argument);
+  CHECK_THROWS_WITH_AS(
+      (void)r.rebalance(ep_load_view(ok, 2, 4), short_current),
+      "moepolicy::ep_rebalancer::rebalance: current placement must hold layers * replicas = 16 slots, got 8",
+      invalid_argument);
 }

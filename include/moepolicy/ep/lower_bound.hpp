@@ -63,16 +63,35 @@ inline double ep_replicate(std::span<const double> loads, std::size_t replicas, 
     counts[e] = 1;
     heap[e] = {loads[e], static_cast<std::uint32_t>(e)};
   }
-  const auto end = heap.begin() + static_cast<std::ptrdiff_t>(n);
+  const std::size_t extra = replicas - n;
+  // Only the `extra` heaviest experts can take an extra replica: for another to be the
+  // largest at some step, all of them must already have been given one, which takes
+  // `extra` steps. So the greedy runs on a heap of those alone (same result, ties included).
+  const std::size_t k = std::min(extra, n);
+  if (k == 0) {
+    double mx = 0.0;
+    for (std::size_t e = 0; e < n; ++e) mx = std::max(mx, loads[e]);
+    return mx;
+  }
+  const auto by_load = [](const detail::ep::replica_entry& a, const detail::ep::replica_entry& b) {
+    return detail::ep::replica_less{}(b, a);
+  };
+  if (k < n)
+    std::nth_element(heap.begin(), heap.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                     heap.begin() + static_cast<std::ptrdiff_t>(n), by_load);
+  // The largest outside the candidates is the (k+1)-th by load, never replicated.
+  double rest = 0.0;
+  for (std::size_t e = k; e < n; ++e) rest = std::max(rest, heap[e].per_replica);
+  const auto end = heap.begin() + static_cast<std::ptrdiff_t>(k);
   std::make_heap(heap.begin(), end, detail::ep::replica_less{});
-  for (std::size_t k = n; k < replicas; ++k) {
+  for (std::size_t x = 0; x < extra; ++x) {
     std::pop_heap(heap.begin(), end, detail::ep::replica_less{});
-    auto& top = heap[n - 1];
+    auto& top = heap[k - 1];
     const std::int32_t c = ++counts[top.expert];
     top.per_replica = loads[top.expert] / c;
     std::push_heap(heap.begin(), end, detail::ep::replica_less{});
   }
-  return heap.front().per_replica;
+  return std::max(heap.front().per_replica, rest);
 }
 
 /// The lower bound max(W / G, M*) on the max GPU load of any placement of one layer with
@@ -95,6 +114,30 @@ inline double ep_replicate(std::span<const double> loads, std::size_t replicas, 
   std::vector<detail::ep::replica_entry> heap(loads.size());
   const double per_replica = ep_replicate(loads, replicas, counts, heap);
   return std::max(total / gpus, per_replica);
+}
+
+/// The bound for GPUs of different speeds s_g (a GPU's time is its load ÷ s_g):
+/// max(W / Σ s, M* / max s). Proof. Take any placement with max time T. (a) GPU g carries at
+/// most T · s_g, so W <= T · Σ s. (b) The largest replica, of load >= M* (the greedy's value
+/// is the least largest replica over every count vector), sits on some GPU, whose time is
+/// >= M* / s_g >= M* / max s. With equal speeds 1 it is the bound above.
+///
+/// Throws: as `ep_lower_bound`, and when `speeds` is not one finite value > 0 per GPU.
+[[nodiscard]] inline double ep_lower_bound(std::span<const double> loads, std::uint32_t replicas, std::uint32_t gpus,
+                                           std::span<const double> speeds) {
+  constexpr std::string_view fn = "ep_lower_bound";
+  if (speeds.empty()) return ep_lower_bound(loads, replicas, gpus);
+  detail::ep::check_speeds(fn, speeds, gpus);
+  (void)ep_lower_bound(loads, replicas, gpus);  // checks the rest
+  double total = 0.0;
+  for (double x : loads) total += x;
+  std::vector<std::int32_t> counts(loads.size());
+  std::vector<detail::ep::replica_entry> heap(loads.size());
+  const double per_replica = ep_replicate(loads, replicas, counts, heap);
+  double speed_sum = 0.0;
+  double speed_max = 0.0;
+  for (double s : speeds) speed_sum += s, speed_max = std::max(speed_max, s);
+  return std::max(total / speed_sum, per_replica / speed_max);
 }
 
 }  // namespace moepolicy

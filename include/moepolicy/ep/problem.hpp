@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/cost/concepts.hpp"
 
 namespace moepolicy {
 
@@ -109,7 +110,8 @@ class ep_placement {
     return {p2l_.data() + layer * replicas_, replicas_};
   }
   /// The slots of expert `expert` in `layer`, `max_replicas()` long, padded with -1.
-  [[nodiscard]] std::span<const std::int32_t> logical_to_physical(std::size_t layer, std::size_t expert) const noexcept {
+  [[nodiscard]] std::span<const std::int32_t> logical_to_physical(std::size_t layer,
+                                                                  std::size_t expert) const noexcept {
     return {l2p_.data() + (layer * experts_ + expert) * max_replicas_, max_replicas_};
   }
   /// The replicas of each logical expert of `layer`.
@@ -186,8 +188,9 @@ inline void check_cluster(std::string_view fn, std::size_t experts, const ep_clu
   if (c.replicas == 0 || c.replicas > ep_max_dimension) throw_invalid(fn, "replicas must be in [1, 2^20]", c.replicas);
   if (experts == 0 || experts > ep_max_dimension) throw_invalid(fn, "logical experts must be in [1, 2^20]", experts);
   if (c.replicas < experts) {
-    throw_invalid(fn, "replicas cannot hold every logical expert: replicas must be >= the " + std::to_string(experts) +
-                          " logical experts",
+    throw_invalid(fn,
+                  "replicas cannot hold every logical expert: replicas must be >= the " + std::to_string(experts) +
+                      " logical experts",
                   c.replicas);
   }
   if (c.replicas % c.gpus != 0) {
@@ -202,13 +205,27 @@ inline void check_cluster(std::string_view fn, std::size_t experts, const ep_clu
   }
 }
 
+/// Checks per-GPU speeds: empty (all alike) or `gpus` values, each finite and > 0.
+inline void check_speeds(std::string_view fn, std::span<const double> speed, std::size_t gpus) {
+  if (speed.empty()) return;
+  if (speed.size() != gpus) {
+    throw_invalid(fn, "gpu speeds must be empty or one per GPU (" + std::to_string(gpus) + ")", speed.size());
+  }
+  for (std::size_t g = 0; g < speed.size(); ++g) {
+    if (!(std::isfinite(speed[g]) && speed[g] > 0.0)) {
+      throw_invalid(fn, "speed of GPU " + std::to_string(g) + " must be finite and > 0", speed[g]);
+    }
+  }
+}
+
 /// Checks that every load is finite and >= 0, naming the first bad one.
 inline void check_loads(std::string_view fn, const ep_load_view& loads) {
   const auto v = loads.values();
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (!(std::isfinite(v[i]) && v[i] >= 0.0)) {
-      throw_invalid(fn, "load of layer " + std::to_string(i / loads.experts()) + ", expert " +
-                            std::to_string(i % loads.experts()) + " must be finite and >= 0",
+      throw_invalid(fn,
+                    "load of layer " + std::to_string(i / loads.experts()) + ", expert " +
+                        std::to_string(i % loads.experts()) + " must be finite and >= 0",
                     v[i]);
     }
   }
@@ -227,22 +244,49 @@ inline void check_current(std::string_view fn, std::span<const std::int32_t> cur
     for (std::size_t p = 0; p < replicas; ++p) {
       const std::int32_t e = current[l * replicas + p];
       if (e < 0 || static_cast<std::size_t>(e) >= experts) {
-        throw_invalid(fn, "current placement of layer " + std::to_string(l) + ", slot " + std::to_string(p) +
-                              " must name a logical expert in [0, " + std::to_string(experts) + ")",
+        throw_invalid(fn,
+                      "current placement of layer " + std::to_string(l) + ", slot " + std::to_string(p) +
+                          " must name a logical expert in [0, " + std::to_string(experts) + ")",
                       e);
       }
       seen[static_cast<std::size_t>(e)] = 1;
     }
     for (std::size_t e = 0; e < experts; ++e) {
       if (seen[e] == 0) {
-        throw_invalid(fn, "current placement of layer " + std::to_string(l) + " must hold every logical expert; missing",
-                      e);
+        throw_invalid(
+            fn, "current placement of layer " + std::to_string(l) + " must hold every logical expert; missing", e);
       }
     }
   }
 }
 
 }  // namespace detail::ep
+
+/// Each GPU's speed for expert work, priced by its `ComputeCost` model (a `DeviceCost`, or
+/// `any_device_cost` for a mix of kinds): `tokens ÷ compute_seconds(key, bits, tokens)`, in
+/// tokens per second, at a reference batch of `tokens` tokens per expert (the batch the
+/// deployment runs: at small batches a roofline GPU streams weights, at large ones it
+/// computes, and the speeds differ accordingly). Pass the result as `ep_rebalancer`'s
+/// `gpu_speed` and to the bound and dispatch functions.
+///
+/// Throws: `invalid_argument` naming `ep_gpu_speeds` when `devices` is empty, `tokens` is 0,
+/// or a device prices the batch at a time that is not finite and > 0.
+template <ComputeCost C>
+[[nodiscard]] std::vector<double> ep_gpu_speeds(std::span<const C> devices, std::size_t tokens, bitwidth bits,
+                                                expert_key key = {}) {
+  constexpr std::string_view fn = "ep_gpu_speeds";
+  if (devices.empty()) detail::throw_invalid(fn, "devices must not be empty", devices.size());
+  if (tokens == 0) detail::throw_invalid(fn, "tokens must be > 0", tokens);
+  std::vector<double> out(devices.size());
+  for (std::size_t g = 0; g < devices.size(); ++g) {
+    const double t = static_cast<double>(devices[g].compute_seconds(key, bits, tokens));
+    if (!(std::isfinite(t) && t > 0.0)) {
+      detail::throw_invalid(fn, "device " + std::to_string(g) + " must take a finite time > 0 for the batch", t);
+    }
+    out[g] = static_cast<double>(tokens) / t;
+  }
+  return out;
+}
 
 /// Per-GPU loads of one layer: `out[g]` = Σ over the slots of GPU g of load / replicas.
 ///
@@ -290,8 +334,7 @@ struct ep_placement_stats {
 /// Throws: `invalid_argument` when the shapes disagree (layers, experts, slots, or gpus not
 /// dividing the slots).
 [[nodiscard]] inline ep_placement_stats ep_evaluate(const ep_load_view& loads, const ep_placement& placement,
-                                                    std::uint32_t gpus,
-                                                    std::span<const std::int32_t> previous = {}) {
+                                                    std::uint32_t gpus, std::span<const std::int32_t> previous = {}) {
   constexpr std::string_view fn = "ep_evaluate";
   if (placement.layers() != loads.layers()) {
     detail::throw_invalid(fn, "placement layers must equal the load matrix's " + std::to_string(loads.layers()),

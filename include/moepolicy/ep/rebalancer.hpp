@@ -11,6 +11,13 @@
 //      Otherwise one block of all experts, slots and GPUs (EPLB's global case).
 //   2. Replication in each block: the greedy of ep/lower_bound.hpp (each extra replica to
 //      the largest load per replica), which minimises the largest replica (EPLB's rule).
+//   2b. Optionally (`replica_search_rounds` > 0), a replica-count search with the packer in
+//      the loop: the greedy minimises the largest replica, not the packed max, so an expert
+//      on the max-loaded GPU gains a replica taken from the expert whose per-replica load
+//      grows least (staying below that GPU's load), the block is packed again (step 3), and
+//      the change is kept when the max falls; up to 4 experts of that GPU are tried per
+//      round, and the search stops when none helps. It starts from EPLB's counts and keeps
+//      only improvements, so it is never above step 2's result.
 //   3. Packing: longest processing time first with a cardinality constraint (replicas
 //      largest first, each to the lightest GPU with a free slot; EPLB's packing), then
 //      improving swaps: while some swap of a replica on the max-loaded GPU with a smaller one
@@ -35,6 +42,11 @@
 //      imbalance max/mean is >= threshold × the imbalance last committed, threshold 1.15):
 //      with `hysteresis` h > 0, a layer whose current imbalance is below h × the imbalance
 //      of the placement last committed for it keeps its current placement.
+// GPUs of different speeds (`gpu_speed`, e.g. from `DeviceCost` models): a GPU's load is its
+// time, tokens ÷ speed. LPT then puts each replica where it would finish first (the rule for
+// uniform machines), the swaps compare times (the pair's best exchange is where both times
+// meet), nodes are weighed by their GPUs' summed speed, and balancedness is the ideal time
+// W ÷ Σ speed over the max time. The bound is `ep_lower_bound(..., speeds)`.
 // Moves are slots whose logical expert changes (each one expert's weights copied in);
 // `expert_bytes` prices them.
 #pragma once
@@ -68,11 +80,16 @@ struct ep_rebalance_config {
   std::uint64_t expert_bytes = 0;
   /// Improving swaps per block and layer, at most; 0 turns the swaps off (EPLB's packing).
   std::uint32_t max_swap_rounds = 1024;
+  /// Rounds of the replica-count search per block and layer (step 2b), at most; 0 keeps
+  /// EPLB's greedy replication.
+  std::uint32_t replica_search_rounds = 0;
 };
 
 /// The placement of every layer and what it achieves on the loads it was made for: the
 /// GPU loads, max loads, balancedness and slots moved of `ep_placement_stats` (moved against
 /// the current placement), the bytes those moves copy, and which layers were updated.
+/// With GPU speeds, `gpu_loads` and `max_load` are times (tokens ÷ speed) and balancedness
+/// is the ideal time W ÷ Σ speed over the max time (mean ÷ max when the speeds are equal).
 struct ep_rebalance_result : ep_placement_stats {
   ep_placement placement;
   std::uint64_t moved_bytes = 0;
@@ -86,11 +103,30 @@ class ep_rebalancer {
  public:
   /// Throws: `invalid_argument` naming `ep_rebalancer` when `layers` is 0 or above 2^20, the
   /// cluster does not fit `experts` (see `ep_cluster`), or a config value is out of range.
-  ep_rebalancer(std::size_t layers, std::size_t experts, const ep_cluster& cluster, const ep_rebalance_config& cfg = {})
+  ///
+  /// `gpu_speed` (empty: every GPU alike) gives each GPU's speed relative to the others
+  /// (tokens per second, in any unit; `ep_gpu_speeds` derives them from `DeviceCost`
+  /// models): a GPU's load is then its time, tokens ÷ speed, and every step above balances
+  /// times; throws also when it is not `gpus` long or a speed is not finite and > 0.
+  ep_rebalancer(std::size_t layers, std::size_t experts, const ep_cluster& cluster, const ep_rebalance_config& cfg = {},
+                std::span<const double> gpu_speed = {})
       : cluster_(cluster), cfg_(cfg), layers_(layers), experts_(experts) {
     constexpr std::string_view fn = "ep_rebalancer";
     if (layers == 0 || layers > ep_max_dimension) detail::throw_invalid(fn, "layers must be in [1, 2^20]", layers);
     detail::ep::check_cluster(fn, experts, cluster);
+    detail::ep::check_speeds(fn, gpu_speed, cluster.gpus);
+    inv_speed_.assign(cluster.gpus, 1.0);
+    speed_sum_ = static_cast<double>(cluster.gpus);
+    uniform_ = true;
+    if (!gpu_speed.empty()) {
+      speed_sum_ = 0.0;
+      for (std::size_t q = 0; q < cluster.gpus; ++q) {
+        inv_speed_[q] = 1.0 / gpu_speed[q];
+        speed_sum_ += gpu_speed[q];
+        uniform_ = uniform_ && gpu_speed[q] == gpu_speed[0];
+      }
+      // Equal speeds other than 1 scale every time alike: the uniform path, in time units.
+    }
     if (!(cfg.balance_tolerance >= 0.0 && cfg.balance_tolerance <= 1e6)) {
       detail::throw_invalid(fn, "balance_tolerance must be in [0, 1e6]", cfg.balance_tolerance);
     }
@@ -145,6 +181,16 @@ class ep_rebalancer {
     touched_.resize(r + 1);
     saved_.resize(r + 1);
     seen_.resize(experts);
+    expert_load_.resize(experts);
+    bin_expert_.resize(r);
+    item_expert_.resize(r);
+    by_load_.resize(experts);
+    multi_.resize(experts);
+    cand_.resize(search_candidates);
+    slots_c_.resize(r);
+    swap_buf_.resize(r);
+    bin_time_.resize(std::max(g, k));
+    bin_inv_speed_.resize(std::max(g, k));
   }
 
   [[nodiscard]] const ep_cluster& cluster() const noexcept { return cluster_; }
@@ -188,7 +234,7 @@ class ep_rebalancer {
       const std::span<const std::int32_t> cur = current.subspan(l * r, r);
       auto out = res_.placement.physical_to_logical_row(l);
       const double cur_max = max_load_of(w, cur, cur_counts_, cur_loads_);
-      const double mean = total(w) / cluster_.gpus;
+      const double mean = total(w) / speed_sum_;
       const double cur_imbalance = mean > 0.0 ? cur_max / mean : 1.0;
       if (cfg_.hysteresis > 0.0 && history_[l] > 0.0 && cur_imbalance < cfg_.hysteresis * history_[l]) {
         std::copy(cur.begin(), cur.end(), out.begin());
@@ -240,15 +286,27 @@ class ep_rebalancer {
       const std::size_t per = k / nodes_;
       std::fill(bin_fill_.begin(), bin_fill_.begin() + static_cast<std::ptrdiff_t>(nodes_), 0u);
       std::fill(bin_load_.begin(), bin_load_.begin() + static_cast<std::ptrdiff_t>(nodes_), 0.0);
+      // A node's time is its groups' load ÷ its GPUs' summed speed.
+      const std::size_t gpn = cluster_.gpus / nodes_;
+      for (std::size_t n = 0; n < nodes_; ++n) {
+        double sp = 0.0;
+        for (std::size_t q = n * gpn; q < (n + 1) * gpn; ++q) sp += 1.0 / inv_speed_[q];
+        bin_inv_speed_[n] = 1.0 / sp;
+      }
       for (std::size_t q = 0; q < k; ++q) {
         const auto n = static_cast<std::size_t>(part_[q]);
         bin_items_[n * per + bin_fill_[n]++] = static_cast<std::int32_t>(q);
         bin_load_[n] += group_load_[q];
         item_size_[q] = group_load_[q];
       }
+      // Each node's groups largest first, as the swaps keep their bins.
+      for (std::size_t n = 0; n < nodes_; ++n) {
+        for (std::size_t j = 1; j < per; ++j) resort(n * per, j, per);
+      }
       if (improve_by_swaps(nodes_, per) > 0) {
         for (std::size_t n = 0; n < nodes_; ++n) {
-          for (std::size_t j = 0; j < per; ++j) part_[static_cast<std::size_t>(bin_items_[n * per + j])] = static_cast<std::int32_t>(n);
+          for (std::size_t j = 0; j < per; ++j)
+            part_[static_cast<std::size_t>(bin_items_[n * per + j])] = static_cast<std::int32_t>(n);
         }
         const double m = solve_partition(w, std::span<std::int32_t>(slots_a_.data(), r));
         if (m < best) {
@@ -266,8 +324,15 @@ class ep_rebalancer {
 
   struct item {
     double size;
-    std::int32_t expert;  // global id
+    std::int32_t expert;  // the block's local index
   };
+  /// Larger size first, ties to the lower expert (a function object, so sorts inline it).
+  struct larger_first_t {
+    bool operator()(const item& a, const item& b) const noexcept {
+      return a.size > b.size || (a.size == b.size && a.expert < b.expert);
+    }
+  };
+  static constexpr larger_first_t larger_first{};
   struct gpu_entry {
     double load;
     std::uint32_t gpu;
@@ -281,7 +346,8 @@ class ep_rebalancer {
   void check(const ep_load_view& loads) const {
     constexpr std::string_view fn = "ep_rebalancer::rebalance";
     if (loads.layers() != layers_) {
-      detail::throw_invalid(fn, "load matrix layers must equal the solver's " + std::to_string(layers_), loads.layers());
+      detail::throw_invalid(fn, "load matrix layers must equal the solver's " + std::to_string(layers_),
+                            loads.layers());
     }
     if (loads.experts() != experts_) {
       detail::throw_invalid(fn, "load matrix experts must equal the solver's " + std::to_string(experts_),
@@ -302,7 +368,12 @@ class ep_rebalancer {
     std::fill(counts.begin(), counts.end(), 0);
     for (auto e : slots) ++counts[static_cast<std::size_t>(e)];
     ep_gpu_loads(w, slots, counts, std::span<double>(loads.data(), cluster_.gpus));
-    return *std::max_element(loads.begin(), loads.begin() + cluster_.gpus);
+    double mx = 0.0;
+    for (std::size_t q = 0; q < cluster_.gpus; ++q) {
+      loads[q] *= inv_speed_[q];
+      mx = std::max(mx, loads[q]);
+    }
+    return mx;
   }
 
   /// Solves every node of the partition `part_` (group → node) into `slots`.
@@ -321,77 +392,248 @@ class ep_rebalancer {
       }
       MOEPOLICY_ASSERT(m == epn);
       mx = std::max(mx, solve_block(w, std::span<const std::int32_t>(ids_.data(), epn), rpn, gpn,
-                                    slots.subspan(n * rpn, rpn)));
+                                    slots.subspan(n * rpn, rpn), n * gpn));
     }
     return mx;
   }
 
-  /// Replicates the experts `ids` into `r` slots and packs them on `g` GPUs; writes the
-  /// slots (GPU-major) and returns the max GPU load.
+  /// Replicates the experts `ids` into `r` slots and packs them on the `g` GPUs from
+  /// `first_gpu` on; writes the slots (GPU-major) and returns the max GPU time (load ÷ speed).
   double solve_block(std::span<const double> w, std::span<const std::int32_t> ids, std::size_t r, std::size_t g,
-                     std::span<std::int32_t> slots) noexcept {
+                     std::span<std::int32_t> slots, std::size_t first_gpu = 0) noexcept {
     const std::size_t m = ids.size();
     const std::size_t per = r / g;
-    // Replication (counts_ and item_size_ are indexed by the block's local expert).
-    for (std::size_t i = 0; i < m; ++i) item_size_[i] = w[static_cast<std::size_t>(ids[i])];
-    ep_replicate(std::span<const double>(item_size_.data(), m), r, std::span<std::int32_t>(counts_.data(), m),
-                 std::span<detail::ep::replica_entry>(heap_.data(), m));
-    std::size_t n = 0;
+    for (std::size_t b = 0; b < g; ++b) bin_inv_speed_[b] = inv_speed_[first_gpu + b];
+    // Replication (counts_ and expert_load_ are indexed by the block's local expert).
+    // The experts by load, largest first (ties to the lower expert), sorted once: the
+    // greedy replication runs on the heaviest R − E of them only (the others can never take
+    // an extra replica, see `ep_replicate`), and packing merges this order with the few
+    // replicated experts instead of sorting again.
     for (std::size_t i = 0; i < m; ++i) {
-      const double s = item_size_[i] / counts_[i];
-      for (std::int32_t c = 0; c < counts_[i]; ++c) items_[n++] = {s, ids[i]};
+      expert_load_[i] = w[static_cast<std::size_t>(ids[i])];
+      by_load_[i] = {expert_load_[i], static_cast<std::int32_t>(i)};
+      counts_[i] = 1;
     }
-    std::sort(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(n), [](const item& a, const item& b) {
-      return a.size > b.size || (a.size == b.size && a.expert < b.expert);
-    });
-    // LPT with cardinality: a min-heap of the GPUs with a free slot.
-    auto lighter = [](const gpu_entry& a, const gpu_entry& b) {
-      return a.load > b.load || (a.load == b.load && a.gpu > b.gpu);
-    };
-    for (std::size_t b = 0; b < g; ++b) {
-      gpu_heap_[b] = {0.0, static_cast<std::uint32_t>(b)};
-      bin_fill_[b] = 0;
-    }
-    std::size_t live = g;
-    for (std::size_t i = 0; i < n; ++i) {
-      std::pop_heap(gpu_heap_.begin(), gpu_heap_.begin() + static_cast<std::ptrdiff_t>(live), lighter);
-      gpu_entry& top = gpu_heap_[live - 1];
-      const std::size_t b = top.gpu;
-      bin_items_[b * per + bin_fill_[b]++] = static_cast<std::int32_t>(i);
-      top.load += items_[i].size;
-      if (bin_fill_[b] == per) {
-        --live;
-      } else {
-        std::push_heap(gpu_heap_.begin(), gpu_heap_.begin() + static_cast<std::ptrdiff_t>(live), lighter);
+    std::sort(by_load_.begin(), by_load_.begin() + static_cast<std::ptrdiff_t>(m), larger_first);
+    const std::size_t extra = r - m;
+    const std::size_t k = std::min(extra, m);
+    if (k > 0) {
+      for (std::size_t i = 0; i < k; ++i) {
+        heap_[i] = {by_load_[i].size, static_cast<std::uint32_t>(by_load_[i].expert)};
+      }
+      const auto end = heap_.begin() + static_cast<std::ptrdiff_t>(k);
+      std::make_heap(heap_.begin(), end, detail::ep::replica_less{});
+      for (std::size_t x = 0; x < extra; ++x) {
+        std::pop_heap(heap_.begin(), end, detail::ep::replica_less{});
+        auto& top = heap_[k - 1];
+        const std::int32_t c = ++counts_[top.expert];
+        top.per_replica = expert_load_[top.expert] / c;
+        std::push_heap(heap_.begin(), end, detail::ep::replica_less{});
       }
     }
-    for (std::size_t b = 0; b < g; ++b) bin_load_[b] = 0.0;
-    for (std::size_t i = 0; i < n; ++i) item_size_[i] = items_[i].size;
-    for (std::size_t b = 0; b < g; ++b) {
-      for (std::size_t j = 0; j < per; ++j) bin_load_[b] += item_size_[static_cast<std::size_t>(bin_items_[b * per + j])];
+    double best = pack(ids, g, per, slots);
+    // Replica-count search (step 2b): an expert on the max-time GPU gains a replica, taken
+    // from the expert that loses least by it; the block is packed again and the move kept
+    // if the max time falls. Up to `search_candidates` experts of that GPU are tried, largest
+    // replica first; the search ends when none helps.
+    for (std::uint32_t round = 0; round < cfg_.replica_search_rounds && m < r; ++round) {
+      const std::size_t nc = search_candidates_of(g, per);
+      bool improved = false;
+      for (std::size_t ci = 0; ci < nc && !improved; ++ci) {
+        const auto gain = static_cast<std::size_t>(cand_[ci]);
+        const std::size_t lose = least_harm(m, gain, cand_top_);
+        if (lose == m) continue;
+        ++counts_[gain];
+        --counts_[lose];
+        const double now = pack(ids, g, per, std::span<std::int32_t>(slots_c_.data(), r));
+        if (now < best * (1.0 - 1e-12)) {
+          best = now;
+          std::copy(slots_c_.begin(), slots_c_.begin() + static_cast<std::ptrdiff_t>(r), slots.begin());
+          improved = true;
+        } else {
+          --counts_[gain];
+          ++counts_[lose];
+        }
+      }
+      if (!improved) break;
+    }
+    return best;
+  }
+
+  /// Experts tried per round of the replica-count search.
+  static constexpr std::size_t search_candidates = 4;
+
+  /// The distinct experts on the max-time GPU of the last packing, largest replica first
+  /// (at most `search_candidates`), into `cand_`; sets `cand_top_` to that GPU's load.
+  std::size_t search_candidates_of(std::size_t g, std::size_t per) noexcept {
+    std::size_t hi = 0;
+    for (std::size_t b = 1; b < g; ++b) {
+      if (bin_load_[b] * bin_inv_speed_[b] > bin_load_[hi] * bin_inv_speed_[hi]) hi = b;
+    }
+    cand_top_ = bin_load_[hi];
+    std::size_t nc = 0;
+    // The bin keeps its items largest first.
+    for (std::size_t j = 0; j < per && nc < search_candidates; ++j) {
+      const std::int32_t e = bin_expert_[hi * per + j];
+      if (std::find(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(nc), e) !=
+          cand_.begin() + static_cast<std::ptrdiff_t>(nc))
+        continue;
+      if (!(expert_load_[static_cast<std::size_t>(e)] > 0.0)) continue;
+      cand_[nc++] = e;
+    }
+    return nc;
+  }
+
+  /// The expert other than `gain` with >= 2 replicas whose per-replica load grows least by
+  /// losing one, if that load stays below `top`; else `m`.
+  std::size_t least_harm(std::size_t m, std::size_t gain, double top) const noexcept {
+    std::size_t lose = m;
+    double lose_size = std::numeric_limits<double>::infinity();
+    for (std::size_t e = 0; e < m; ++e) {
+      if (e == gain || counts_[e] < 2) continue;
+      const double sz = expert_load_[e] / (counts_[e] - 1);
+      if (sz < lose_size) lose_size = sz, lose = e;
+    }
+    return lose_size < top ? lose : m;
+  }
+
+  /// Packs the replicas given by `counts_` (block-local) onto `g` GPUs of `per` slots: LPT
+  /// with cardinality, then improving swaps; writes the slots and returns the max GPU time.
+  double pack(std::span<const std::int32_t> ids, std::size_t g, std::size_t per,
+              std::span<std::int32_t> slots) noexcept {
+    const std::size_t m = ids.size();
+    // The experts by replica size, largest first (ties to the lower expert), then each
+    // expert's replicas in a row: the replicas sorted without sorting them one by one. The
+    // unreplicated experts keep the load order of `by_load_`; the replicated ones (at most
+    // R − E) are sorted apart and merged in.
+    std::size_t nb = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      const auto e = static_cast<std::size_t>(by_load_[i].expert);
+      if (counts_[e] > 1) multi_[nb++] = {expert_load_[e] / counts_[e], static_cast<std::int32_t>(e)};
+    }
+    std::sort(multi_.begin(), multi_.begin() + static_cast<std::ptrdiff_t>(nb), larger_first);
+    {
+      std::size_t a = 0, b = 0, o = 0;
+      while (a < m || b < nb) {
+        while (a < m && counts_[static_cast<std::size_t>(by_load_[a].expert)] > 1) ++a;
+        if (a == m && b == nb) break;
+        if (b == nb || (a < m && larger_first(by_load_[a], multi_[b]))) {
+          items_[o++] = by_load_[a++];
+        } else {
+          items_[o++] = multi_[b++];
+        }
+      }
+      MOEPOLICY_ASSERT(o == m);
+    }
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+      const auto e = static_cast<std::size_t>(items_[i].expert);
+      for (std::int32_t c = 0; c < counts_[e]; ++c)
+        item_size_[n] = items_[i].size, item_expert_[n++] = static_cast<std::int32_t>(e);
+    }
+    for (std::size_t b = 0; b < g; ++b) bin_fill_[b] = 0, bin_load_[b] = 0.0;
+    if (uniform_) {
+      lpt_uniform(n, g, per);
+    } else {
+      lpt_speeds(n, g, per);
     }
     improve_by_swaps(g, per);
     double mx = 0.0;
     for (std::size_t b = 0; b < g; ++b) {
-      mx = std::max(mx, bin_load_[b]);
+      mx = std::max(mx, bin_load_[b] * bin_inv_speed_[b]);
       for (std::size_t j = 0; j < per; ++j) {
-        slots[b * per + j] = items_[static_cast<std::size_t>(bin_items_[b * per + j])].expert;
+        const std::int32_t e = item_expert_[static_cast<std::size_t>(bin_items_[b * per + j])];
+        slots[b * per + j] = ids[static_cast<std::size_t>(e)];
+        bin_expert_[b * per + j] = e;
       }
     }
     return mx;
   }
 
-  /// Improving swaps between the max-loaded bin and lighter ones over `bins` bins of `per`
-  /// items (bin_items_, bin_load_, item_size_). Returns the swaps made.
+  /// LPT with cardinality on equal GPUs: each replica, largest first, to the lightest GPU
+  /// with a free slot (ties to the lower GPU). A min-heap keyed (load, GPU) whose top is
+  /// replaced in place: one sift per replica.
+  void lpt_uniform(std::size_t n, std::size_t g, std::size_t per) noexcept {
+    if (g <= 16) {
+      // Few GPUs: the GPUs with a free slot kept in (load, GPU) order; the lightest takes the
+      // replica and slides to its new place (far right, usually: the loop's branch is
+      // predictable, unlike a heap's).
+      gpu_entry* a = gpu_heap_.data();
+      for (std::size_t b = 0; b < g; ++b) a[b] = {0.0, static_cast<std::uint32_t>(b)};
+      std::size_t live = g;
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t b = a[0].gpu;
+        bin_items_[b * per + bin_fill_[b]++] = static_cast<std::int32_t>(i);
+        bin_load_[b] += item_size_[i];
+        if (bin_fill_[b] == per) {
+          --live;
+          for (std::size_t j = 0; j < live; ++j) a[j] = a[j + 1];
+          continue;
+        }
+        const gpu_entry x{bin_load_[b], static_cast<std::uint32_t>(b)};
+        std::size_t j = 0;
+        while (j + 1 < live && before(a[j + 1], x)) a[j] = a[j + 1], ++j;
+        a[j] = x;
+      }
+      return;
+    }
+    for (std::size_t b = 0; b < g; ++b) gpu_heap_[b] = {0.0, static_cast<std::uint32_t>(b)};
+    std::size_t live = g;
+    gpu_entry* h = gpu_heap_.data();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t b = h[0].gpu;
+      bin_items_[b * per + bin_fill_[b]++] = static_cast<std::int32_t>(i);
+      h[0].load += item_size_[i];
+      bin_load_[b] = h[0].load;
+      if (bin_fill_[b] == per) h[0] = h[--live];
+      // Sift the top down.
+      const gpu_entry x = h[0];
+      std::size_t at = 0;
+      for (;;) {
+        std::size_t c = 2 * at + 1;
+        if (c >= live) break;
+        if (c + 1 < live && before(h[c + 1], h[c])) ++c;
+        if (!before(h[c], x)) break;
+        h[at] = h[c];
+        at = c;
+      }
+      h[at] = x;
+    }
+  }
+
+  /// LPT with cardinality on GPUs of different speeds (the uniform-machines rule): each
+  /// replica, largest first, to the GPU with a free slot where it would finish earliest,
+  /// (load + size) ÷ speed (ties to the lower GPU).
+  void lpt_speeds(std::size_t n, std::size_t g, std::size_t per) noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t best = g;
+      double t_best = std::numeric_limits<double>::infinity();
+      for (std::size_t b = 0; b < g; ++b) {
+        if (bin_fill_[b] == per) continue;
+        const double t = (bin_load_[b] + item_size_[i]) * bin_inv_speed_[b];
+        if (t < t_best) t_best = t, best = b;
+      }
+      bin_items_[best * per + bin_fill_[best]++] = static_cast<std::int32_t>(i);
+      bin_load_[best] += item_size_[i];
+    }
+  }
+
+  static bool before(const gpu_entry& a, const gpu_entry& b) noexcept {
+    return a.load < b.load || (a.load == b.load && a.gpu < b.gpu);
+  }
+
+  /// Improving swaps between the max-time bin and faster-finishing ones over `bins` bins of
+  /// `per` items (bin_items_, bin_load_, item_size_, bin_inv_speed_). Returns the swaps made.
   std::size_t improve_by_swaps(std::size_t bins, std::size_t per) noexcept {
     std::size_t swaps = 0;
     if (bins < 2) return 0;
     while (swaps < cfg_.max_swap_rounds) {
       std::size_t hi = 0;
       std::size_t lo = 0;
+      for (std::size_t b = 0; b < bins; ++b) bin_time_[b] = bin_load_[b] * bin_inv_speed_[b];
       for (std::size_t b = 1; b < bins; ++b) {
-        hi = bin_load_[b] > bin_load_[hi] ? b : hi;
-        lo = bin_load_[b] < bin_load_[lo] ? b : lo;
+        hi = bin_time_[b] > bin_time_[hi] ? b : hi;
+        lo = bin_time_[b] < bin_time_[lo] ? b : lo;
       }
       // The lightest bin usually takes a swap; when not, the next lightest few are tried
       // (a bound on the work of the last rounds, where most pairs cannot improve).
@@ -404,7 +646,7 @@ class ep_rebalancer {
         const std::size_t tries = std::min<std::size_t>(n, swap_candidates);
         std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(tries),
                           order_.begin() + static_cast<std::ptrdiff_t>(n),
-                          [&](std::uint32_t a, std::uint32_t b) { return bin_load_[a] < bin_load_[b]; });
+                          [&](std::uint32_t a, std::uint32_t b) { return bin_time_[a] < bin_time_[b]; });
         for (std::size_t o = 0; o < tries && !done; ++o) done = try_swap(hi, order_[o], per);
       }
       if (!done) break;
@@ -413,37 +655,67 @@ class ep_rebalancer {
     return swaps;
   }
 
-  /// Makes the swap between bins `hi` (the max-loaded) and `j` that lowers their max the
-  /// most below `hi`'s load, if any.
+  /// Makes the swap between bins `hi` (the max-time one) and `j` that lowers their max time
+  /// the most below `hi`'s, if any. Each bin's items are kept by size, largest first, so the
+  /// search is one merge-like pass: the pair's max time after moving d = a − b from `hi` to
+  /// `j` is convex in d with its least at d* (where both times meet), so for each item a the
+  /// best partner is one of the two items of `j` nearest to a − d*.
   bool try_swap(std::size_t hi, std::size_t j, std::size_t per) noexcept {
-    const double top = bin_load_[hi];
-    if (j == hi || bin_load_[j] >= top * (1.0 - 1e-12)) return false;
+    const double top = bin_time_[hi];
+    if (j == hi || bin_time_[j] >= top * (1.0 - 1e-12)) return false;
+    const double load_hi = bin_load_[hi];
+    const double load_j = bin_load_[j];
+    const double inv_hi = bin_inv_speed_[hi];
+    const double inv_j = bin_inv_speed_[j];
+    const double d_star = (load_hi * inv_hi - load_j * inv_j) / (inv_hi + inv_j);
     double best = top * (1.0 - 1e-12);
     std::size_t ba = per;
     std::size_t bb = per;
+    const std::int32_t* in_hi = bin_items_.data() + hi * per;
+    const std::int32_t* in_j = bin_items_.data() + j * per;
+    auto consider = [&](std::size_t x, double sa, std::size_t y) {
+      const double d = sa - item_size_[static_cast<std::size_t>(in_j[y])];
+      if (!(d > 0.0)) return;
+      const double now = std::max((load_hi - d) * inv_hi, (load_j + d) * inv_j);
+      if (now < best) best = now, ba = x, bb = y;
+    };
+    // y: the first item of j (sizes falling) at or below the target a − d*; the targets
+    // fall with a, so y only moves forward.
+    std::size_t y = 0;
     for (std::size_t x = 0; x < per; ++x) {
-      const double sa = item_size_[static_cast<std::size_t>(bin_items_[hi * per + x])];
-      for (std::size_t y = 0; y < per; ++y) {
-        const double d = sa - item_size_[static_cast<std::size_t>(bin_items_[j * per + y])];
-        if (d <= 0.0) continue;
-        const double now = std::max(top - d, bin_load_[j] + d);
-        if (now < best) best = now, ba = x, bb = y;
-      }
+      const double sa = item_size_[static_cast<std::size_t>(in_hi[x])];
+      const double target = sa - d_star;
+      while (y < per && item_size_[static_cast<std::size_t>(in_j[y])] > target) ++y;
+      if (y < per) consider(x, sa, y);
+      if (y > 0) consider(x, sa, y - 1);
     }
     if (ba == per) return false;
-    const std::int32_t a = bin_items_[hi * per + ba];
-    const std::int32_t b = bin_items_[j * per + bb];
+    const std::int32_t a = in_hi[ba];
+    const std::int32_t b = in_j[bb];
     const double d = item_size_[static_cast<std::size_t>(a)] - item_size_[static_cast<std::size_t>(b)];
     bin_items_[hi * per + ba] = b;
     bin_items_[j * per + bb] = a;
     bin_load_[hi] -= d;
     bin_load_[j] += d;
+    resort(hi * per, ba, per);
+    resort(j * per, bb, per);
     return true;
+  }
+
+  /// Restores the largest-first order of the bin at `base` after its item at `pos` changed.
+  void resort(std::size_t base, std::size_t pos, std::size_t per) noexcept {
+    std::int32_t* b = bin_items_.data() + base;
+    const std::int32_t v = b[pos];
+    const double sv = item_size_[static_cast<std::size_t>(v)];
+    while (pos > 0 && item_size_[static_cast<std::size_t>(b[pos - 1])] < sv) b[pos] = b[pos - 1], --pos;
+    while (pos + 1 < per && item_size_[static_cast<std::size_t>(b[pos + 1])] > sv) b[pos] = b[pos + 1], ++pos;
+    b[pos] = v;
   }
 
   /// Relabels the GPUs (and nodes) of `fresh` to match `cur`, keeping replicas in their
   /// current slots; writes `out`.
-  void match(std::span<const std::int32_t> cur, std::span<const std::int32_t> fresh, std::span<std::int32_t> out) noexcept {
+  void match(std::span<const std::int32_t> cur, std::span<const std::int32_t> fresh,
+             std::span<std::int32_t> out) noexcept {
     const std::size_t r = cluster_.replicas;
     const std::size_t g = cluster_.gpus;
     const std::size_t per = r / g;
@@ -459,7 +731,8 @@ class ep_rebalancer {
       for (std::size_t n = 0; n < blocks; ++n) {
         for (std::size_t p = n * rpb; p < (n + 1) * rpb; ++p) {
           const auto e = static_cast<std::size_t>(fresh[p]);
-          for (std::size_t o = 0; o < blocks; ++o) node_overlap_[n * blocks + o] += node_count_[o * experts_ + e] > 0 ? 1u : 0u;
+          for (std::size_t o = 0; o < blocks; ++o)
+            node_overlap_[n * blocks + o] += node_count_[o * experts_ + e] > 0 ? 1u : 0u;
         }
       }
       greedy_assign(node_overlap_, blocks, node_map_, node_used_);
@@ -517,12 +790,14 @@ class ep_rebalancer {
     std::size_t np = 0;
     for (std::size_t a = 0; a < n; ++a) {
       for (std::size_t b = 0; b < n; ++b) {
-        if (ov[a * n + b] > 0) pairs_[np++] = {ov[a * n + b], static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(b)};
+        if (ov[a * n + b] > 0)
+          pairs_[np++] = {ov[a * n + b], static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(b)};
       }
     }
-    std::sort(pairs_.begin(), pairs_.begin() + static_cast<std::ptrdiff_t>(np), [](const pair_entry& x, const pair_entry& y) {
-      return x.overlap > y.overlap || (x.overlap == y.overlap && (x.a < y.a || (x.a == y.a && x.b < y.b)));
-    });
+    std::sort(pairs_.begin(), pairs_.begin() + static_cast<std::ptrdiff_t>(np),
+              [](const pair_entry& x, const pair_entry& y) {
+                return x.overlap > y.overlap || (x.overlap == y.overlap && (x.a < y.a || (x.a == y.a && x.b < y.b)));
+              });
     std::fill(row_to_col.begin(), row_to_col.begin() + static_cast<std::ptrdiff_t>(n), -1);
     std::fill(col_used.begin(), col_used.begin() + static_cast<std::ptrdiff_t>(n), std::uint8_t{0});
     for (std::size_t i = 0; i < np; ++i) {
@@ -564,14 +839,15 @@ class ep_rebalancer {
       auto touch = [&](std::size_t gpu, double delta) {
         touched_[nt] = static_cast<std::uint32_t>(gpu);
         saved_[nt++] = new_loads_[gpu];
-        new_loads_[gpu] += delta;
+        new_loads_[gpu] += delta * inv_speed_[gpu];
       };
       const double da = w[a] / (ca - 1) - w[a] / ca;
       const double db = w[b] / (cb + 1) - (cb > 0 ? w[b] / cb : 0.0);
       for (std::int32_t p = head_[a]; p >= 0; p = next_[static_cast<std::size_t>(p)]) {
         if (static_cast<std::size_t>(p) != s) touch(static_cast<std::size_t>(p) / per, da);
       }
-      for (std::int32_t p = head_[b]; p >= 0; p = next_[static_cast<std::size_t>(p)]) touch(static_cast<std::size_t>(p) / per, db);
+      for (std::int32_t p = head_[b]; p >= 0; p = next_[static_cast<std::size_t>(p)])
+        touch(static_cast<std::size_t>(p) / per, db);
       touch(s / per, w[b] / (cb + 1) - w[a] / ca);
       double mx = 0.0;
       for (std::size_t q = 0; q < cluster_.gpus; ++q) mx = std::max(mx, new_loads_[q]);
@@ -606,8 +882,15 @@ class ep_rebalancer {
     for (std::size_t l = 0; l < layers_; ++l) {
       std::span<double> row(res_.gpu_loads.data() + l * g, g);
       ep_gpu_loads(loads.row(l), res_.placement.physical_to_logical(l), res_.placement.logical_count(l), row);
-      res_.max_load[l] = *std::max_element(row.begin(), row.end());
-      res_.balancedness[l] = ep_balancedness(row);
+      double mx = 0.0;
+      double tot = 0.0;
+      for (std::size_t q = 0; q < g; ++q) {
+        tot += row[q];
+        row[q] *= inv_speed_[q];
+        mx = std::max(mx, row[q]);
+      }
+      res_.max_load[l] = mx;
+      res_.balancedness[l] = mx > 0.0 ? tot / speed_sum_ / mx : 1.0;
       sum += res_.balancedness[l];
       std::uint32_t moved = 0;
       if (!current.empty()) {
@@ -630,10 +913,15 @@ class ep_rebalancer {
   std::size_t nodes_ = 1;
   ep_rebalance_result res_;
   std::vector<double> history_;
+  std::vector<double> inv_speed_, expert_load_, swap_buf_, bin_time_, bin_inv_speed_;
+  std::vector<std::int32_t> bin_expert_, slots_c_, item_expert_, cand_;
+  double cand_top_ = 0.0;
+  double speed_sum_ = 1.0;
+  bool uniform_ = true;
   std::vector<std::int32_t> counts_, ids_, bin_items_, slots_a_, slots_b_, group_pack_, group_rank_, part_, cur_counts_,
       head_, next_, gpu_map_, node_map_;
   std::vector<detail::ep::replica_entry> heap_;
-  std::vector<item> items_;
+  std::vector<item> items_, by_load_, multi_;
   std::vector<double> bin_load_, group_load_, item_size_, cur_loads_, new_loads_, saved_;
   std::vector<std::uint32_t> bin_fill_, order_, pack_items_, overlap_, node_overlap_, touched_;
   std::vector<float> group_loadf_, packf_;
