@@ -39,7 +39,6 @@
 
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/input_limits.hpp"
-#include "moepolicy/io/detail/flat_json.hpp"
 #include "moepolicy/io/detail/input.hpp"
 
 namespace moepolicy::io {
@@ -270,13 +269,9 @@ inline std::uint64_t line_at(std::string_view text, std::size_t position) {
   namespace jd = detail::json_document;
   const std::uint32_t max_depth = active_input_limits().max_json_depth;
   nlohmann::json root;
-  // Plain JSON takes the fast path; anything else (and every error) is nlohmann's, as if
-  // the fast path did not exist (io/detail/flat_json.hpp).
-  if (detail::parse_flat_document(text, root, max_depth)) return root;
-  root = nlohmann::json();
   jd::dom_builder builder(root, max_depth, /*reject_duplicates=*/true);
-  if (nlohmann::json::sax_parse(text.data(), text.data() + text.size(), &builder, nlohmann::json::input_format_t::json,
-                                true)) {
+  if (nlohmann::json::sax_parse(text.data(), text.data() + text.size(), &builder,
+                                nlohmann::json::input_format_t::json, true)) {
     return root;
   }
   if (builder.syntax_error()) {

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// moepolicy/io/detail/flat_json.hpp — a fast path for the JSON every reader of the
-// library reads: the records of the JSONL importers (io/jsonl_format.hpp) and whole
-// documents (io/json_document.hpp: the tables of io/tables_json.hpp, machine files,
-// problems), whenever their text keeps to a plain subset of JSON.
+// moepolicy/io/detail/flat_json.hpp — a fast path for the records of the JSONL importers
+// (io/jsonl_format.hpp: the Granite, vLLM and WARP traces), whenever a line keeps to a
+// plain subset of JSON.
 //
 // Why. Profiling the fuzzers of the JSONL readers (callgrind and perf on a 40-line Granite
 // seed) put 70–85% of each input's time in nlohmann's lexer, whose per-character work
@@ -10,7 +9,13 @@
 // multiplied by the fuzzer's coverage and comparison instrumentation and ASan's checks.
 // This scanner reads the common shape in one pass and builds the same DOM.
 //
-// Exactness. Each function either builds exactly the value nlohmann's parser builds through
+// Records only. A line the scanner leaves to nlohmann is read twice up to where the scanner
+// stopped; in a JSONL file a mutation or a typo spoils one line, so the rest still go fast.
+// A whole document spoiled anywhere would be read twice: measured on the table fuzzer
+// (mostly mutated, invalid documents) that cost 37% more CPU per execution, so whole
+// documents (io/json_document.hpp) keep nlohmann's parser alone.
+//
+// Exactness. `parse_flat_record` either builds exactly the value nlohmann's parser builds through
 // `json_document::dom_builder`, or returns false and leaves the text to nlohmann — which
 // then produces the value or the error message as before. It returns false for anything
 // outside the subset, never guessing:
@@ -19,7 +24,6 @@
 //   - containers nested deeper than the depth limit (`input_limits::max_json_depth`, the
 //     outermost container at level 1) or than 16 levels (the scanner recurses; nlohmann's
 //     parser does not);
-//   - a repeated object key where duplicates are rejected (whole documents);
 //   - integers beyond 64 bits and numbers `std::from_chars` does not convert in range
 //     (nlohmann then turns the first into a double and rejects infinities, as before);
 //   - a leading byte-order mark, and any syntax error.
@@ -46,18 +50,14 @@ class flat_json_scanner {
  public:
   using json = nlohmann::json;
 
-  flat_json_scanner(std::string_view text, std::uint32_t max_depth, bool reject_duplicates) noexcept
-      : p_(text.data()),
-        end_(text.data() + text.size()),
-        max_depth_(max_depth),
-        reject_duplicates_(reject_duplicates) {}
+  flat_json_scanner(std::string_view text, std::uint32_t max_depth) noexcept
+      : p_(text.data()), end_(text.data() + text.size()), max_depth_(max_depth) {}
 
-  /// Builds the value `text` holds into `out`; false when the text is outside the shape
-  /// this scanner reads (see the header), with `out` unspecified. With `object_only`, also
-  /// false when the value is not an object.
-  bool document(json& out, bool object_only) {
+  /// Builds the object `text` holds into `out`; false when the text is not an object or is
+  /// outside the shape this scanner reads (see the header), with `out` unspecified.
+  bool record(json& out) {
     skip_ws();
-    if (object_only && (p_ == end_ || *p_ != '{')) return false;
+    if (p_ == end_ || *p_ != '{') return false;
     return value(out, 1) && at_end();
   }
 
@@ -88,7 +88,6 @@ class flat_json_scanner {
       skip_ws();
       if (!eat(':')) return false;
       skip_ws();
-      if (reject_duplicates_ && out.contains(key)) return false;  // nlohmann's path names it
       if (!value(out[key], depth + 1)) return false;
       skip_ws();
       if (eat(',')) {
@@ -260,7 +259,6 @@ class flat_json_scanner {
   const char* p_;
   const char* end_;
   std::uint32_t max_depth_;
-  bool reject_duplicates_;
 };
 
 /// Parses the JSONL record `text` into `out` when it is an object of the shape this
@@ -268,13 +266,7 @@ class flat_json_scanner {
 /// value counting; returns false otherwise, `out` then unspecified. Recursion: at most 16
 /// frames (deeper values are left to nlohmann).
 [[nodiscard]] inline bool parse_flat_record(std::string_view text, nlohmann::json& out, std::uint32_t max_depth) {
-  return flat_json_scanner(text, max_depth, /*reject_duplicates=*/false).document(out, /*object_only=*/true);
-}
-
-/// As `parse_flat_record` for a whole document of any JSON value, returning false on a
-/// repeated key (which nlohmann's path then reports with its JSON path).
-[[nodiscard]] inline bool parse_flat_document(std::string_view text, nlohmann::json& out, std::uint32_t max_depth) {
-  return flat_json_scanner(text, max_depth, /*reject_duplicates=*/true).document(out, /*object_only=*/false);
+  return flat_json_scanner(text, max_depth).record(out);
 }
 
 }  // namespace moepolicy::io::detail
