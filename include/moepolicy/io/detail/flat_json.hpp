@@ -4,9 +4,10 @@
 // plain subset of JSON.
 //
 // Why. Profiling the fuzzers of the JSONL readers (callgrind and perf on a 40-line Granite
-// seed) put 70–85% of each input's time in nlohmann's lexer, whose per-character work
-// (position tracking, a token buffer grown one character at a time, generic dispatch) is
-// multiplied by the fuzzer's coverage and comparison instrumentation and ASan's checks.
+// seed) put 55–75% of each input's instructions in nlohmann's parser, most of them in its
+// lexer, whose per-character work (position tracking, a token buffer grown one character
+// at a time, generic dispatch) is multiplied by the fuzzer's coverage and comparison
+// instrumentation and ASan's checks.
 // This scanner reads the common shape in one pass and builds the same DOM.
 //
 // Records only. A line the scanner leaves to nlohmann is read twice up to where the scanner
@@ -15,9 +16,9 @@
 // (mostly mutated, invalid documents) that cost 37% more CPU per execution, so whole
 // documents (io/json_document.hpp) keep nlohmann's parser alone.
 //
-// Exactness. `parse_flat_record` either builds exactly the value nlohmann's parser builds through
-// `json_document::dom_builder`, or returns false and leaves the text to nlohmann — which
-// then produces the value or the error message as before. It returns false for anything
+// Exactness. `parse_flat_record` either builds exactly the value nlohmann's parser builds
+// through `json_document::dom_builder`, or returns false and leaves the text to nlohmann —
+// which then produces the value or the error message as before. It returns false for anything
 // outside the subset, never guessing:
 //   - strings with \uXXXX escapes, control or non-ASCII bytes (nlohmann validates UTF-8);
 //     the two-character escapes (\" \\ \/ \b \f \n \r \t) are read;
