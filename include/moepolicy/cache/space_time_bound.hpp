@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "moepolicy/cache/concepts.hpp"

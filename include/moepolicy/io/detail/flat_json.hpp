@@ -42,6 +42,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
