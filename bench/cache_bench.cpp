@@ -33,6 +33,7 @@
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/gated_prefetch.hpp"
 #include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
@@ -205,8 +206,8 @@ void cache_access(benchmark::State& state, const typename P::config_type& cfg) {
     const batch_view& v = in.batches[b];
     cache.begin_layer(v);
     for (std::uint32_t i = in.first[b]; i < in.first[b + 1]; ++i) {
-      // Sticky LRU admits only flagged misses: flag every access, so that it caches as LRU
-      // does and the figure is its bookkeeping, not an empty cache.
+      // Sticky LRU and the gated policy admit only flagged misses: flag every access, so
+      // that they cache as LRU does and the figure is their bookkeeping, not an empty cache.
       if constexpr (policy_traits<P>::takes_hints) cache.hint(in.accesses[i], 1.0f);
       benchmark::DoNotOptimize(cache.get(in.accesses[i], {.next_use = in.next_use[i]}));
     }
@@ -229,6 +230,7 @@ void evict_ema_score(benchmark::State& s) { cache_access<ema_score_policy>(s, {}
 void evict_belady(benchmark::State& s) { cache_access<belady_policy>(s, {}); }
 void evict_hawkeye(benchmark::State& s) { cache_access<hawkeye_policy>(s, {}); }
 void evict_predicted_reuse(benchmark::State& s) { cache_access<predicted_reuse_policy>(s, {}); }
+void evict_gated_prefetch(benchmark::State& s) { cache_access<gated_prefetch_policy>(s, {}); }
 void evict_any_lru(benchmark::State& s) { cache_access<any_eviction_policy>(s, lru_config{}); }
 
 /// The floor: read each batch's ids and the access keys once.
@@ -259,6 +261,7 @@ BENCHMARK(evict_ema_score);
 BENCHMARK(evict_belady);
 BENCHMARK(evict_hawkeye);
 BENCHMARK(evict_predicted_reuse);
+BENCHMARK(evict_gated_prefetch);
 BENCHMARK(evict_any_lru);
 BENCHMARK(evict_floor);
 
@@ -285,6 +288,7 @@ BENCHMARK_TEMPLATE(victim_query, ema_score_policy);
 BENCHMARK_TEMPLATE(victim_query, belady_policy);
 BENCHMARK_TEMPLATE(victim_query, hawkeye_policy);
 BENCHMARK_TEMPLATE(victim_query, predicted_reuse_policy);
+BENCHMARK_TEMPLATE(victim_query, gated_prefetch_policy);
 
 /// The hit ratio at every capacity in one pass (Mattson), over the Granite accesses.
 void lru_hit_curve_one_pass(benchmark::State& state) {

@@ -30,17 +30,22 @@ int main(int argc, char** argv) {
   std::string scope = "both";
   app.add_option("--scope", scope, "per-layer, shared or both")->check(CLI::IsMember({"per-layer", "shared", "both"}));
   app.add_flag("--counts", opt.counts, "Print hit counts instead of ratios");
+  bool no_prefetch = false, no_bytes = false;
+  app.add_flag("--no-prefetch", no_prefetch, "Skip the prefetching table");
+  app.add_flag("--no-bytes", no_bytes, "Skip the byte-capacity table");
   CLI11_PARSE(app, argc, argv);
   opt.per_layer = scope != "shared";
   opt.shared = scope != "per-layer";
+  opt.prefetch = !no_prefetch;
+  opt.byte_capacity = !no_bytes;
   if (traces.empty()) traces.push_back(examples::bundled_granite(here).string());
   if (all_shared) {
-    for (const auto& [folder, name] : std::vector<std::pair<std::string, std::string>>{
-             {"mixtral-8x7b-decode", "humaneval_2_routing.jsonl"},
-             {"mixtral-8x7b-decode", "routing_raw.jsonl"},
-             {"flame-moe-290m", ""},
-             {"warp-olmoe-kimi", "trace_olmoe_299.jsonl"},
-             {"warp-olmoe-kimi", "trace_kimi_300.jsonl"}}) {
+    for (const auto& [folder, name] :
+         std::vector<std::pair<std::string, std::string>>{{"mixtral-8x7b-decode", "humaneval_2_routing.jsonl"},
+                                                          {"mixtral-8x7b-decode", "routing_raw.jsonl"},
+                                                          {"flame-moe-290m", ""},
+                                                          {"warp-olmoe-kimi", "trace_olmoe_299.jsonl"},
+                                                          {"warp-olmoe-kimi", "trace_kimi_300.jsonl"}}) {
       const fs::path p = examples::shared_trace(here, folder, name);
       if (fs::exists(p)) {
         traces.push_back(p.lexically_normal().string());

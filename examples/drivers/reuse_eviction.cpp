@@ -12,13 +12,19 @@
 #include "common/table.hpp"
 #include "moepolicy/cache/belady.hpp"
 #include "moepolicy/cache/ema_score.hpp"
+#include "moepolicy/cache/gated_prefetch.hpp"
 #include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
 #include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
+#include "moepolicy/cache/space_time_bound.hpp"
+#include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/io/read_trace.hpp"
+#include "moepolicy/predict/markov_predictor.hpp"
+#include "moepolicy/predict/short_horizon_predictor.hpp"
+#include "moepolicy/predict/transition_predictor.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
 
 namespace moepolicy::examples::reuse_eviction {
@@ -26,8 +32,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::array<std::string_view, 7> names = {"LRU", "LFU", "score-aware", "ema-score", "hawkeye", "pred-reuse",
-                                                   "MIN"};
+constexpr std::array<std::string_view, 7> names = {"LRU",     "LFU",        "score-aware", "ema-score",
+                                                   "hawkeye", "pred-reuse", "MIN"};
 constexpr std::size_t online = 6;  // the first six are online
 
 /// The hits of every policy on `t` with cache `cc`.
@@ -52,8 +58,9 @@ void run_scope(const routing_trace& t, capacity_scope scope, const std::vector<s
   const std::uint32_t L = t.info().num_layers, E = t.info().num_experts;
   const std::uint64_t accesses = replay_accesses(t).size();
   const bool shared = scope == capacity_scope::shared;
-  out << "  " << to_string(scope) << (shared ? " pool (capacity = per-layer figure x " + std::to_string(L) + " layers)"
-                                             : " pools (capacity per layer)")
+  out << "  " << to_string(scope)
+      << (shared ? " pool (capacity = per-layer figure x " + std::to_string(L) + " layers)"
+                 : " pools (capacity per layer)")
       << ", hit ratio % of " << accesses << " demand accesses:\n";
   std::vector<std::string> header{"capacity"};
   for (auto n : names) header.emplace_back(n);
@@ -75,8 +82,8 @@ void run_scope(const routing_trace& t, capacity_scope scope, const std::vector<s
       if (h[p] > h[best]) best = p;
     }
     const double gap = static_cast<double>(h[6] - h[best]) / static_cast<double>(accesses);
-    const double vs = (static_cast<double>(h[best]) - static_cast<double>(std::max(h[0], h[1]))) /
-                      static_cast<double>(accesses);
+    const double vs =
+        (static_cast<double>(h[best]) - static_cast<double>(std::max(h[0], h[1]))) / static_cast<double>(accesses);
     row.emplace_back(names[best]);
     row.push_back(pct(gap));
     row.push_back((vs >= 0 ? "+" : "") + pct(vs));
@@ -96,6 +103,138 @@ void run_scope(const routing_trace& t, capacity_scope scope, const std::vector<s
       << "never below LRU or LFU): " << (over_five == 0 && below == 0 ? "met" : "NOT met") << "\n";
 }
 
+/// The prefetching table (see the header): per capacity, each predictor feeding each policy.
+void run_prefetch(const routing_trace& t, const std::vector<std::uint64_t>& per_layer, std::ostream& out) {
+  const std::uint32_t L = t.info().num_layers, E = t.info().num_experts, k = t.info().top_k;
+  const std::uint64_t accesses = replay_accesses(t).size();
+  std::vector<std::uint64_t> caps;
+  for (std::uint64_t c : {std::uint64_t{E / 8}, std::uint64_t{E / 4}, std::uint64_t{E / 2}}) {
+    if (c == 0 || std::find(per_layer.begin(), per_layer.end(), c) == per_layer.end()) continue;
+    if (std::find(caps.begin(), caps.end(), c) == caps.end()) caps.push_back(c);
+  }
+  if (caps.empty()) return;
+  const short_horizon_config sh = cxl_moe_short_horizon(L, E, k);
+  const markov_config mk{.num_layers = L, .num_experts = E, .top_k = k};
+  const transition_config tr{.num_layers = L, .num_experts = E, .top_k = k};
+  out << "  prefetching, per-layer pools: before each layer's batch the predictor's best " << k
+      << " (top-k) experts are prefetched and every expert it scores is hinted; untimed, so a prefetch "
+         "lands before its access (an upper bound on what prefetching adds); every prefetched expert is "
+         "moved, and one never used before it leaves (or by the end) is wasted. Predictors: "
+      << describe(sh) << " (CXL-MoE §3); Markov chain m = " << mk.history << ", n = " << mk.horizon
+      << " (CXL-MoE §3); cross-layer transition counts. Policies: LRU admitting every prefetch; sticky LRU "
+         "(CXL-MoE §3: prefetches admitted, demand misses only when flagged, sticky at confidence >= 0.8); "
+         "pred-reuse admitting every prefetch; gated (ours, cache/gated_prefetch.hpp): pred-reuse eviction, a "
+         "prefetch admitted at confidence >= 0.5, an evicting demand miss only when flagged >= 0.5. MIN "
+         "without prefetch bounds demand caching only. Of "
+      << accesses << " demand accesses:\n";
+  text_table table({"capacity", "predictor", "policy", "hit %", "prefetched/access", "wasted % of prefetched",
+                    "refused prefetches", "moved/access"});
+  const auto add = [&](std::uint64_t c, const std::string& pred, const std::string& pol, const cache_stats& st) {
+    const double a = static_cast<double>(accesses);
+    const double moved = static_cast<double>(st.misses + st.prefetches) / a;
+    const double wasted =
+        st.prefetches == 0 ? 0.0 : static_cast<double>(st.prefetch_wasted) / static_cast<double>(st.prefetches);
+    char buf[4][32];
+    std::snprintf(buf[0], sizeof buf[0], "%.2f", 100.0 * static_cast<double>(st.hits) / a);
+    std::snprintf(buf[1], sizeof buf[1], "%.3f", static_cast<double>(st.prefetches) / a);
+    std::snprintf(buf[2], sizeof buf[2], "%.1f", 100.0 * wasted);
+    std::snprintf(buf[3], sizeof buf[3], "%.3f", moved);
+    table.add({std::to_string(c), pred, pol, buf[0], buf[1], buf[2], std::to_string(st.prefetch_rejected), buf[3]});
+  };
+  for (std::uint64_t c : caps) {
+    const cache_config cc{.num_layers = L, .num_experts = E, .capacity = c, .scope = capacity_scope::per_layer};
+    add(c, "-", "LRU, no prefetch", replay_cache<lru_policy>(t, cc).stats);
+    add(c, "-", "MIN, no prefetch", replay_cache<belady_policy>(t, cc).stats);
+    const auto rows = [&](const std::string& pname, auto make) {
+      {
+        auto p = make();
+        add(c, pname, "LRU", replay_cache_with_prefetch<lru_policy>(t, cc, {}, p).stats);
+      }
+      {
+        auto p = make();
+        add(c, pname, "sticky LRU (CXL-MoE)", replay_cache_with_prefetch<sticky_lru_policy>(t, cc, {}, p).stats);
+      }
+      {
+        auto p = make();
+        add(c, pname, "pred-reuse", replay_cache_with_prefetch<predicted_reuse_policy>(t, cc, {}, p).stats);
+      }
+      {
+        auto p = make();
+        add(c, pname, "gated (ours)", replay_cache_with_prefetch<gated_prefetch_policy>(t, cc, {}, p).stats);
+      }
+    };
+    rows("short-horizon", [&] { return short_horizon_predictor(sh); });
+    rows("Markov", [&] { return markov_predictor(mk); });
+    rows("transition", [&] { return transition_predictor(tr); });
+  }
+  table.print(out, "    ");
+}
+
+/// Bytes of an expert of 2^20 parameters at 16 and at 4 bits (4.25 bits a parameter with one
+/// 16-bit scale and one 16-bit zero point per group of 128): the ratio is what matters.
+constexpr std::uint64_t fp16_bytes = (std::uint64_t{1} << 20) * 2;
+constexpr std::uint64_t int4_bytes = (std::uint64_t{1} << 20) * 17 / 32;
+
+/// The byte-capacity table (see the header).
+void run_bytes(const routing_trace& t, const std::vector<std::uint64_t>& per_layer, std::ostream& out) {
+  const std::uint32_t L = t.info().num_layers, E = t.info().num_experts;
+  const std::vector<expert_key> accesses = replay_accesses(t);
+  // The hottest quarter of each layer by activation count over the trace: a static choice of
+  // precisions, as a deployment makes it once (the policies see only the sizes).
+  std::vector<std::uint64_t> count(static_cast<std::size_t>(L) * E, 0);
+  for (expert_key k : accesses) ++count[k.flat(E)];
+  std::vector<bytes> sizes(count.size(), int4_bytes);
+  const std::uint32_t hot = (E + 3) / 4;
+  std::vector<std::uint32_t> order(E);
+  for (std::uint32_t l = 0; l < L; ++l) {
+    for (std::uint32_t e = 0; e < E; ++e) order[e] = e;
+    const std::size_t base = static_cast<std::size_t>(l) * E;
+    std::partial_sort(order.begin(), order.begin() + hot, order.end(), [&](std::uint32_t a, std::uint32_t b) {
+      return count[base + a] > count[base + b] || (count[base + a] == count[base + b] && a < b);
+    });
+    for (std::uint32_t i = 0; i < hot; ++i) sizes[base + order[i]] = fp16_bytes;
+  }
+  const std::uint64_t layer_bytes = hot * fp16_bytes + (E - hot) * int4_bytes;
+  out << "  byte capacity, per-layer pools: the hottest " << hot << " experts of each layer (by activations over "
+      << "the trace) at FP16 (" << fp16_bytes << " B for 2^20 parameters), the other " << (E - hot) << " at 4 bits ("
+      << int4_bytes
+      << " B, 4.25 bits a parameter); capacity = c FP16 experts' bytes per layer. MIN's rule (evict the "
+         "farthest next use, size-blind) is a heuristic here, not the optimum (NP-hard with unequal sizes); "
+         "the space-time bound (cache/space_time_bound.hpp, PFOO-U) is an upper bound on any demand "
+         "policy, so the optimum lies between the best row and it. Hit ratio % of "
+      << accesses.size() << " demand accesses:\n";
+  text_table table({"capacity (FP16 experts)", "LRU", "LFU", "score-aware", "ema-score", "hawkeye", "pred-reuse",
+                    "MIN's rule (heuristic)", "space-time bound", "best online", "gap to bound"});
+  const double a = static_cast<double>(accesses.size());
+  for (std::uint64_t c : per_layer) {
+    const std::uint64_t cap = c * fp16_bytes;
+    if (cap >= layer_bytes) break;
+    const cache_config cc{.num_layers = L,
+                          .num_experts = E,
+                          .capacity = cap,
+                          .unit = capacity_unit::byte_count,
+                          .scope = capacity_scope::per_layer,
+                          .footprints = sizes};
+    const std::array<std::uint64_t, 7> h = {
+        replay_cache<lru_policy>(t, cc).stats.hits,         replay_cache<lfu_policy>(t, cc).stats.hits,
+        replay_cache<score_aware_policy>(t, cc).stats.hits, replay_cache<ema_score_policy>(t, cc).stats.hits,
+        replay_cache<hawkeye_policy>(t, cc).stats.hits,     replay_cache<predicted_reuse_policy>(t, cc).stats.hits,
+        replay_cache<belady_policy>(t, cc).stats.hits};
+    const std::uint64_t bound = space_time_hit_bound(accesses, cc);
+    std::vector<std::string> row{std::to_string(c)};
+    for (std::uint64_t x : h) row.push_back(pct(static_cast<double>(x) / a));
+    row.push_back(pct(static_cast<double>(bound) / a));
+    std::size_t best = 0;
+    for (std::size_t p = 1; p < 6; ++p) {
+      if (h[p] > h[best]) best = p;
+    }
+    row.emplace_back(names[best]);
+    row.push_back(pct(static_cast<double>(bound - std::min(bound, h[best])) / a));
+    table.add(std::move(row));
+  }
+  table.print(out, "    ");
+}
+
 }  // namespace
 
 routing_trace load(const fs::path& path) { return io::read_trace(path); }
@@ -105,8 +244,8 @@ void run(const routing_trace& t, const std::string& label, const options& opt, s
   std::vector<std::uint64_t> caps;
   for (std::uint64_t c : opt.capacities) {
     if (c >= E) {
-      out << "note: capacity " << c << " per layer holds all " << E << " experts of a layer: not replayed on "
-          << label << "\n";
+      out << "note: capacity " << c << " per layer holds all " << E << " experts of a layer: not replayed on " << label
+          << "\n";
     } else {
       caps.push_back(c);
     }
@@ -124,6 +263,8 @@ void run(const routing_trace& t, const std::string& label, const options& opt, s
   }
   if (opt.per_layer) run_scope(t, capacity_scope::per_layer, caps, opt, out);
   if (opt.shared) run_scope(t, capacity_scope::shared, caps, opt, out);
+  if (opt.prefetch) run_prefetch(t, caps, out);
+  if (opt.byte_capacity) run_bytes(t, caps, out);
 }
 
 }  // namespace moepolicy::examples::reuse_eviction

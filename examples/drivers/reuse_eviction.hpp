@@ -4,8 +4,17 @@
 // HybriMoE-like EMA of the score, the Hawkeye-style policy that learns from Belady's MIN on
 // the past (cache/hawkeye.hpp) and the predicted-reuse policy (cache/predicted_reuse.hpp)
 // — beside Belady's MIN, per-layer and shared, at every capacity, and the gap of the best
-// online policy to MIN. The library holds the policies and the replay
-// (sim/cache_replay.hpp); this file only chooses them and prints.
+// online policy to MIN; then two further tables:
+//   - prefetching with the library's predictors (short-horizon and Markov of CXL-MoE §3, the
+//     cross-layer transition counts): LRU, CXL-MoE's sticky LRU, predicted reuse, and ours,
+//     the prediction-gated policy (cache/gated_prefetch.hpp), with every prefetched expert
+//     counted as moved and the unused ones as wasted (untimed: prefetches land in time);
+//   - the byte-capacity variant: experts of two sizes (the hottest quarter of each layer at
+//     FP16, the rest at 4 bits), a cache whose capacity is in bytes, every demand policy
+//     beside Belady's rule (a heuristic here, not the optimum: with unequal sizes the
+//     optimum is NP-hard) and the space-time upper bound (cache/space_time_bound.hpp).
+// The library holds the policies and the replays (sim/cache_replay.hpp); this file only
+// chooses them and prints.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +37,9 @@ struct options {
   bool shared = true;
   /// Print the hit counts (not only the ratios).
   bool counts = false;
+  /// Print the prefetching table and the byte-capacity table.
+  bool prefetch = true;
+  bool byte_capacity = true;
 };
 
 /// Reads the trace at `path` with `io::read_trace` (the WARP OLMoE and Kimi-Linear decode

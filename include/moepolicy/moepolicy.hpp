@@ -29,11 +29,13 @@
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/gated_prefetch.hpp"
 #include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
 #include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
+#include "moepolicy/cache/space_time_bound.hpp"
 #include "moepolicy/cache/stack_distance.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
 

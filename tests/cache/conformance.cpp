@@ -19,6 +19,7 @@
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/gated_prefetch.hpp"
 #include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
@@ -99,6 +100,7 @@ cache_stats drive(const routing_trace& t, const cache_config& cc, const typename
     check_invariants(cache, true);
   }
   std::size_t pos = 0;
+  std::uint64_t prefetch_calls = 0;
   std::vector<std::uint8_t> seen(cc.num_experts, 0);
   for (const step_ref& s : t.steps()) {
     for (const batch_ref& ref : t.batches_of(s)) {
@@ -110,7 +112,21 @@ cache_stats drive(const routing_trace& t, const cache_config& cc, const typename
       }
       if (o.prefetch) {
         for (int i = 0; i < 2; ++i) {
-          cache.prefetch({l, static_cast<expert_id>(expert(rng))}, conf(rng));
+          const expert_key k{l, static_cast<expert_id>(expert(rng))};
+          const bool was_resident = cache.contains(k);
+          const prefetch_outcome po = cache.prefetch(k, conf(rng));
+          ++prefetch_calls;
+          if (po == prefetch_outcome::already_resident) {
+            if (!was_resident && !failure) failure = "prefetch reported resident for a non-resident expert";
+          } else if (was_resident && !failure) {
+            failure = "prefetch of a resident expert moved it";
+          }
+          if ((po == prefetch_outcome::inserted) != (!was_resident && cache.contains(k)) && !failure) {
+            failure = "prefetch outcome disagrees with residency";
+          }
+          if (po == prefetch_outcome::rejected && !policy_traits<P>::admits_prefetches && !failure) {
+            failure = "a prefetch was refused by a policy without prefetch admission";
+          }
           check_invariants(cache, false);
         }
       }
@@ -140,6 +156,10 @@ cache_stats drive(const routing_trace& t, const cache_config& cc, const typename
     check_invariants(cache, true);
   }
   CHECK(pos == accesses.size());
+  {
+    const cache_stats& st = cache.stats();
+    CHECK(prefetch_calls == st.prefetches + st.prefetch_resident + st.prefetch_dropped + st.prefetch_rejected);
+  }
   cache.clear();
   check_invariants(cache, true);
   CHECK(cache.resident_count() == 0);
@@ -175,7 +195,7 @@ std::vector<cache_config> configurations(const routing_trace& t) {
 
 TEST_CASE_TEMPLATE("eviction policy conformance: capacity, victims, stability, statistics", P, lru_policy, fifo_policy,
                    lfu_policy, score_aware_policy, sticky_lru_policy, ema_score_policy, belady_policy,
-                   any_eviction_policy, hawkeye_policy, predicted_reuse_policy) {
+                   any_eviction_policy, hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy) {
   const routing_trace synthetic = test::synthetic_trace(7);
   const routing_trace granite = test::first_requests(test::granite_trace(), 3);
   for (const routing_trace* t : {&synthetic, &granite}) {
@@ -190,7 +210,7 @@ TEST_CASE_TEMPLATE("eviction policy conformance: capacity, victims, stability, s
 
 TEST_CASE_TEMPLATE("Belady's optimum is at least every policy's hits on the same demand trace", P, lru_policy,
                    fifo_policy, lfu_policy, score_aware_policy, sticky_lru_policy, ema_score_policy, hawkeye_policy,
-                   predicted_reuse_policy) {
+                   predicted_reuse_policy, gated_prefetch_policy) {
   const routing_trace synthetic = test::synthetic_trace(11, {.layers = 3, .experts = 12, .top_k = 3, .batch = 2});
   const routing_trace granite = test::granite_trace();
   for (const routing_trace* t : {&synthetic, &granite}) {
@@ -208,11 +228,12 @@ TEST_CASE_TEMPLATE("Belady's optimum is at least every policy's hits on the same
 }
 
 TEST_CASE_TEMPLATE("the in-layer shield: experts selected for the layer in progress are never the victim", P,
-                   score_aware_policy, ema_score_policy, hawkeye_policy, predicted_reuse_policy) {
+                   score_aware_policy, ema_score_policy, hawkeye_policy, predicted_reuse_policy,
+                   gated_prefetch_policy) {
   // One pool of 2 holding the first batch's two experts; expert 0 (not in that batch) asks
   // for room. Edge-MoE §5.3: while the layer runs, nothing can be evicted for it.
-  const routing_trace t = test::synthetic_trace(3, {.layers = 1, .experts = 4, .top_k = 2, .requests = 1,
-                                                     .prompt_tokens = 1, .decode_steps = 1});
+  const routing_trace t = test::synthetic_trace(
+      3, {.layers = 1, .experts = 4, .top_k = 2, .requests = 1, .prompt_tokens = 1, .decode_steps = 1});
   expert_cache<P> cache(cache_config{.num_layers = 1, .num_experts = 4, .capacity = 2});
   const batch_view b = t.view(t.batches().front());
   const expert_key outsider{0, 0};
@@ -252,7 +273,7 @@ TEST_CASE("the variant behaves exactly as the policy it holds") {
 
 TEST_CASE_TEMPLATE("per-decision calls allocate nothing after construction", P, lru_policy, fifo_policy, lfu_policy,
                    score_aware_policy, sticky_lru_policy, ema_score_policy, belady_policy, any_eviction_policy,
-                   hawkeye_policy, predicted_reuse_policy) {
+                   hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy) {
   if (!test::allocation_counting) {
     MESSAGE("allocation counting is off under AddressSanitizer; the build without it checks this");
     return;

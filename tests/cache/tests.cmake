@@ -13,3 +13,5 @@ moepolicy_add_test(test_cache_predicted_reuse SOURCES ${CMAKE_CURRENT_LIST_DIR}/
 moepolicy_add_test(test_cache_any_eviction_policy SOURCES ${CMAKE_CURRENT_LIST_DIR}/any_eviction_policy.cpp)
 moepolicy_add_test(test_cache_stack_distance SOURCES ${CMAKE_CURRENT_LIST_DIR}/stack_distance.cpp)
 moepolicy_add_test(test_cache_conformance SOURCES ${CMAKE_CURRENT_LIST_DIR}/conformance.cpp)
+moepolicy_add_test(test_cache_gated_prefetch SOURCES ${CMAKE_CURRENT_LIST_DIR}/gated_prefetch.cpp)
+moepolicy_add_test(test_cache_space_time_bound SOURCES ${CMAKE_CURRENT_LIST_DIR}/space_time_bound.cpp)

@@ -1,14 +1,20 @@
 // Tests of moepolicy/io/jsonl_format.hpp: telling the JSONL trace formats apart by their
-// first line, and the shared line reader's rules.
+// first line, the shared line reader's rules, and its fast path for plain records
+// (io/detail/flat_json.hpp): exactly nlohmann's DOM, or nlohmann's own reading.
 #include "moepolicy/io/jsonl_format.hpp"
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "moepolicy/core/input_limits.hpp"
+#include "moepolicy/io/detail/flat_json.hpp"
+#include "moepolicy/io/json_document.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -98,7 +104,8 @@ TEST_CASE("jsonl_format: lines, records and files are bounded") {
     io::detail::jsonl_lines lines(in, "s");
     nlohmann::json rec;
     REQUIRE(lines.next(rec));
-    CHECK_THROWS_WITH_AS(lines.next(rec), "s:2: line longer than the limit of 1024 bytes (input_limits::max_line_bytes)",
+    CHECK_THROWS_WITH_AS(lines.next(rec),
+                         "s:2: line longer than the limit of 1024 bytes (input_limits::max_line_bytes)",
                          moepolicy::parse_error);
   }
   {
@@ -128,5 +135,111 @@ TEST_CASE("jsonl_format: lines, records and files are bounded") {
   CHECK_THROWS_WITH_AS(lines.next(rec),
                        "s:1: invalid JSON at column 7: syntax error while parsing value - invalid literal; last read: "
                        "'\"a\": <U+001B>'",
+                       moepolicy::parse_error);
+}
+
+namespace {
+
+/// nlohmann's DOM of `text` through the builder every reader uses, or nothing on failure.
+std::optional<nlohmann::json> by_nlohmann(std::string_view text, std::uint32_t depth, bool reject_duplicates) {
+  nlohmann::json j;
+  moepolicy::io::detail::json_document::dom_builder b(j, depth, reject_duplicates);
+  if (!nlohmann::json::sax_parse(text.data(), text.data() + text.size(), &b, nlohmann::json::input_format_t::json,
+                                 true)) {
+    return std::nullopt;
+  }
+  return j;
+}
+
+/// Whether `a` and `b` are the same DOM, number types included.
+bool same_dom(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.type() != b.type() || a != b) return false;
+  if (a.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      if (!same_dom(it.value(), b.at(it.key()))) return false;
+    }
+  }
+  if (a.is_array()) {
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!same_dom(a[i], b[i])) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("json fast path: plain JSON is read by the fast path into exactly nlohmann's DOM") {
+  using moepolicy::io::detail::parse_flat_record;
+  for (const std::string_view text : {
+           R"({"layer": 0, "phase": "prompt", "ids": [7, 31], "p": [0.3230019807815552, 1e-5, 2.5E+3]})",
+           R"({"a": -0, "b": 0, "c": -9223372036854775808, "d": 18446744073709551615, "e": 1.0})",
+           R"({"s": "tab\there \"q\" \\ \/ \b\f\n\r", "t": true, "f": false, "n": null, "x": [], "o": {}})",
+           R"(  {"tok": 0, "layers": [[36, 38], [51, 139], []]}  )",
+           R"({"a": 1, "a": [2]})",
+           "{}",
+       }) {
+    CAPTURE(text);
+    nlohmann::json fast;
+    REQUIRE(parse_flat_record(text, fast, 64));
+    const auto slow = by_nlohmann(text, 64, false);
+    REQUIRE(slow);
+    CHECK(same_dom(fast, *slow));
+  }
+  for (const std::string_view text : {R"({"a": [1, 2.5, "s", null, {"k": {"deep": [[1]]}}]})",
+                                      R"({"datasets": {"c4": {"counts": [[1, 2], [3, 4]]}}})"}) {
+    CAPTURE(text);
+    nlohmann::json fast;
+    REQUIRE(parse_flat_record(text, fast, 64));
+    const auto slow = by_nlohmann(text, 64, false);
+    REQUIRE(slow);
+    CHECK(same_dom(fast, *slow));
+  }
+}
+
+TEST_CASE("json fast path: what it does not read exactly is left to nlohmann") {
+  using moepolicy::io::detail::parse_flat_record;
+  nlohmann::json out;
+  for (const std::string_view text : {
+           R"({"s": "\u00e9"})",              // \u escapes
+           "{\"s\": \"caf\xc3\xa9\"}",        // non-ASCII (nlohmann validates UTF-8)
+           "{\"s\": \"a\tb\"}",               // a raw control character
+           R"({"x": 1e400})",                 // beyond a double: nlohmann's error
+           R"({"x": 18446744073709551616})",  // beyond 64 bits: nlohmann makes it a double
+           R"({"x": -9223372036854775809})",
+           R"({"x": 01})",
+           R"({"x": 1.})",
+           R"({"x": .5})",
+           R"({"x": +1})",
+           R"({"x": 1e})",
+           R"({"x": tru})",
+           R"({"x": 1,})",
+           R"({"x": 1} {})",
+           R"({"x" 1})",
+           R"({"x": [1,]})",
+           "\xef\xbb\xbf{\"x\": 1}",  // a byte-order mark
+           "[1]",                     // a record must be an object
+           R"({"x": {"y": 1}})",      // kept: an object inside a record is fine too
+       }) {
+    CAPTURE(text);
+    const bool fast = parse_flat_record(text, out, 64);
+    if (text == R"({"x": {"y": 1}})") {
+      CHECK(fast);
+    } else {
+      CHECK_FALSE(fast);
+    }
+  }
+  // Depth beyond the limit is nlohmann's to report, and beyond 16 levels its to read.
+  CHECK_FALSE(parse_flat_record(R"({"a": [[1]]})", out, 2));
+  CHECK(parse_flat_record(R"({"a": [[1]]})", out, 3));
+  CHECK_FALSE(parse_flat_record(R"({"a": [[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]})", out, 64));  // 17 levels
+  CHECK(parse_flat_record(R"({"a": [[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]})", out, 64));          // 16 levels
+}
+
+TEST_CASE("json fast path: the records' messages are still nlohmann's") {
+  std::istringstream in("{\"x\": 1e400}\n");
+  moepolicy::io::detail::jsonl_lines lines(in, "r.jsonl");
+  nlohmann::json rec;
+  CHECK_THROWS_WITH_AS(static_cast<void>(lines.next(rec)), "r.jsonl:1: invalid JSON: number overflow parsing '1e400'",
                        moepolicy::parse_error);
 }

@@ -18,7 +18,8 @@
 // `score_aware_policy` (cache/score_aware.hpp, Edge-MoE §5.3), `sticky_lru_policy`
 // (cache/sticky_lru.hpp, CXL-MoE §3), the HybriMoE-like `ema_score_policy`
 // (cache/ema_score.hpp), `belady_policy` (cache/belady.hpp) and the run-time choice
-// `any_eviction_policy` (cache/any_eviction_policy.hpp).
+// `any_eviction_policy` (cache/any_eviction_policy.hpp); and, outside the run-time choice, the
+// prediction-gated `gated_prefetch_policy` (cache/gated_prefetch.hpp).
 #pragma once
 
 #include <concepts>
@@ -156,6 +157,10 @@ constexpr bool declared_needs_future() {
 ///                     (the router's final selection) and `p.on_layer_end(layer)` after;
 ///   observes_steps    `p.on_step_end()` at the end of each forward pass;
 ///   observes_bypass   `p.on_bypass(k, i)` for a demand miss that was not cached;
+///   admits_prefetches `cp.admit_prefetch(k, i, must_evict) -> bool` is asked by a prefetch
+///                     of a non-resident `k`, before any eviction or byte moved; false
+///                     drops the prefetch (nothing moves); without it a prefetch is always
+///                     admitted (CXL-MoE §3: the prefetcher's request is the admission);
 ///   takes_hints       `p.on_hint(k, confidence)`: a predictor flags `k` as likely needed;
 ///   observes_prefetch `p.on_prefetch(k, i)`: a prefetch of an expert already resident.
 template <class P>
@@ -163,6 +168,9 @@ struct policy_traits {
   static constexpr bool needs_future = detail::declared_needs_future<P>();
   static constexpr bool has_admission = requires(const P& cp, expert_key k, const access_info& i, bool must_evict) {
     { cp.admit(k, i, must_evict) } -> std::convertible_to<bool>;
+  };
+  static constexpr bool admits_prefetches = requires(const P& cp, expert_key k, const access_info& i, bool must_evict) {
+    { cp.admit_prefetch(k, i, must_evict) } -> std::convertible_to<bool>;
   };
   static constexpr bool observes_layers = requires(P & p, const batch_view& b, layer_id l) {
     p.on_layer_begin(b);

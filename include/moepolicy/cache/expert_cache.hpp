@@ -10,7 +10,9 @@
 //                  evict victims of k's pool until k fits → insert k
 //
 // and a prefetch inserts the same way without asking for admission (CXL-MoE admits what
-// the prefetcher requests, CXL-MoE §3). The layer and step hooks (`begin_layer`,
+// the prefetcher requests, CXL-MoE §3) — unless the policy gates prefetches
+// (`policy_traits::admits_prefetches`), when it is asked first and a refused prefetch moves
+// nothing. The layer and step hooks (`begin_layer`,
 // `end_layer`, `end_step`) and prefetch hints are forwarded to policies that take them
 // (see `policy_traits` in cache/concepts.hpp).
 //
@@ -91,10 +93,11 @@ struct cache_stats {
   std::uint64_t overflows = 0;
   std::uint64_t evictions = 0;
   /// Prefetches that inserted an expert; prefetches of residents; prefetches that found
-  /// no room.
+  /// no room; prefetches the policy refused (`admits_prefetches`; nothing moved).
   std::uint64_t prefetches = 0;
   std::uint64_t prefetch_resident = 0;
   std::uint64_t prefetch_dropped = 0;
+  std::uint64_t prefetch_rejected = 0;
   /// Demand hits on an expert that a prefetch inserted and nothing used since.
   std::uint64_t prefetch_hits = 0;
   /// Prefetched experts evicted (or dropped) before any use.
@@ -117,6 +120,7 @@ struct cache_stats {
     accesses += o.accesses, hits += o.hits, misses += o.misses, admissions += o.admissions;
     rejections += o.rejections, overflows += o.overflows, evictions += o.evictions;
     prefetches += o.prefetches, prefetch_resident += o.prefetch_resident, prefetch_dropped += o.prefetch_dropped;
+    prefetch_rejected += o.prefetch_rejected;
     prefetch_hits += o.prefetch_hits, prefetch_wasted += o.prefetch_wasted, preloads += o.preloads;
     dropped += o.dropped, hit_bytes += o.hit_bytes, demand_bytes += o.demand_bytes;
     prefetch_bytes += o.prefetch_bytes;
@@ -134,7 +138,8 @@ struct access_outcome {
 };
 
 /// The outcome of one `prefetch`.
-enum class prefetch_outcome : std::uint8_t { inserted, already_resident, no_room };
+/// `rejected`: the policy's prefetch admission refused it (nothing moved).
+enum class prefetch_outcome : std::uint8_t { inserted, already_resident, no_room, rejected };
 
 /// An expert cache over the eviction policy `Policy`.
 template <EvictionPolicy Policy>
@@ -224,8 +229,9 @@ class expert_cache {
   }
 
   /// A prefetch of `k` with the predictor's `confidence` in [0, 1]: inserts `k` (evicting
-  /// as `get` does, without asking for admission) unless it is resident, in which case
-  /// the policy is told (`on_prefetch`) and nothing moves.
+  /// as `get` does, without asking `admit`) unless it is resident, in which case the
+  /// policy is told (`on_prefetch`) and nothing moves, or the policy gates prefetches and
+  /// `admit_prefetch` refuses it (nothing moves either).
   ///
   /// Preconditions: `k` within the shape. Complexity: as `get`.
   prefetch_outcome prefetch(expert_key k, float confidence, access_info info = {}) noexcept {
@@ -236,6 +242,13 @@ class expert_cache {
       ++stats_.prefetch_resident;
       if constexpr (traits::observes_prefetch) policy_.on_prefetch(k, info);
       return prefetch_outcome::already_resident;
+    }
+    if constexpr (traits::admits_prefetches) {
+      const bool must_evict = used_[shape_.partition_of(k)] + weight_[f] > cfg_.capacity;
+      if (!policy_.admit_prefetch(k, info, must_evict)) {
+        ++stats_.prefetch_rejected;
+        return prefetch_outcome::rejected;
+      }
     }
     std::uint32_t evicted = 0;
     if (!make_room(f, shape_.partition_of(k), evicted)) {

@@ -32,8 +32,9 @@
 #include <nlohmann/json.hpp>
 
 #include "moepolicy/core/error.hpp"
-#include "moepolicy/core/input_limits.hpp"
 #include "moepolicy/core/ids.hpp"
+#include "moepolicy/core/input_limits.hpp"
+#include "moepolicy/io/detail/flat_json.hpp"
 #include "moepolicy/io/detail/input.hpp"
 #include "moepolicy/io/json_document.hpp"
 
@@ -69,12 +70,16 @@ enum class jsonl_format : std::uint8_t { granite, vllm_decode, vllm_raw, warp, u
 /// (also for text that is not JSON). Only the keys are looked at: the reader checks
 /// the values.
 [[nodiscard]] inline jsonl_format detect_jsonl_format(std::string_view first_line) {
+  const std::uint32_t max_depth = active_input_limits().max_json_depth;
   nlohmann::json j;
-  detail::json_document::dom_builder builder(j, active_input_limits().max_json_depth, /*reject_duplicates=*/false);
-  if (!nlohmann::json::sax_parse(first_line.data(), first_line.data() + first_line.size(), &builder,
-                                 nlohmann::json::input_format_t::json, true) ||
-      !j.is_object()) {
-    return jsonl_format::unknown;
+  if (!detail::parse_flat_record(first_line, j, max_depth)) {
+    j = nlohmann::json();
+    detail::json_document::dom_builder builder(j, max_depth, /*reject_duplicates=*/false);
+    if (!nlohmann::json::sax_parse(first_line.data(), first_line.data() + first_line.size(), &builder,
+                                   nlohmann::json::input_format_t::json, true) ||
+        !j.is_object()) {
+      return jsonl_format::unknown;
+    }
   }
   const auto text_is = [&](const char* key, std::string_view want) {
     const auto it = j.find(key);
@@ -187,6 +192,9 @@ class jsonl_lines {
  private:
   void parse(json& out, std::uint32_t max_depth) {
     namespace jd = json_document;
+    // The records of every trace this library reads take the fast path; anything else (and
+    // every error) is nlohmann's, as if the fast path did not exist (io/detail/flat_json.hpp).
+    if (parse_flat_record(buf_, out, max_depth)) return;
     out = json();
     jd::dom_builder builder(out, max_depth, /*reject_duplicates=*/false);
     if (json::sax_parse(buf_.data(), buf_.data() + buf_.size(), &builder, json::input_format_t::json, true)) return;

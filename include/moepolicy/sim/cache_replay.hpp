@@ -13,14 +13,19 @@
 // one forward pass — an expert that several tokens of the batch select is fetched once.
 // Nothing is timed: these are hit ratios of demand caching. Belady is fed the next-use
 // position of every demand access (`next_use_positions` over the same access sequence); it
-// bounds every policy here. Prefetching is only meaningful with time — a prefetch helps
-// only if it lands before the access — so it lives on the timed model
-// (sim/timed_cache.hpp, sim/offload_replay.hpp, sim/edge_replay.hpp).
+// bounds every demand policy here. Prefetching is only fully meaningful with time — a
+// prefetch helps only if it lands before the access — so it lives on the timed model
+// (sim/timed_cache.hpp, sim/offload_replay.hpp, sim/edge_replay.hpp); the untimed
+// `replay_cache_with_prefetch` assumes every prefetch lands in time (an upper bound on
+// their benefit) and counts what they move.
 //
 // Functions:
 //   replay_accesses            the demand access sequence of a replay;
 //   replay_cache               a demand replay, by policy type or by `any_eviction_config`;
 //   replay_cache_with_hints    a demand replay whose policy hears a predictor's hints;
+//   replay_cache_with_prefetch a replay that also prefetches a predictor's forecast
+//                              (untimed: an upper bound on the prefetches' benefit, their
+//                              bytes and waste counted in full);
 //   evaluate_predictor         precision and recall of a predictor's top-scored experts
 //                              against the experts of the next `horizon` batches per layer;
 //   lru_hit_curve              the LRU hit count at every capacity in one pass.
@@ -265,6 +270,70 @@ template <EvictionPolicy P, PrefetchPredictor Predictor>
   const auto new_request = [&]() { predictor.begin_request(); };
   const auto step_end = [&]() { predictor.end_step(); };
   return detail::replay_loop(t, cache, rc, next_use, before, after, new_request, step_end);
+}
+
+/// How `replay_cache_with_prefetch` prefetches.
+struct prefetch_replay_config {
+  /// The most experts prefetched per batch: the predictor's best scores above 0, best
+  /// first (ties: lower expert); 0 stands for the trace's top_k. At most the layer's experts.
+  std::uint32_t depth = 0;
+};
+
+/// Replays `t` through an `expert_cache<P>` that prefetches what `predictor` forecasts.
+/// Before each kept batch of layer l: `predictor.predict(l)`, every expert with a score
+/// above 0 is hinted (`cache.hint`: prediction-gated admission reads it), and the `depth`
+/// best are prefetched with their scores as confidence (`cache.prefetch`: a policy that
+/// gates prefetches may refuse; others take every one); then the batch's demand accesses
+/// as in `replay_cache`, then the predictor observes the batch.
+///
+/// Untimed: a prefetch is assumed to land before the access it serves, so the hit ratio is
+/// an upper bound on what the prefetches can add (sim/timed_cache.hpp times them). Their
+/// cost is counted in full: `stats.prefetches` experts and `stats.prefetch_bytes` bytes
+/// moved (with `cache_config::footprints` or `expert_bytes`), demand misses'
+/// `stats.demand_bytes`; a prefetched expert evicted before any use, or still unused when the
+/// replay ends (the cache is then emptied, counted in `stats.dropped`), is in
+/// `stats.prefetch_wasted`.
+///
+/// Throws: as `replay_cache`.
+/// Complexity: O(batches × E log depth) for the selection plus the cache's events; nothing
+/// allocates per batch.
+template <EvictionPolicy P, PrefetchPredictor Predictor>
+[[nodiscard]] cache_replay_result replay_cache_with_prefetch(const routing_trace& t, const cache_config& cc,
+                                                             const typename P::config_type& pc, Predictor& predictor,
+                                                             const prefetch_replay_config& pf = {},
+                                                             const cache_replay_config& rc = {}) {
+  detail::check_replay(t, cc, rc, "replay_cache_with_prefetch");
+  expert_cache<P> cache(cc, pc);
+  std::vector<std::uint64_t> next_use;
+  if (detail::reads_future(cache)) {
+    next_use = next_use_positions(replay_accesses(t, rc), cc.num_layers, cc.num_experts);
+  }
+  const std::size_t E = t.info().num_experts;
+  const std::size_t depth = std::min<std::size_t>(pf.depth == 0 ? t.info().top_k : pf.depth, E);
+  std::vector<float> scores(E, 0.0f);
+  std::vector<std::uint32_t> order(E);
+  const auto before = [&](const batch_view& b) {
+    const layer_id l = b.ref.layer;
+    if (!predictor.predict(l, scores)) return;
+    for (std::size_t e = 0; e < E; ++e) {
+      order[e] = static_cast<std::uint32_t>(e);
+      if (scores[e] > 0.0f) cache.hint(expert_key{l, static_cast<expert_id>(e)}, scores[e]);
+    }
+    const auto better = [&](std::uint32_t x, std::uint32_t y) {
+      return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
+    };
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(depth), order.end(), better);
+    for (std::size_t i = 0; i < depth && scores[order[i]] > 0.0f; ++i) {
+      static_cast<void>(cache.prefetch(expert_key{l, static_cast<expert_id>(order[i])}, scores[order[i]]));
+    }
+  };
+  const auto after = [&](const batch_view& b) { predictor.observe(b); };
+  const auto new_request = [&]() { predictor.begin_request(); };
+  const auto step_end = [&]() { predictor.end_step(); };
+  cache_replay_result out = detail::replay_loop(t, cache, rc, next_use, before, after, new_request, step_end);
+  cache.clear();  // prefetches never used by the end are wasted
+  out.stats = cache.stats();
+  return out;
 }
 
 /// Scores `predictor` on `t`: before each kept batch of layer l it predicts layer l; the

@@ -419,7 +419,7 @@ class timed_expert_cache {
         slot_[f] = 1;
         ++stats_.prefetches_started;
       } else {
-        stop(f);  // no slot could be freed
+        stop(f);  // no slot could be freed, or the policy refused the prefetch
       }
     }
     waiting_.resize(w);

@@ -92,6 +92,38 @@ TEST_CASE("hints feed prediction-gated admission: nothing is loaded ahead, so Be
       "moepolicy::replay_cache_with_hints: replay prefill, decode or both", invalid_argument);
 }
 
+TEST_CASE("prefetch replay: the oracle's prefetches turn decode misses into hits, each charged in bytes") {
+  const routing_trace t = test::granite_trace();
+  const cache_config cc = granite_cache(8, capacity_scope::per_layer);
+  const cache_replay_config decode{.prefill = false};
+  const bytes size = cc.expert_bytes;
+  // The oracle scores exactly the batch's experts (1) and nothing else: prefetching its top
+  // 8 brings every expert before its access, so every decode access hits and every
+  // prefetch is used.
+  oracle_predictor oracle(t, {.prefill = false});
+  const cache_replay_result r = replay_cache_with_prefetch<lru_policy>(t, cc, {}, oracle, {.depth = 8}, decode);
+  CHECK(r.stats.hits == r.stats.accesses);
+  CHECK(r.stats.prefetch_wasted == 0);
+  CHECK(r.stats.prefetch_bytes == r.stats.prefetches * size);
+  CHECK(r.stats.demand_bytes == 0);
+  CHECK(r.stats.prefetches + r.stats.prefetch_resident >= r.stats.accesses);
+  // Depth 1: one prefetch per batch at most.
+  oracle_predictor one(t, {.prefill = false});
+  const cache_replay_result d1 = replay_cache_with_prefetch<lru_policy>(t, cc, {}, one, {.depth = 1}, decode);
+  CHECK(d1.stats.prefetches + d1.stats.prefetch_resident <= d1.batches);
+  // A real predictor: every prefetch ends used or wasted (the replay ends with an empty
+  // cache), and what it adds over the demand replay is paid in prefetched bytes.
+  short_horizon_predictor sh({.num_layers = 24, .num_experts = 32, .top_k = 8});
+  const cache_replay_result freq = replay_cache_with_prefetch<lru_policy>(t, cc, {}, sh, {}, decode);
+  CHECK(freq.stats.prefetches > 0);
+  CHECK(freq.stats.prefetch_hits + freq.stats.prefetch_wasted == freq.stats.prefetches);
+  CHECK(freq.stats.prefetch_wasted > 0);
+  CHECK(freq.stats.hits > replay_cache<lru_policy>(t, cc, {}, decode).stats.hits);
+  CHECK_THROWS_WITH_AS(
+      static_cast<void>(replay_cache_with_prefetch<lru_policy>(t, cc, {}, sh, {}, {.prefill = false, .decode = false})),
+      "moepolicy::replay_cache_with_prefetch: replay prefill, decode or both", invalid_argument);
+}
+
 TEST_CASE("predictor scoring: the oracle is exact on decode; horizons widen the truth") {
   const routing_trace t = test::granite_trace();
   oracle_predictor oracle(t, {.prefill = false});
