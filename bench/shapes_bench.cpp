@@ -37,7 +37,14 @@
 //   collector          routing_stats_collector::observe of one token's record at one layer
 //   importance_topk    importance_scores + top_k_experts (K) of one layer
 //   prefix_split       prefix_split of one layer's E − K NDP experts, bits {1,2,3,4}, b̄ 2.5
-//   exact_allocation   exact_allocation of the same problem
+//   prefix_split_reference   the first implementation of prefix split
+//                      (quant/detail/prefix_split_reference.hpp), the same problem
+//   exact_allocation   exact_allocation of the same problem (the synthetic losses are not
+//                      convex in bits: the DP)
+//   exact_allocation_reference   the first implementation of the DP
+//                      (quant/detail/exact_allocation_reference.hpp), the same problem
+//   exact_allocation_convex   exact_allocation of the same losses with each row's steps
+//                      sorted (convex in bits: the greedy on marginal gains)
 //   placement          place_from_prefill of the whole model (once per request)
 //   makespan_paper     bottleneck_refinement_scheduler::solve of one layer of a decode step
 //   makespan_local     local_search_scheduler::solve of the same problem
@@ -57,9 +64,10 @@
 //   migration_planner  migration_planner::plan of one layer (window 0.68 ms)
 //   resolve            expert_handle::resolve of one routed expert, in a forward pass's
 //                      order (a guard pinned for the whole run)
-// Hot-path calls allocate nothing after construction; prefix_split, exact_allocation and
+// Hot-path calls allocate nothing after construction; prefix_split and exact_allocation
+// reuse a workspace and a result (no allocation), their references and
 // place_from_prefill return their results in fresh vectors (they run once per layer or
-// request, off the token path), so their figures include allocation.
+// request, off the token path), so those figures include allocation.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -69,6 +77,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -98,6 +107,8 @@
 #include "moepolicy/place/prefill_placement.hpp"
 #include "moepolicy/predict/ema_load_predictor.hpp"
 #include "moepolicy/predict/precision_target.hpp"
+#include "moepolicy/quant/detail/exact_allocation_reference.hpp"
+#include "moepolicy/quant/detail/prefix_split_reference.hpp"
 #include "moepolicy/quant/exact_allocation.hpp"
 #include "moepolicy/quant/prefix_split.hpp"
 #include "moepolicy/residency/versioned_expert.hpp"
@@ -155,7 +166,8 @@ struct shape_inputs {
   Eigen::MatrixXd P, W;                // L × E
   std::vector<double> P_rows, W_rows;  // the same, row-major
   loss_table losses;
-  std::vector<Eigen::MatrixXd> ndp_losses;  // per layer: (E − K) × 4, in importance order
+  std::vector<Eigen::MatrixXd> ndp_losses;         // per layer: (E − K) × 4, in importance order
+  std::vector<Eigen::MatrixXd> ndp_losses_convex;  // the same with each row's steps sorted: convex
 
   // Batched decode steps.
   std::vector<std::vector<std::uint32_t>> step_loads;  // num_steps × E
@@ -323,7 +335,19 @@ void shape_inputs::make_prefill(std::mt19937_64& rng) {
         m(static_cast<Eigen::Index>(i - gpu_K), static_cast<Eigen::Index>(b)) = row[b];
       }
     }
+    Eigen::MatrixXd c = m;  // each row's steps in descending order: convex in the level
+    for (Eigen::Index i = 0; i < c.rows(); ++i) {
+      std::array<double, 3> step{};
+      for (std::size_t b = 0; b < step.size(); ++b) {
+        step[b] = m(i, static_cast<Eigen::Index>(b)) - m(i, static_cast<Eigen::Index>(b + 1));
+      }
+      std::sort(step.begin(), step.end(), std::greater<>());
+      for (std::size_t b = 0; b < step.size(); ++b) {
+        c(i, static_cast<Eigen::Index>(b + 1)) = c(i, static_cast<Eigen::Index>(b)) - step[b];
+      }
+    }
     ndp_losses.push_back(std::move(m));
+    ndp_losses_convex.push_back(std::move(c));
   }
 }
 
@@ -489,18 +513,48 @@ void importance_floor(benchmark::State& state, const shape_inputs& in) {
 // Bit allocation of one layer's NDP experts.
 
 void prefix_split_layer(benchmark::State& state, const shape_inputs& in) {
+  prefix_split_workspace ws;
+  bit_allocation a;
   std::size_t l = 0;
   for (auto _ : state) {
-    const bit_allocation a = prefix_split(ndp_bits, in.ndp_losses[l], average_bits);
+    prefix_split(ndp_bits, in.ndp_losses[l], average_bits, {}, {}, ws, a);
+    benchmark::DoNotOptimize(a.gain);
+    next(l, in.L);
+  }
+  per_iteration(state, 1);
+}
+void prefix_split_reference(benchmark::State& state, const shape_inputs& in) {
+  std::size_t l = 0;
+  for (auto _ : state) {
+    const bit_allocation a = reference::prefix_split(ndp_bits, in.ndp_losses[l], average_bits);
+    benchmark::DoNotOptimize(a.gain);
+    next(l, in.L);
+  }
+  per_iteration(state, 1);
+}
+/// The exact allocation on `tables` with `method`, its workspace reused.
+void exact_allocation_on(benchmark::State& state, const shape_inputs& in, const std::vector<Eigen::MatrixXd>& tables,
+                         exact_method method) {
+  exact_allocation_workspace ws;
+  bit_allocation a;
+  std::size_t l = 0;
+  for (auto _ : state) {
+    exact_allocation(ndp_bits, tables[l], average_bits, {}, {}, {}, method, ws, a);
     benchmark::DoNotOptimize(a.gain);
     next(l, in.L);
   }
   per_iteration(state, 1);
 }
 void exact_allocation_layer(benchmark::State& state, const shape_inputs& in) {
+  exact_allocation_on(state, in, in.ndp_losses, exact_method::automatic);  // not convex: the DP
+}
+void exact_allocation_convex(benchmark::State& state, const shape_inputs& in) {
+  exact_allocation_on(state, in, in.ndp_losses_convex, exact_method::automatic);  // the greedy
+}
+void exact_allocation_reference(benchmark::State& state, const shape_inputs& in) {
   std::size_t l = 0;
   for (auto _ : state) {
-    const bit_allocation a = exact_allocation(ndp_bits, in.ndp_losses[l], average_bits);
+    const bit_allocation a = reference::exact_allocation(ndp_bits, in.ndp_losses[l], average_bits);
     benchmark::DoNotOptimize(a.gain);
     next(l, in.L);
   }
@@ -862,17 +916,18 @@ void run_evict_sticky_lru(benchmark::State& s, const shape_inputs& in) { evict<s
 void run_evict_score_aware(benchmark::State& s, const shape_inputs& in) { evict<score_aware_policy>(s, in); }
 void run_evict_belady(benchmark::State& s, const shape_inputs& in) { evict<belady_policy>(s, in); }
 void run_evict_hawkeye(benchmark::State& s, const shape_inputs& in) { evict<hawkeye_policy>(s, in); }
-void run_evict_predicted_reuse(benchmark::State& s, const shape_inputs& in) {
-  evict<predicted_reuse_policy>(s, in);
-}
+void run_evict_predicted_reuse(benchmark::State& s, const shape_inputs& in) { evict<predicted_reuse_policy>(s, in); }
 void evict_keys_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, false); }
 void evict_scored_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, true); }
 
-const std::array<decision, 21> all_decisions{{
+const std::array<decision, 24> all_decisions{{
     {"collector", "collector", collector, collector_floor, benchmark::kNanosecond},
     {"importance_topk", "importance", importance_topk, importance_floor, benchmark::kNanosecond},
     {"prefix_split", "allocation", prefix_split_layer, allocation_floor, benchmark::kMicrosecond},
+    {"prefix_split_reference", "allocation", prefix_split_reference, allocation_floor, benchmark::kMicrosecond},
     {"exact_allocation", "allocation", exact_allocation_layer, allocation_floor, benchmark::kMicrosecond},
+    {"exact_allocation_reference", "allocation", exact_allocation_reference, allocation_floor, benchmark::kMicrosecond},
+    {"exact_allocation_convex", "allocation", exact_allocation_convex, allocation_floor, benchmark::kMicrosecond},
     {"placement", "placement", placement, placement_floor, benchmark::kMicrosecond},
     {"makespan_paper", "makespan", makespan_paper, makespan_floor, benchmark::kNanosecond},
     {"makespan_local", "makespan", makespan_local, makespan_floor, benchmark::kNanosecond},
