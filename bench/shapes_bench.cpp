@@ -36,6 +36,8 @@
 // Decisions, per shape (K = GPU experts per layer: 4 of 8 for Mixtral, E/4 otherwise):
 //   collector          routing_stats_collector::observe of one token's record at one layer
 //   importance_topk    importance_scores + top_k_experts (K) of one layer
+//   importance_topk_reference   the same with the first top-K (a heap-based partial sort,
+//                      score/detail/importance_reference.hpp)
 //   prefix_split       prefix_split of one layer's E − K NDP experts, bits {1,2,3,4}, b̄ 2.5
 //   prefix_split_reference   the first implementation of prefix split
 //                      (quant/detail/prefix_split_reference.hpp), the same problem
@@ -116,6 +118,7 @@
 #include "moepolicy/sched/bottleneck_refinement.hpp"
 #include "moepolicy/sched/gpu_cpu_ndp.hpp"
 #include "moepolicy/sched/local_search.hpp"
+#include "moepolicy/score/detail/importance_reference.hpp"
 #include "moepolicy/score/importance.hpp"
 #include "moepolicy/stats/analysis.hpp"
 #include "moepolicy/stats/routing_stats.hpp"
@@ -493,6 +496,19 @@ void importance_topk(benchmark::State& state, const shape_inputs& in) {
   for (auto _ : state) {
     importance_scores(in.P_row(l), in.W_row(l), score);
     const auto top = top_k_experts(score, in.gpu_K, order);
+    benchmark::DoNotOptimize(top.data());
+    benchmark::ClobberMemory();
+    next(l, in.L);
+  }
+  per_iteration(state, 1);
+}
+void importance_topk_reference(benchmark::State& state, const shape_inputs& in) {
+  std::vector<double> score(in.E);
+  std::vector<expert_id> order(in.E);
+  std::size_t l = 0;
+  for (auto _ : state) {
+    importance_scores(in.P_row(l), in.W_row(l), score);
+    const auto top = reference::top_k_experts(score, in.gpu_K, order);
     benchmark::DoNotOptimize(top.data());
     benchmark::ClobberMemory();
     next(l, in.L);
@@ -920,9 +936,10 @@ void run_evict_predicted_reuse(benchmark::State& s, const shape_inputs& in) { ev
 void evict_keys_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, false); }
 void evict_scored_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, true); }
 
-const std::array<decision, 24> all_decisions{{
+const std::array<decision, 25> all_decisions{{
     {"collector", "collector", collector, collector_floor, benchmark::kNanosecond},
     {"importance_topk", "importance", importance_topk, importance_floor, benchmark::kNanosecond},
+    {"importance_topk_reference", "importance", importance_topk_reference, importance_floor, benchmark::kNanosecond},
     {"prefix_split", "allocation", prefix_split_layer, allocation_floor, benchmark::kMicrosecond},
     {"prefix_split_reference", "allocation", prefix_split_reference, allocation_floor, benchmark::kMicrosecond},
     {"exact_allocation", "allocation", exact_allocation_layer, allocation_floor, benchmark::kMicrosecond},
