@@ -60,6 +60,8 @@
 //                      with the layer hooks); their floor reads each access's
 //                      key and next use and the row's ids, score-aware's also the row's
 //                      router scores and gate weights
+//   evict_score_aware_reference   the same through the first score-aware implementation
+//                      (eager re-ranking, cache/detail/score_aware_reference.hpp)
 //   router             expert_cache_router::route of one token at one layer (α = 0.3)
 //   two_pointer        two_pointer_balancer::balance of one layer's activated experts that
 //                      are not GPU-resident, at the decode batch
@@ -95,6 +97,7 @@
 #include "moepolicy/balance/migration_planner.hpp"
 #include "moepolicy/balance/two_pointer.hpp"
 #include "moepolicy/cache/belady.hpp"
+#include "moepolicy/cache/detail/score_aware_reference.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
 #include "moepolicy/cache/hawkeye.hpp"
@@ -930,13 +933,16 @@ void run_evict_lfu(benchmark::State& s, const shape_inputs& in) { evict<lfu_poli
 void run_evict_fifo(benchmark::State& s, const shape_inputs& in) { evict<fifo_policy>(s, in); }
 void run_evict_sticky_lru(benchmark::State& s, const shape_inputs& in) { evict<sticky_lru_policy>(s, in); }
 void run_evict_score_aware(benchmark::State& s, const shape_inputs& in) { evict<score_aware_policy>(s, in); }
+void run_evict_score_aware_reference(benchmark::State& s, const shape_inputs& in) {
+  evict<reference::score_aware_policy>(s, in);
+}
 void run_evict_belady(benchmark::State& s, const shape_inputs& in) { evict<belady_policy>(s, in); }
 void run_evict_hawkeye(benchmark::State& s, const shape_inputs& in) { evict<hawkeye_policy>(s, in); }
 void run_evict_predicted_reuse(benchmark::State& s, const shape_inputs& in) { evict<predicted_reuse_policy>(s, in); }
 void evict_keys_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, false); }
 void evict_scored_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, true); }
 
-const std::array<decision, 25> all_decisions{{
+const std::array<decision, 26> all_decisions{{
     {"collector", "collector", collector, collector_floor, benchmark::kNanosecond},
     {"importance_topk", "importance", importance_topk, importance_floor, benchmark::kNanosecond},
     {"importance_topk_reference", "importance", importance_topk_reference, importance_floor, benchmark::kNanosecond},
@@ -955,6 +961,8 @@ const std::array<decision, 25> all_decisions{{
     {"evict_fifo", "evict", run_evict_fifo, evict_keys_floor, benchmark::kNanosecond},
     {"evict_sticky_lru", "evict", run_evict_sticky_lru, evict_keys_floor, benchmark::kNanosecond},
     {"evict_score_aware", "evict_scored", run_evict_score_aware, evict_scored_floor, benchmark::kNanosecond},
+    {"evict_score_aware_reference", "evict_scored", run_evict_score_aware_reference, evict_scored_floor,
+     benchmark::kNanosecond},
     {"evict_belady", "evict", run_evict_belady, evict_keys_floor, benchmark::kNanosecond},
     {"evict_hawkeye", "evict", run_evict_hawkeye, evict_keys_floor, benchmark::kNanosecond},
     {"evict_predicted_reuse", "evict", run_evict_predicted_reuse, evict_keys_floor, benchmark::kNanosecond},
