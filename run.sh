@@ -4,7 +4,8 @@
 #                   on the bundled traces (and on ../shared/traces when present), written to
 #                   report/index.md with SVG plots
 #   ./run.sh test   build and run every test: g++ with ASan+UBSan and -Werror, clang 14
-#                   with -Werror, header self-containment, packaging, benchmarks (smoke),
+#                   with -Werror, header self-containment, packaging, benchmarks (smoke) and
+#                   their instruction-count guard (callgrind, against bench/callgrind_baseline.txt),
 #                   ThreadSanitizer on the concurrent residency mechanism, clang's UBSan
 #                   float-cast-overflow and implicit-integer-truncation on the readers'
 #                   tests, and a libFuzzer run per reader (traces, machine files, the
@@ -21,7 +22,7 @@ jobs=${MOEPOLICY_JOBS:-2}
 fuzz_seconds=${MOEPOLICY_FUZZ_SECONDS:-30}
 
 packages_main=(cmake ninja-build g++ libeigen3-dev libcli11-dev nlohmann-json3-dev)
-packages_test=("${packages_main[@]}" clang-14 libclang-rt-14-dev doctest-dev libbenchmark-dev pkg-config)
+packages_test=("${packages_main[@]}" clang-14 libclang-rt-14-dev doctest-dev libbenchmark-dev pkg-config valgrind)
 
 ensure_packages() {
   local missing=()
@@ -84,7 +85,7 @@ run_test() {
   cmake --build build/ci-gcc-asan -j"$jobs"
   ASAN_OPTIONS=detect_leaks=1 run_ctest build/ci-gcc-asan -j"$jobs" --output-on-failure
 
-  echo "== clang 14, -Werror, optimised: unit tests, examples, benchmarks (smoke run); headers were checked above"
+  echo "== clang 14, -Werror, optimised: unit tests, examples, the callgrind instruction-count guard (ctest bench_callgrind_guard), benchmarks (smoke run); headers were checked above"
   configure build/ci-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DMOEPOLICY_WERROR=ON -DMOEPOLICY_HEADER_CHECK=OFF
   cmake --build build/ci-clang -j"$jobs"
