@@ -66,6 +66,8 @@
 //   two_pointer        two_pointer_balancer::balance of one layer's activated experts that
 //                      are not GPU-resident, at the decode batch
 //   migration_planner  migration_planner::plan of one layer (window 0.68 ms)
+//   migration_planner_reference   the same with the first implementation
+//                      (balance/detail/migration_planner_reference.hpp)
 //   resolve            expert_handle::resolve of one routed expert, in a forward pass's
 //                      order (a guard pinned for the whole run)
 // Hot-path calls allocate nothing after construction; prefix_split and exact_allocation
@@ -94,6 +96,7 @@
 
 #include <Eigen/Core>
 
+#include "moepolicy/balance/detail/migration_planner_reference.hpp"
 #include "moepolicy/balance/migration_planner.hpp"
 #include "moepolicy/balance/two_pointer.hpp"
 #include "moepolicy/cache/belady.hpp"
@@ -843,6 +846,21 @@ void migration_plan(benchmark::State& state, const shape_inputs& in) {
   per_iteration(state, 1);
   state.counters["tasks"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kAvgIterations);
 }
+void migration_plan_reference(benchmark::State& state, const shape_inputs& in) {
+  const planner_inputs pi(in);
+  reference::migration_planner planner(*in.sys, in.E);
+  std::size_t l = 0, tasks = 0;
+  for (auto _ : state) {
+    const auto lid = static_cast<layer_id>(l);
+    const auto t = planner.plan(lid, pi.pred.predicted_loads(lid), pi.pred.predicted_classes(lid), in.layouts[l],
+                                in.hbm[l], 0.68e-3, 8'000'000'000ULL);
+    tasks += t.size();
+    benchmark::DoNotOptimize(t.data());
+    next(l, pi.layers);
+  }
+  per_iteration(state, 1);
+  state.counters["tasks"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kAvgIterations);
+}
 void migration_plan_floor(benchmark::State& state, const shape_inputs& in) {
   const planner_inputs pi(in);
   std::size_t l = 0;
@@ -942,7 +960,7 @@ void run_evict_predicted_reuse(benchmark::State& s, const shape_inputs& in) { ev
 void evict_keys_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, false); }
 void evict_scored_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, true); }
 
-const std::array<decision, 26> all_decisions{{
+const std::array<decision, 27> all_decisions{{
     {"collector", "collector", collector, collector_floor, benchmark::kNanosecond},
     {"importance_topk", "importance", importance_topk, importance_floor, benchmark::kNanosecond},
     {"importance_topk_reference", "importance", importance_topk_reference, importance_floor, benchmark::kNanosecond},
@@ -969,6 +987,8 @@ const std::array<decision, 26> all_decisions{{
     {"router", "router", router, router_floor, benchmark::kNanosecond},
     {"two_pointer", "two_pointer", two_pointer, two_pointer_floor, benchmark::kNanosecond},
     {"migration_planner", "migration_planner", migration_plan, migration_plan_floor, benchmark::kNanosecond},
+    {"migration_planner_reference", "migration_planner", migration_plan_reference, migration_plan_floor,
+     benchmark::kNanosecond},
     {"resolve", "resolve", resolve, resolve_floor, benchmark::kNanosecond},
 }};
 
