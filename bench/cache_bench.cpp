@@ -37,6 +37,7 @@
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
 #include "moepolicy/cache/predicted_reuse.hpp"
+#include "moepolicy/cache/detail/score_aware_reference.hpp"
 #include "moepolicy/cache/score_aware.hpp"
 #include "moepolicy/cache/stack_distance.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
@@ -224,6 +225,8 @@ void evict_fifo(benchmark::State& s) { cache_access<fifo_policy>(s, {}); }
 void evict_lfu(benchmark::State& s) { cache_access<lfu_policy>(s, {}); }
 void evict_lfu_decayed(benchmark::State& s) { cache_access<lfu_policy>(s, {.decay = 0.9}); }
 void evict_score_aware(benchmark::State& s) { cache_access<score_aware_policy>(s, {}); }
+// The first implementation (eager re-ranking, cache/detail/score_aware_reference.hpp).
+void evict_score_aware_reference(benchmark::State& s) { cache_access<reference::score_aware_policy>(s, {}); }
 void evict_sticky_lru(benchmark::State& s) { cache_access<sticky_lru_policy>(s, {}); }
 void evict_ema_score(benchmark::State& s) { cache_access<ema_score_policy>(s, {}); }
 void evict_belady(benchmark::State& s) { cache_access<belady_policy>(s, {}); }
@@ -254,6 +257,7 @@ BENCHMARK(evict_fifo);
 BENCHMARK(evict_lfu);
 BENCHMARK(evict_lfu_decayed);
 BENCHMARK(evict_score_aware);
+BENCHMARK(evict_score_aware_reference);
 BENCHMARK(evict_sticky_lru);
 BENCHMARK(evict_ema_score);
 BENCHMARK(evict_belady);
