@@ -5,7 +5,8 @@
 #                   report/index.md with SVG plots
 #   ./run.sh test   build and run every test: g++ with ASan+UBSan and -Werror, clang 14
 #                   with -Werror (with the Python module and its pytest suite), header
-#                   self-containment, packaging, benchmarks (smoke),
+#                   self-containment, packaging, benchmarks (smoke) and their
+#                   instruction-count guard (callgrind, against bench/callgrind_baseline.txt),
 #                   ThreadSanitizer on the concurrent residency mechanism, clang's UBSan
 #                   float-cast-overflow and implicit-integer-truncation on the readers'
 #                   tests, and a libFuzzer run per reader (traces, machine files, the
@@ -22,7 +23,7 @@ jobs=${MOEPOLICY_JOBS:-2}
 fuzz_seconds=${MOEPOLICY_FUZZ_SECONDS:-30}
 
 packages_main=(cmake ninja-build g++ libeigen3-dev libcli11-dev nlohmann-json3-dev)
-packages_test=("${packages_main[@]}" clang-14 libclang-rt-14-dev doctest-dev libbenchmark-dev pkg-config
+packages_test=("${packages_main[@]}" clang-14 libclang-rt-14-dev doctest-dev libbenchmark-dev pkg-config valgrind
   pybind11-dev python3-dev python3-numpy python3-pytest python3-setuptools python3-pip python3-venv)
 
 ensure_packages() {
@@ -88,7 +89,7 @@ run_test() {
 
   # The Python module is built here, not under ASan above: an instrumented extension would need
   # the sanitizer runtime preloaded into the interpreter.
-  echo "== clang 14, -Werror, optimised: unit tests, examples, the Python module and its pytest suite, benchmarks (smoke run); headers were checked above"
+  echo "== clang 14, -Werror, optimised: unit tests, examples, the Python module and its pytest suite, the callgrind instruction-count guard (ctest bench_callgrind_guard), benchmarks (smoke run); headers were checked above"
   configure build/ci-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DMOEPOLICY_WERROR=ON -DMOEPOLICY_HEADER_CHECK=OFF -DMOEPOLICY_BUILD_PYTHON=ON
   cmake --build build/ci-clang -j"$jobs"

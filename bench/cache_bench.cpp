@@ -30,6 +30,7 @@
 #include "moepolicy/balance/two_pointer.hpp"
 #include "moepolicy/cache/any_eviction_policy.hpp"
 #include "moepolicy/cache/belady.hpp"
+#include "moepolicy/cache/detail/score_aware_reference.hpp"
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
@@ -225,6 +226,8 @@ void evict_fifo(benchmark::State& s) { cache_access<fifo_policy>(s, {}); }
 void evict_lfu(benchmark::State& s) { cache_access<lfu_policy>(s, {}); }
 void evict_lfu_decayed(benchmark::State& s) { cache_access<lfu_policy>(s, {.decay = 0.9}); }
 void evict_score_aware(benchmark::State& s) { cache_access<score_aware_policy>(s, {}); }
+// The first implementation (eager re-ranking, cache/detail/score_aware_reference.hpp).
+void evict_score_aware_reference(benchmark::State& s) { cache_access<reference::score_aware_policy>(s, {}); }
 void evict_sticky_lru(benchmark::State& s) { cache_access<sticky_lru_policy>(s, {}); }
 void evict_ema_score(benchmark::State& s) { cache_access<ema_score_policy>(s, {}); }
 void evict_belady(benchmark::State& s) { cache_access<belady_policy>(s, {}); }
@@ -256,6 +259,7 @@ BENCHMARK(evict_fifo);
 BENCHMARK(evict_lfu);
 BENCHMARK(evict_lfu_decayed);
 BENCHMARK(evict_score_aware);
+BENCHMARK(evict_score_aware_reference);
 BENCHMARK(evict_sticky_lru);
 BENCHMARK(evict_ema_score);
 BENCHMARK(evict_belady);

@@ -12,11 +12,13 @@
 
 #include <Eigen/Core>
 
+#include "bundled_trace.hpp"
 #include "moepolicy/place/prefill_placement.hpp"
+#include "moepolicy/quant/detail/exact_allocation_reference.hpp"
+#include "moepolicy/quant/detail/prefix_split_reference.hpp"
 #include "moepolicy/quant/exact_allocation.hpp"
 #include "moepolicy/quant/prefix_split.hpp"
 #include "moepolicy/stats/routing_stats.hpp"
-#include "bundled_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 
 namespace {
@@ -55,9 +57,8 @@ struct model_case {
   const char* name;
   int layers, experts, gpu;
 };
-constexpr std::array<model_case, 3> model_cases{{{"Mixtral-8x7B", 32, 8, 4},
-                                                 {"Qwen3-235B", 94, 128, 32},
-                                                 {"DeepSeek-V3", 58, 256, 64}}};
+constexpr std::array<model_case, 3> model_cases{
+    {{"Mixtral-8x7B", 32, 8, 4}, {"Qwen3-235B", 94, 128, 32}, {"DeepSeek-V3", 58, 256, 64}}};
 
 struct placement_input {
   Eigen::MatrixXd P, W;
@@ -130,17 +131,41 @@ Eigen::MatrixXd layer_losses(Eigen::Index experts) {
 
 void BM_prefix_split(benchmark::State& state) {
   const Eigen::MatrixXd L = layer_losses(state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(prefix_split(bits, L, 2.5));
-  state.SetLabel("E_NDP experts, bits {1,2,3,4}, average 2.5");
+  prefix_split_workspace ws;
+  bit_allocation out;
+  for (auto _ : state) {
+    prefix_split(bits, L, 2.5, {}, {}, ws, out);
+    benchmark::DoNotOptimize(out.gain);
+  }
+  state.SetLabel("E_NDP experts, bits {1,2,3,4}, average 2.5, workspace reused");
 }
 BENCHMARK(BM_prefix_split)->Arg(8)->Arg(32)->Arg(128)->Arg(256)->Unit(benchmark::kMicrosecond);
 
+void BM_prefix_split_reference(benchmark::State& state) {
+  const Eigen::MatrixXd L = layer_losses(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(reference::prefix_split(bits, L, 2.5));
+  state.SetLabel("the first implementation (quant/detail/prefix_split_reference.hpp)");
+}
+BENCHMARK(BM_prefix_split_reference)->Arg(8)->Arg(32)->Arg(128)->Arg(256)->Unit(benchmark::kMicrosecond);
+
 void BM_exact_allocation(benchmark::State& state) {
   const Eigen::MatrixXd L = layer_losses(state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(exact_allocation(bits, L, 2.5));
-  state.SetLabel("E_NDP experts, bits {1,2,3,4}, average 2.5");
+  exact_allocation_workspace ws;
+  bit_allocation out;
+  for (auto _ : state) {
+    exact_allocation(bits, L, 2.5, {}, {}, {}, exact_method::automatic, ws, out);
+    benchmark::DoNotOptimize(out.gain);
+  }
+  state.SetLabel("E_NDP experts, bits {1,2,3,4}, average 2.5, not convex: the DP, workspace reused");
 }
 BENCHMARK(BM_exact_allocation)->Arg(8)->Arg(32)->Arg(128)->Arg(256)->Unit(benchmark::kMicrosecond);
+
+void BM_exact_allocation_reference(benchmark::State& state) {
+  const Eigen::MatrixXd L = layer_losses(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(reference::exact_allocation(bits, L, 2.5));
+  state.SetLabel("the first implementation (quant/detail/exact_allocation_reference.hpp)");
+}
+BENCHMARK(BM_exact_allocation_reference)->Arg(8)->Arg(32)->Arg(128)->Arg(256)->Unit(benchmark::kMicrosecond);
 
 void BM_allocation_floor(benchmark::State& state) {
   const Eigen::MatrixXd L = layer_losses(state.range(0));

@@ -36,8 +36,17 @@
 // Decisions, per shape (K = GPU experts per layer: 4 of 8 for Mixtral, E/4 otherwise):
 //   collector          routing_stats_collector::observe of one token's record at one layer
 //   importance_topk    importance_scores + top_k_experts (K) of one layer
+//   importance_topk_reference   the same with the first top-K (a heap-based partial sort,
+//                      score/detail/importance_reference.hpp)
 //   prefix_split       prefix_split of one layer's E − K NDP experts, bits {1,2,3,4}, b̄ 2.5
-//   exact_allocation   exact_allocation of the same problem
+//   prefix_split_reference   the first implementation of prefix split
+//                      (quant/detail/prefix_split_reference.hpp), the same problem
+//   exact_allocation   exact_allocation of the same problem (the synthetic losses are not
+//                      convex in bits: the DP)
+//   exact_allocation_reference   the first implementation of the DP
+//                      (quant/detail/exact_allocation_reference.hpp), the same problem
+//   exact_allocation_convex   exact_allocation of the same losses with each row's steps
+//                      sorted (convex in bits: the greedy on marginal gains)
 //   placement          place_from_prefill of the whole model (once per request)
 //   makespan_paper     bottleneck_refinement_scheduler::solve of one layer of a decode step
 //   makespan_local     local_search_scheduler::solve of the same problem
@@ -51,15 +60,20 @@
 //                      with the layer hooks); their floor reads each access's
 //                      key and next use and the row's ids, score-aware's also the row's
 //                      router scores and gate weights
+//   evict_score_aware_reference   the same through the first score-aware implementation
+//                      (eager re-ranking, cache/detail/score_aware_reference.hpp)
 //   router             expert_cache_router::route of one token at one layer (α = 0.3)
 //   two_pointer        two_pointer_balancer::balance of one layer's activated experts that
 //                      are not GPU-resident, at the decode batch
 //   migration_planner  migration_planner::plan of one layer (window 0.68 ms)
+//   migration_planner_reference   the same with the first implementation
+//                      (balance/detail/migration_planner_reference.hpp)
 //   resolve            expert_handle::resolve of one routed expert, in a forward pass's
 //                      order (a guard pinned for the whole run)
-// Hot-path calls allocate nothing after construction; prefix_split, exact_allocation and
+// Hot-path calls allocate nothing after construction; prefix_split and exact_allocation
+// reuse a workspace and a result (no allocation), their references and
 // place_from_prefill return their results in fresh vectors (they run once per layer or
-// request, off the token path), so their figures include allocation.
+// request, off the token path), so those figures include allocation.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -69,6 +83,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -81,9 +96,11 @@
 
 #include <Eigen/Core>
 
+#include "moepolicy/balance/detail/migration_planner_reference.hpp"
 #include "moepolicy/balance/migration_planner.hpp"
 #include "moepolicy/balance/two_pointer.hpp"
 #include "moepolicy/cache/belady.hpp"
+#include "moepolicy/cache/detail/score_aware_reference.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
 #include "moepolicy/cache/hawkeye.hpp"
@@ -98,6 +115,8 @@
 #include "moepolicy/place/prefill_placement.hpp"
 #include "moepolicy/predict/ema_load_predictor.hpp"
 #include "moepolicy/predict/precision_target.hpp"
+#include "moepolicy/quant/detail/exact_allocation_reference.hpp"
+#include "moepolicy/quant/detail/prefix_split_reference.hpp"
 #include "moepolicy/quant/exact_allocation.hpp"
 #include "moepolicy/quant/prefix_split.hpp"
 #include "moepolicy/residency/versioned_expert.hpp"
@@ -105,6 +124,7 @@
 #include "moepolicy/sched/bottleneck_refinement.hpp"
 #include "moepolicy/sched/gpu_cpu_ndp.hpp"
 #include "moepolicy/sched/local_search.hpp"
+#include "moepolicy/score/detail/importance_reference.hpp"
 #include "moepolicy/score/importance.hpp"
 #include "moepolicy/stats/analysis.hpp"
 #include "moepolicy/stats/routing_stats.hpp"
@@ -155,7 +175,8 @@ struct shape_inputs {
   Eigen::MatrixXd P, W;                // L × E
   std::vector<double> P_rows, W_rows;  // the same, row-major
   loss_table losses;
-  std::vector<Eigen::MatrixXd> ndp_losses;  // per layer: (E − K) × 4, in importance order
+  std::vector<Eigen::MatrixXd> ndp_losses;         // per layer: (E − K) × 4, in importance order
+  std::vector<Eigen::MatrixXd> ndp_losses_convex;  // the same with each row's steps sorted: convex
 
   // Batched decode steps.
   std::vector<std::vector<std::uint32_t>> step_loads;  // num_steps × E
@@ -323,7 +344,19 @@ void shape_inputs::make_prefill(std::mt19937_64& rng) {
         m(static_cast<Eigen::Index>(i - gpu_K), static_cast<Eigen::Index>(b)) = row[b];
       }
     }
+    Eigen::MatrixXd c = m;  // each row's steps in descending order: convex in the level
+    for (Eigen::Index i = 0; i < c.rows(); ++i) {
+      std::array<double, 3> step{};
+      for (std::size_t b = 0; b < step.size(); ++b) {
+        step[b] = m(i, static_cast<Eigen::Index>(b)) - m(i, static_cast<Eigen::Index>(b + 1));
+      }
+      std::sort(step.begin(), step.end(), std::greater<>());
+      for (std::size_t b = 0; b < step.size(); ++b) {
+        c(i, static_cast<Eigen::Index>(b + 1)) = c(i, static_cast<Eigen::Index>(b)) - step[b];
+      }
+    }
     ndp_losses.push_back(std::move(m));
+    ndp_losses_convex.push_back(std::move(c));
   }
 }
 
@@ -475,6 +508,19 @@ void importance_topk(benchmark::State& state, const shape_inputs& in) {
   }
   per_iteration(state, 1);
 }
+void importance_topk_reference(benchmark::State& state, const shape_inputs& in) {
+  std::vector<double> score(in.E);
+  std::vector<expert_id> order(in.E);
+  std::size_t l = 0;
+  for (auto _ : state) {
+    importance_scores(in.P_row(l), in.W_row(l), score);
+    const auto top = reference::top_k_experts(score, in.gpu_K, order);
+    benchmark::DoNotOptimize(top.data());
+    benchmark::ClobberMemory();
+    next(l, in.L);
+  }
+  per_iteration(state, 1);
+}
 void importance_floor(benchmark::State& state, const shape_inputs& in) {
   std::size_t l = 0;
   for (auto _ : state) {
@@ -489,18 +535,48 @@ void importance_floor(benchmark::State& state, const shape_inputs& in) {
 // Bit allocation of one layer's NDP experts.
 
 void prefix_split_layer(benchmark::State& state, const shape_inputs& in) {
+  prefix_split_workspace ws;
+  bit_allocation a;
   std::size_t l = 0;
   for (auto _ : state) {
-    const bit_allocation a = prefix_split(ndp_bits, in.ndp_losses[l], average_bits);
+    prefix_split(ndp_bits, in.ndp_losses[l], average_bits, {}, {}, ws, a);
+    benchmark::DoNotOptimize(a.gain);
+    next(l, in.L);
+  }
+  per_iteration(state, 1);
+}
+void prefix_split_reference(benchmark::State& state, const shape_inputs& in) {
+  std::size_t l = 0;
+  for (auto _ : state) {
+    const bit_allocation a = reference::prefix_split(ndp_bits, in.ndp_losses[l], average_bits);
+    benchmark::DoNotOptimize(a.gain);
+    next(l, in.L);
+  }
+  per_iteration(state, 1);
+}
+/// The exact allocation on `tables` with `method`, its workspace reused.
+void exact_allocation_on(benchmark::State& state, const shape_inputs& in, const std::vector<Eigen::MatrixXd>& tables,
+                         exact_method method) {
+  exact_allocation_workspace ws;
+  bit_allocation a;
+  std::size_t l = 0;
+  for (auto _ : state) {
+    exact_allocation(ndp_bits, tables[l], average_bits, {}, {}, {}, method, ws, a);
     benchmark::DoNotOptimize(a.gain);
     next(l, in.L);
   }
   per_iteration(state, 1);
 }
 void exact_allocation_layer(benchmark::State& state, const shape_inputs& in) {
+  exact_allocation_on(state, in, in.ndp_losses, exact_method::automatic);  // not convex: the DP
+}
+void exact_allocation_convex(benchmark::State& state, const shape_inputs& in) {
+  exact_allocation_on(state, in, in.ndp_losses_convex, exact_method::automatic);  // the greedy
+}
+void exact_allocation_reference(benchmark::State& state, const shape_inputs& in) {
   std::size_t l = 0;
   for (auto _ : state) {
-    const bit_allocation a = exact_allocation(ndp_bits, in.ndp_losses[l], average_bits);
+    const bit_allocation a = reference::exact_allocation(ndp_bits, in.ndp_losses[l], average_bits);
     benchmark::DoNotOptimize(a.gain);
     next(l, in.L);
   }
@@ -770,6 +846,21 @@ void migration_plan(benchmark::State& state, const shape_inputs& in) {
   per_iteration(state, 1);
   state.counters["tasks"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kAvgIterations);
 }
+void migration_plan_reference(benchmark::State& state, const shape_inputs& in) {
+  const planner_inputs pi(in);
+  reference::migration_planner planner(*in.sys, in.E);
+  std::size_t l = 0, tasks = 0;
+  for (auto _ : state) {
+    const auto lid = static_cast<layer_id>(l);
+    const auto t = planner.plan(lid, pi.pred.predicted_loads(lid), pi.pred.predicted_classes(lid), in.layouts[l],
+                                in.hbm[l], 0.68e-3, 8'000'000'000ULL);
+    tasks += t.size();
+    benchmark::DoNotOptimize(t.data());
+    next(l, pi.layers);
+  }
+  per_iteration(state, 1);
+  state.counters["tasks"] = benchmark::Counter(static_cast<double>(tasks), benchmark::Counter::kAvgIterations);
+}
 void migration_plan_floor(benchmark::State& state, const shape_inputs& in) {
   const planner_inputs pi(in);
   std::size_t l = 0;
@@ -860,19 +951,24 @@ void run_evict_lfu(benchmark::State& s, const shape_inputs& in) { evict<lfu_poli
 void run_evict_fifo(benchmark::State& s, const shape_inputs& in) { evict<fifo_policy>(s, in); }
 void run_evict_sticky_lru(benchmark::State& s, const shape_inputs& in) { evict<sticky_lru_policy>(s, in); }
 void run_evict_score_aware(benchmark::State& s, const shape_inputs& in) { evict<score_aware_policy>(s, in); }
+void run_evict_score_aware_reference(benchmark::State& s, const shape_inputs& in) {
+  evict<reference::score_aware_policy>(s, in);
+}
 void run_evict_belady(benchmark::State& s, const shape_inputs& in) { evict<belady_policy>(s, in); }
 void run_evict_hawkeye(benchmark::State& s, const shape_inputs& in) { evict<hawkeye_policy>(s, in); }
-void run_evict_predicted_reuse(benchmark::State& s, const shape_inputs& in) {
-  evict<predicted_reuse_policy>(s, in);
-}
+void run_evict_predicted_reuse(benchmark::State& s, const shape_inputs& in) { evict<predicted_reuse_policy>(s, in); }
 void evict_keys_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, false); }
 void evict_scored_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, true); }
 
-const std::array<decision, 21> all_decisions{{
+const std::array<decision, 27> all_decisions{{
     {"collector", "collector", collector, collector_floor, benchmark::kNanosecond},
     {"importance_topk", "importance", importance_topk, importance_floor, benchmark::kNanosecond},
+    {"importance_topk_reference", "importance", importance_topk_reference, importance_floor, benchmark::kNanosecond},
     {"prefix_split", "allocation", prefix_split_layer, allocation_floor, benchmark::kMicrosecond},
+    {"prefix_split_reference", "allocation", prefix_split_reference, allocation_floor, benchmark::kMicrosecond},
     {"exact_allocation", "allocation", exact_allocation_layer, allocation_floor, benchmark::kMicrosecond},
+    {"exact_allocation_reference", "allocation", exact_allocation_reference, allocation_floor, benchmark::kMicrosecond},
+    {"exact_allocation_convex", "allocation", exact_allocation_convex, allocation_floor, benchmark::kMicrosecond},
     {"placement", "placement", placement, placement_floor, benchmark::kMicrosecond},
     {"makespan_paper", "makespan", makespan_paper, makespan_floor, benchmark::kNanosecond},
     {"makespan_local", "makespan", makespan_local, makespan_floor, benchmark::kNanosecond},
@@ -883,12 +979,16 @@ const std::array<decision, 21> all_decisions{{
     {"evict_fifo", "evict", run_evict_fifo, evict_keys_floor, benchmark::kNanosecond},
     {"evict_sticky_lru", "evict", run_evict_sticky_lru, evict_keys_floor, benchmark::kNanosecond},
     {"evict_score_aware", "evict_scored", run_evict_score_aware, evict_scored_floor, benchmark::kNanosecond},
+    {"evict_score_aware_reference", "evict_scored", run_evict_score_aware_reference, evict_scored_floor,
+     benchmark::kNanosecond},
     {"evict_belady", "evict", run_evict_belady, evict_keys_floor, benchmark::kNanosecond},
     {"evict_hawkeye", "evict", run_evict_hawkeye, evict_keys_floor, benchmark::kNanosecond},
     {"evict_predicted_reuse", "evict", run_evict_predicted_reuse, evict_keys_floor, benchmark::kNanosecond},
     {"router", "router", router, router_floor, benchmark::kNanosecond},
     {"two_pointer", "two_pointer", two_pointer, two_pointer_floor, benchmark::kNanosecond},
     {"migration_planner", "migration_planner", migration_plan, migration_plan_floor, benchmark::kNanosecond},
+    {"migration_planner_reference", "migration_planner", migration_plan_reference, migration_plan_floor,
+     benchmark::kNanosecond},
     {"resolve", "resolve", resolve, resolve_floor, benchmark::kNanosecond},
 }};
 

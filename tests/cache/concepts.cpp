@@ -2,9 +2,12 @@
 // archetypes; and the arithmetic of cache_shape.
 #include "moepolicy/cache/concepts.hpp"
 
+#include "moepolicy/cache/detail/orderings.hpp"
+
 #include <doctest/doctest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 
 namespace {
@@ -110,4 +113,24 @@ TEST_CASE("cache_shape numbers slots layer-major and partitions by scope") {
                        invalid_argument);
   CHECK_THROWS_WITH_AS((cache_shape{1, 70000}.validate("f")),
                        "moepolicy::f: num_experts must be in [1, 65536], got 70000", invalid_argument);
+}
+
+TEST_CASE("the slot divider divides exactly: every dividend near the multiples, for every pool size") {
+  std::size_t wrong = 0;
+  for (std::uint32_t d = 1; d <= 65536; d += (d < 300 ? 1 : 997)) {
+    const detail::slot_divider div(d);
+    const std::uint64_t top = std::uint64_t{d} * 65536;  // the largest shape: 65536 layers of d experts
+    for (std::uint64_t q :
+         {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{255}, std::uint64_t{4097}, top / d - 1}) {
+      for (std::int64_t off : {-1, 0, 1}) {
+        const std::int64_t n = static_cast<std::int64_t>(q * d) + off;
+        if (n < 0 || static_cast<std::uint64_t>(n) >= top) continue;
+        const auto u = static_cast<std::size_t>(n);
+        if (div.divide(u) != u / d) ++wrong;
+      }
+    }
+  }
+  const detail::slot_divider big(65536);
+  CHECK(big.divide(0xFFFFFFFFu) == 0xFFFFu);
+  CHECK(wrong == 0);
 }

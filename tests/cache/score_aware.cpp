@@ -7,6 +7,8 @@
 #include <array>
 #include <vector>
 
+#include "cache_test_support.hpp"
+#include "moepolicy/cache/detail/score_aware_reference.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 
 using namespace moepolicy;
@@ -104,4 +106,67 @@ TEST_CASE("shields are per layer and ties go to the least recently used") {
   CHECK(!p.shielded({0, 0}));
   CHECK_THROWS_WITH_AS(score_aware_policy({1, 1}, {.window = 0}),
                        "moepolicy::score_aware_policy: window must be >= 1, got 0", invalid_argument);
+}
+
+namespace {
+
+/// Drives the policy and its first implementation (eager re-ranking, kept as the
+/// reference) through `t` in lockstep: the same victim before every access, the same
+/// outcome of every access, the same victim of every pool after every step.
+void same_as_reference(const routing_trace& t, const cache_config& cc, std::uint32_t window) {
+  expert_cache<score_aware_policy> fast(cc, {.window = window});
+  expert_cache<reference::score_aware_policy> ref(cc, {.window = window});
+  const std::size_t pools = cc.scope == capacity_scope::per_layer ? cc.num_layers : 1;
+  std::size_t accesses = 0, mismatches = 0;
+  std::vector<std::uint8_t> seen(cc.num_experts, 0);
+  for (const step_ref& s : t.steps()) {
+    for (const batch_ref& r : t.batches_of(s)) {
+      const batch_view b = t.view(r);
+      fast.begin_layer(b);
+      ref.begin_layer(b);
+      for (expert_id e : b.experts) {
+        if (seen[e] != 0) continue;
+        seen[e] = 1;
+        const expert_key k{r.layer, e};
+        if (fast.victim_for(k) != ref.victim_for(k)) ++mismatches;
+        const access_outcome x = fast.get(k), y = ref.get(k);
+        if (x.hit != y.hit || x.inserted != y.inserted || x.evicted != y.evicted) ++mismatches;
+        ++accesses;
+      }
+      for (expert_id e : b.experts) seen[e] = 0;
+      fast.end_layer(r.layer);
+      ref.end_layer(r.layer);
+    }
+    fast.end_step();
+    ref.end_step();
+    for (std::size_t p = 0; p < pools; ++p) {
+      if (fast.policy().victim(p) != ref.policy().victim(p)) ++mismatches;
+    }
+  }
+  CHECK(accesses > 0);
+  CHECK(mismatches == 0);
+  CHECK(fast.stats().hits == ref.stats().hits);
+  CHECK(fast.stats().evictions == ref.stats().evictions);
+}
+
+}  // namespace
+
+TEST_CASE("the lazily ranked pools evict exactly as the eager reference") {
+  std::vector<routing_trace> traces;
+  traces.push_back(test::synthetic_trace(5, {.layers = 4, .experts = 32, .top_k = 4}));
+  traces.push_back(test::synthetic_trace(6, {.layers = 3, .experts = 16, .top_k = 2, .batch = 3}));
+  traces.push_back(test::synthetic_trace(7, {.layers = 4, .experts = 16, .top_k = 2, .scores = false}));
+  traces.push_back(test::first_requests(test::granite_trace(), 3));  // recorded: top-k weights only
+  for (const routing_trace& t : traces) {
+    const std::uint32_t L = t.info().num_layers, E = t.info().num_experts;
+    for (const std::uint32_t window : {1u, 3u, 8u}) {
+      for (const std::uint64_t c : {1u, 3u, E / 2}) {
+        same_as_reference(t, {.num_layers = L, .num_experts = E, .capacity = c, .scope = capacity_scope::per_layer},
+                          window);
+      }
+      for (const std::uint64_t c : {7u, 3u * E, L * E / 2}) {
+        same_as_reference(t, {.num_layers = L, .num_experts = E, .capacity = c}, window);
+      }
+    }
+  }
 }

@@ -3,10 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cmath>
 #include <random>
 #include <vector>
 
+#include "../cache/count_allocations.hpp"
 #include "brute_force.hpp"
+#include "moepolicy/quant/detail/prefix_split_reference.hpp"
 
 using namespace moepolicy;
 
@@ -122,12 +125,11 @@ TEST_CASE("at_most never loses to exact, and may stop short of the budget") {
 TEST_CASE("equals a brute force over prefix-structured assignments on random instances") {
   std::mt19937 rng(20261121);
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  const std::vector<std::vector<bitwidth>> sets{
-      {bitwidth{1}, bitwidth{2}, bitwidth{3}, bitwidth{4}},
-      {bitwidth{2}, bitwidth{3}, bitwidth{4}, bitwidth{8}},
-      {bitwidth{1}, bitwidth{2}, bitwidth{3}},
-      {bitwidth{2}, bitwidth{4}},
-      {bitwidth{1}, bitwidth{2}, bitwidth{3}, bitwidth{4}, bitwidth{6}}};
+  const std::vector<std::vector<bitwidth>> sets{{bitwidth{1}, bitwidth{2}, bitwidth{3}, bitwidth{4}},
+                                                {bitwidth{2}, bitwidth{3}, bitwidth{4}, bitwidth{8}},
+                                                {bitwidth{1}, bitwidth{2}, bitwidth{3}},
+                                                {bitwidth{2}, bitwidth{4}},
+                                                {bitwidth{1}, bitwidth{2}, bitwidth{3}, bitwidth{4}, bitwidth{6}}};
   for (int trial = 0; trial < 400; ++trial) {
     const auto& bits = sets[static_cast<std::size_t>(trial) % sets.size()];
     const auto E = static_cast<Eigen::Index>(1 + trial % 7);
@@ -149,7 +151,8 @@ TEST_CASE("equals a brute force over prefix-structured assignments on random ins
     for (auto form : {budget_form::exact, budget_form::at_most}) {
       const auto a = prefix_split(bits, L, avg, {.form = form}, w);
       CAPTURE(trial);
-      const std::int64_t R = std::min<std::int64_t>(a.budget_increments, E * (bits.back().bits() - bits.front().bits()));
+      const std::int64_t R =
+          std::min<std::int64_t>(a.budget_increments, E * (bits.back().bits() - bits.front().bits()));
       const auto form_used = a.status == allocation_status::saturated ? budget_form::at_most : form;
       if (a.status == allocation_status::saturated && form == budget_form::exact) {
         CHECK(a.level_of == std::vector<std::uint32_t>(static_cast<std::size_t>(E), static_cast<std::uint32_t>(m - 1)));
@@ -195,6 +198,78 @@ TEST_CASE("bad input names prefix_split, the problem and the value") {
                        invalid_argument);
   const std::array<double, 4> neg_w{1, -1, 1, 1};
   CHECK_THROWS_WITH_AS(static_cast<void>(prefix_split(paper_bits, L, 2.0, {}, neg_w)),
-                       "moepolicy::prefix_split: weight of expert 1 must be finite and >= 0, got -1",
-                       invalid_argument);
+                       "moepolicy::prefix_split: weight of expert 1 must be finite and >= 0, got -1", invalid_argument);
+}
+
+// The flat enumeration against the first implementation, kept as the reference: the same
+// status, levels, gain and loss on random instances of every budget form, with weights,
+// with bit sets of 2 to 5 levels including non-unit increments, and at the sizes of the
+// papers' NDP pools (E = 128 … 256).
+TEST_CASE("equals the reference implementation on random instances") {
+  std::mt19937_64 rng(16);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  const std::vector<std::vector<bitwidth>> bit_sets{{bitwidth{1}, bitwidth{2}},
+                                                    {bitwidth{2}, bitwidth{3}, bitwidth{4}},
+                                                    {bitwidth{1}, bitwidth{2}, bitwidth{3}, bitwidth{4}},
+                                                    {bitwidth{2}, bitwidth{3}, bitwidth{4}, bitwidth{8}},
+                                                    {bitwidth{2}, bitwidth{4}, bitwidth{8}},
+                                                    {bitwidth{1}, bitwidth{2}, bitwidth{3}, bitwidth{4}, bitwidth{5}}};
+  prefix_split_workspace ws;
+  bit_allocation out;
+  int compared = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const auto& bits = bit_sets[static_cast<std::size_t>(trial) % bit_sets.size()];
+    const std::size_t m = bits.size();
+    const std::size_t E = trial < 280 ? 1 + static_cast<std::size_t>(u(rng) * (m == 5 ? 12 : 40))
+                                      : 128 + static_cast<std::size_t>(u(rng) * 129);
+    if (m == 5 && E > 12) continue;
+    Eigen::MatrixXd L(static_cast<Eigen::Index>(E), static_cast<Eigen::Index>(m));
+    for (Eigen::Index i = 0; i < L.rows(); ++i) {
+      double v = 100.0 * (1.0 + u(rng));
+      for (Eigen::Index j = 0; j < L.cols(); ++j, v *= 0.2 + 0.9 * u(rng)) L(i, j) = trial % 7 == 0 ? std::round(v) : v;
+    }
+    std::vector<double> w;
+    if (trial % 3 == 1) {
+      for (std::size_t i = 0; i < E; ++i) w.push_back(trial % 2 == 0 ? 1.0 : std::round(3.0 * u(rng)));
+    }
+    const double avg = static_cast<double>(bits.front().bits()) +
+                       u(rng) * static_cast<double>(bits.back().bits() - bits.front().bits() + 1);
+    for (budget_form form : {budget_form::exact, budget_form::at_most}) {
+      const bit_allocation_config config{.form = form};
+      const bit_allocation ref = reference::prefix_split(bits, L, avg, config, w);
+      prefix_split(bits, L, avg, config, w, ws, out);
+      CAPTURE(trial);
+      CAPTURE(E);
+      CAPTURE(avg);
+      REQUIRE(out.status == ref.status);
+      CHECK(out.level_of == ref.level_of);
+      CHECK(out.gain == ref.gain);
+      CHECK(out.weighted_loss == ref.weighted_loss);
+      CHECK(out.budget_increments == ref.budget_increments);
+      ++compared;
+    }
+  }
+  CHECK(compared > 400);
+}
+
+TEST_CASE("with a workspace, a call allocates nothing once the workspace has seen the size") {
+  if (!test::allocation_counting) return;
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  Eigen::MatrixXd L(192, 4);
+  for (Eigen::Index i = 0; i < L.rows(); ++i) {
+    for (Eigen::Index j = 0; j < L.cols(); ++j) L(i, j) = 100.0 - 20.0 * static_cast<double>(j) * u(rng);
+  }
+  prefix_split_workspace ws;
+  bit_allocation out;
+  for (budget_form form : {budget_form::exact, budget_form::at_most}) {
+    prefix_split(paper_bits, L, 2.5, {.form = form}, {}, ws, out);
+    const auto first = out.level_of;
+    const test::allocation_counter counter;
+    prefix_split(paper_bits, L, 2.5, {.form = form}, {}, ws, out);
+    prefix_split(paper_bits, L.topRows(100), 2.0, {.form = form}, {}, ws, out);
+    CHECK(counter.count() == 0);
+    prefix_split(paper_bits, L, 2.5, {.form = form}, {}, ws, out);
+    CHECK(out.level_of == first);
+  }
 }

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "moepolicy/io/tables_json.hpp"
+#include "moepolicy/quant/detail/exact_allocation_reference.hpp"
+#include "moepolicy/quant/detail/prefix_split_reference.hpp"
 #include "moepolicy/quant/exact_allocation.hpp"
 #include "moepolicy/quant/prefix_split.hpp"
 #include "moepolicy/score/importance.hpp"
@@ -32,7 +34,8 @@ TEST_CASE("prefix split against the exact optimum on every Mixtral layer") {
       rank_experts(S, order);
       Eigen::MatrixXd L(8, 3);
       for (std::size_t i = 0; i < 8; ++i) {
-        for (std::size_t j = 0; j < 3; ++j) L(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = table.loss(l, order[i], j);
+        for (std::size_t j = 0; j < 3; ++j)
+          L(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = table.loss(l, order[i], j);
       }
       const auto p = prefix_split(table.bits(), L, avg);
       const auto x = exact_allocation(table.bits(), L, avg);
@@ -43,6 +46,21 @@ TEST_CASE("prefix split against the exact optimum on every Mixtral layer") {
       CHECK(p.used_increments == p.budget_increments);
       CHECK(x.used_increments == x.budget_increments);
       CHECK(x.weighted_loss <= p.weighted_loss + 1e-9);
+      // The reference implementations give the same allocations (the DP identically; the
+      // greedy, where the layer's losses are convex, the same least loss).
+      for (budget_form form : {budget_form::exact, budget_form::at_most}) {
+        const auto rp = reference::prefix_split(table.bits(), L, avg, {.form = form});
+        const auto np = prefix_split(table.bits(), L, avg, {.form = form});
+        CHECK(np.level_of == rp.level_of);
+        CHECK(np.weighted_loss == rp.weighted_loss);
+        const auto rx = reference::exact_allocation(table.bits(), L, avg, {.form = form});
+        const auto dp =
+            exact_allocation(table.bits(), L, avg, {.form = form}, {}, {}, exact_method::dynamic_programming);
+        const auto nx = exact_allocation(table.bits(), L, avg, {.form = form});
+        CHECK(dp.level_of == rx.level_of);
+        CHECK(dp.weighted_loss == rx.weighted_loss);
+        CHECK(nx.weighted_loss == doctest::Approx(rx.weighted_loss).epsilon(1e-12));
+      }
       prefix_total += p.weighted_loss;
       exact_total += x.weighted_loss;
     }

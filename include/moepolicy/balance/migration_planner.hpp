@@ -236,8 +236,10 @@ class migration_planner {
   /// negative or not finite.
   /// Returns: every proposed task, in rank order, with `taken` set on those planned
   /// (valid until the next call).
-  /// Complexity: one schedule of the predicted step, O(E log E) and the rebalancing; no
-  /// allocation after the first call.
+  /// Complexity: one schedule of the predicted step, O(E log E) and the rebalancing; each
+  /// expert is priced once for the step (its NDP price shared with rebalancing) and a task
+  /// reprices only what its move changes (a prefetch: the GPU price; a relayout or
+  /// rebalance move: the layout-dependent prices); no allocation after the first call.
   std::span<const migration_task> plan(layer_id layer, std::span<const double> predicted,
                                        std::span<const hotness> classes, std::span<const expert_layout> layouts,
                                        std::span<const std::uint8_t> resident, seconds window, bytes gpu_free_bytes) {
@@ -266,6 +268,13 @@ class migration_planner {
     tasks_.clear();
     const std::size_t D = system_.num_dimms();
 
+    // Each expert's predicted NDP seconds: its NDP price in every row below (the NDP price
+    // does not depend on layout or residency) and its weight in rebalancing.
+    for (std::size_t e = 0; e < experts_; ++e) {
+      ndp_weight_[e] =
+          priced(predicted[e], [&](std::uint32_t t) { return system_.ndp_seconds(key(e), config_.bits, t); });
+    }
+
     // The predicted step and its schedule.
     problem_.clear();
     for (std::size_t e = 0; e < experts_; ++e) {
@@ -281,10 +290,6 @@ class migration_planner {
     base_q_ = loads_.square_sum_after({});
 
     // Rebalancing on today's layout, in predicted NDP seconds.
-    for (std::size_t e = 0; e < experts_; ++e) {
-      ndp_weight_[e] =
-          priced(predicted[e], [&](std::uint32_t t) { return system_.ndp_seconds(key(e), config_.bits, t); });
-    }
     if (config_.rebalance) {
       std::uint32_t chain = 0;
       for (const auto& m : rebalancer_.plan(ndp_weight_, classes, layouts)) {
@@ -376,7 +381,8 @@ class migration_planner {
     return c_lo + (x - lo) * (c_hi - c_lo);
   }
 
-  /// The prices of expert `e` at predicted load `x` with `layout` and residency `res`.
+  /// The prices of expert `e` at predicted load `x` with `layout` and residency `res`
+  /// (its NDP price from `ndp_weight_`, computed by the same call).
   [[nodiscard]] expert_costs expected_row(std::size_t e, double x, expert_layout layout, bool res) const {
     const expert_key k = key(e);
     const bitwidth b = config_.bits;
@@ -386,14 +392,46 @@ class migration_planner {
     c.layout = layout;
     c.gpu_resident = res;
     c.dram = std::min(1.0, x) * system_.dram_seconds(k, b, layout);
-    c.exec[0] = res ? priced(x, [&](std::uint32_t n) { return system_.gpu_hit_seconds(k, b, n); })
-                    : priced(x, [&](std::uint32_t n) { return system_.gpu_miss_seconds(k, b, n, layout); });
+    c.exec[0] = gpu_price(e, x, layout, res);
     c.exec[1] = system_.config().use_cpu
                     ? priced(x, [&](std::uint32_t n) { return system_.cpu_seconds(k, b, n, layout); })
                     : not_allowed;
-    c.exec[2] = (system_.config().use_ndp && layout.is_localized())
-                    ? priced(x, [&](std::uint32_t n) { return system_.ndp_seconds(k, b, n); })
-                    : not_allowed;
+    c.exec[2] = (system_.config().use_ndp && layout.is_localized()) ? ndp_weight_[e] : not_allowed;
+    return c;
+  }
+
+  /// The GPU price of expert `e` at predicted load `x`: a hit when resident, else a miss
+  /// that reads it in `layout`.
+  [[nodiscard]] seconds gpu_price(std::size_t e, double x, expert_layout layout, bool res) const {
+    const expert_key k = key(e);
+    const bitwidth b = config_.bits;
+    return res ? priced(x, [&](std::uint32_t n) { return system_.gpu_hit_seconds(k, b, n); })
+               : priced(x, [&](std::uint32_t n) { return system_.gpu_miss_seconds(k, b, n, layout); });
+  }
+
+  /// `old`'s row with residency `res` and `layout`: the prices that depend on neither
+  /// change are kept (the same calls give the same values), the others priced afresh.
+  [[nodiscard]] expert_costs moved_row(const expert_costs& old, std::size_t e, double x, expert_layout layout,
+                                       bool res) const {
+    if (layout.home != old.layout.home) {
+      // A hit's price does not depend on the layout.
+      if (!res || !old.gpu_resident) return expected_row(e, x, layout, res);
+      const expert_key k = key(e);
+      const bitwidth b = config_.bits;
+      expert_costs c = old;
+      c.layout = layout;
+      c.dram = std::min(1.0, x) * system_.dram_seconds(k, b, layout);
+      c.exec[1] = system_.config().use_cpu
+                      ? priced(x, [&](std::uint32_t n) { return system_.cpu_seconds(k, b, n, layout); })
+                      : not_allowed;
+      c.exec[2] = (system_.config().use_ndp && layout.is_localized()) ? ndp_weight_[e] : not_allowed;
+      return c;
+    }
+    expert_costs c = old;
+    if (res != old.gpu_resident) {
+      c.gpu_resident = res;
+      c.exec[0] = gpu_price(e, x, layout, res);
+    }
     return c;
   }
 
@@ -403,7 +441,7 @@ class migration_planner {
     const std::size_t i = index_[t.expert];
     if (i == none) return false;
     const expert_costs& old = problem_[i];
-    const expert_costs now = expected_row(t.expert, x, layout, res);
+    const expert_costs now = moved_row(old, t.expert, x, layout, res);
     bool found = false;
     seconds best_m = 0.0;
     double best_q = 0.0;

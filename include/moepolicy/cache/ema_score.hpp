@@ -101,7 +101,7 @@ class ema_score_policy {
   /// recently used, then lower key), or nothing when every resident is shielded.
   /// Complexity: O(1).
   [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
-    const auto f = ranking_.top(part);
+    const auto f = ranking_.top(part, ranker());
     if (!f) return std::nullopt;
     return shape_.key(*f);
   }

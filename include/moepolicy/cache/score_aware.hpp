@@ -51,9 +51,17 @@ struct score_aware_config {
 /// Evicts the resident expert with the lowest windowed average score, never one selected
 /// for the layer in progress.
 ///
-/// Unshielded residents sit in a heap per pool ranked by (average, last use), so `victim`
-/// is O(1); an average changes only when its layer's batch arrives (re-ranked then) or
-/// when the window moves (every rank rebuilt at the step end).
+/// Unshielded residents sit in a heap per pool ranked by (average, last use). An average
+/// changes only when its layer's batch arrives or when the window moves; the pools whose
+/// ranks all moved then are marked stale and ranked at their next `victim`, by one O(n)
+/// scan (detail/shielded_ranking.hpp), instead of being re-ranked eagerly at O(E log n)
+/// per batch and O(L · E) per step end as in the first implementation
+/// (cache/detail/score_aware_reference.hpp); the victims are the same.
+///
+/// Complexity per access, pools per layer of n residents, E experts, k selected per token:
+/// O(E) per batch for the scores (shared by its k·tokens accesses), O(n) per batch for
+/// the first victim of a pool, O(log n) or O(1) per event; O(L · E) per step end for the
+/// window.
 class score_aware_policy {
  public:
   using config_type = score_aware_config;
@@ -81,7 +89,8 @@ class score_aware_policy {
   /// empty or `tokens × num_experts`; scores and weights finite, of magnitude below 2^31
   /// (they are probabilities; sums are kept in 2^-32 fixed point).
   /// Complexity: O(tokens · num_experts) with scores, O(tokens · k) without, plus
-  /// O(num_experts · log n) to re-rank the layer's residents.
+  /// O(k · tokens) to shield when pools are per layer (the layer's pool is ranked at its
+  /// next victim), O(num_experts · log n) to re-rank the layer's residents otherwise.
   void on_layer_begin(const batch_view& b) noexcept {
     const layer_id l = b.ref.layer;
     MOEPOLICY_ASSERT(l < shape_.num_layers);
@@ -141,9 +150,9 @@ class score_aware_policy {
 
   /// Returns: the unshielded resident of pool `part` with the lowest average score (ties:
   /// least recently used, then lower key), or nothing when every resident is shielded.
-  /// Complexity: O(1).
+  /// Complexity: O(1); O(n) for a pool whose ranks moved since its last victim.
   [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
-    const auto f = ranking_.top(part);
+    const auto f = ranking_.top(part, ranker());
     if (!f) return std::nullopt;
     return shape_.key(*f);
   }
@@ -156,7 +165,7 @@ class score_aware_policy {
   static constexpr double fixed_one = 4294967296.0;  // 2^32
   static std::int64_t fixed(float x) noexcept { return static_cast<std::int64_t>(static_cast<double>(x) * fixed_one); }
   [[nodiscard]] double average(std::size_t f) const noexcept {
-    const std::uint64_t n = tokens_[f / shape_.num_experts];
+    const std::uint64_t n = tokens_[layer_of_.divide(f)];
     return n == 0 ? 0.0 : static_cast<double>(sums_[f]) / fixed_one / static_cast<double>(n);
   }
   /// Ranks a slot by (average, last use).
@@ -169,6 +178,7 @@ class score_aware_policy {
   [[nodiscard]] ranker_fn ranker() const noexcept { return {this}; }
 
   cache_shape shape_;
+  detail::slot_divider layer_of_{shape_.num_experts};  // slot → layer
   std::size_t window_;
   std::size_t cur_ = 0;
   detail::shielded_ranking ranking_;        // unshielded residents by (average, last use); the shield

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "moepolicy/balance/detail/migration_planner_reference.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
 
@@ -342,4 +343,57 @@ TEST_CASE("relayout estimate: the busiest DIMM-Link port carries (D - 1) of D sh
   CHECK(tasks[0].transfer_seconds == doctest::Approx(0.5 * ms));
   CHECK(tasks[0].size == 6'000'000);
   CHECK(tasks[0].taken);
+}
+
+// The planner against its first implementation, kept as the reference: the same tasks, in
+// the same order, with the same benefits, times and choices, bit for bit, on random layers
+// under every relayout rule and budget reading.
+TEST_CASE("migration_planner equals the reference implementation on random layers") {
+  const model_shape m = models::qwen3_30b_a3b();
+  const toy_system sys(roofline_cost{presets::h100_pcie_gen5(), m}, roofline_cost{presets::xeon_8470_amx(), m},
+                       roofline_cost{presets::dimm_ndp(), m});
+  const std::size_t E = 96;
+  std::mt19937 rng(12);
+  std::exponential_distribution<double> load(0.25);
+  std::size_t tasks_seen = 0;
+  for (int trial = 0; trial < 30; ++trial) {
+    migration_planner_config cfg{.relayout_when = trial % 3 == 1 ? relayout_rule::benefit : relayout_rule::class_change,
+                                 .separate_links = trial % 2 == 0,
+                                 .stop_at_first_misfit = trial % 5 == 0};
+    if (trial % 4 == 2) cfg.relayout_time = relayout_estimate::busiest_port;
+    migration_planner planner(sys, E, cfg);
+    reference::migration_planner ref(sys, E, cfg);
+    for (int round = 0; round < 2; ++round) {  // the second plan reuses the planners' scratch
+      std::vector<double> predicted(E);
+      for (auto& x : predicted) x = rng() % 3 == 0 ? 0.0 : (rng() % 4 == 0 ? std::floor(load(rng)) : load(rng));
+      std::vector<hotness> classes(E);
+      classify_by_share(predicted, classes);
+      std::vector<expert_layout> layouts(E);
+      std::vector<std::uint8_t> resident(E);
+      for (std::size_t e = 0; e < E; ++e) {
+        layouts[e] = rng() % 2 ? expert_layout::localized(static_cast<std::uint16_t>(rng() % 16)) : striped;
+        resident[e] = rng() % 8 == 0 ? 1 : 0;
+      }
+      const seconds window = 0.68e-3 * (1 + trial % 4);
+      const auto a = planner.plan(2, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
+      const auto b = ref.plan(2, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
+      CAPTURE(trial);
+      REQUIRE(a.size() == b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        CHECK(a[i].kind == b[i].kind);
+        CHECK(a[i].expert == b[i].expert);
+        CHECK(a[i].from.home == b[i].from.home);
+        CHECK(a[i].to.home == b[i].to.home);
+        CHECK(a[i].size == b[i].size);
+        CHECK(a[i].transfer_seconds == b[i].transfer_seconds);
+        CHECK(a[i].benefit == b[i].benefit);
+        CHECK(a[i].balance_gain == b[i].balance_gain);
+        CHECK(a[i].chain == b[i].chain);
+        CHECK(a[i].taken == b[i].taken);
+      }
+      tasks_seen += a.size();
+      CHECK(planner.predicted_schedule().makespan == ref.predicted_schedule().makespan);
+    }
+  }
+  CHECK(tasks_seen > 100);
 }

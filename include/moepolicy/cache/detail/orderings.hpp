@@ -23,6 +23,28 @@ namespace moepolicy::detail {
 
 inline constexpr std::uint32_t no_slot = std::numeric_limits<std::uint32_t>::max();
 
+/// Exact division of a 32-bit dividend by a fixed divisor through a multiply (Lemire,
+/// Kaser and Kurz, "Faster Remainder by Direct Computation", 2019: with
+/// c = ⌊(2^64 − 1) / d⌋ + 1, ⌊n / d⌋ = ⌊c n / 2^64⌋ for every n < 2^32): the layer of a
+/// dense slot without a division instruction on the per-access path.
+class slot_divider {
+ public:
+  slot_divider() = default;
+  explicit slot_divider(std::uint32_t d) noexcept : d_(d), c_(d <= 1 ? 0 : UINT64_MAX / d + 1) {}
+  /// ⌊n / d⌋. Precondition: n < 2^32.
+  [[nodiscard]] std::uint32_t divide(std::size_t n) const noexcept {
+    MOEPOLICY_ASSERT(n <= UINT32_MAX);
+    if (d_ <= 1) return static_cast<std::uint32_t>(n);
+    // The high 64 bits of c · n, from 32-bit halves of c (no overflow: see above).
+    const std::uint64_t hi = (c_ >> 32) * n + (((c_ & UINT32_MAX) * n) >> 32);
+    return static_cast<std::uint32_t>(hi >> 32);
+  }
+
+ private:
+  std::uint32_t d_ = 1;
+  std::uint64_t c_ = 0;
+};
+
 /// One doubly linked list per pool; `push_front` makes a slot the most recent, `back` is
 /// the oldest.
 class partitioned_list {
@@ -30,6 +52,7 @@ class partitioned_list {
   partitioned_list() = default;
   explicit partitioned_list(const cache_shape& s)
       : shape_(s),
+        layer_of_(s.num_experts),
         prev_(s.slots(), no_slot),
         next_(s.slots(), no_slot),
         in_(s.slots(), 0),
@@ -72,9 +95,12 @@ class partitioned_list {
   }
 
  private:
-  [[nodiscard]] std::size_t part_of(std::size_t f) const noexcept { return shape_.partition_of(shape_.key(f)); }
+  [[nodiscard]] std::size_t part_of(std::size_t f) const noexcept {
+    return shape_.scope == capacity_scope::per_layer ? layer_of_.divide(f) : 0;
+  }
 
   cache_shape shape_;
+  slot_divider layer_of_;  // slot → layer (its pool when pools are per layer)
   std::vector<std::uint32_t> prev_, next_;
   std::vector<std::uint8_t> in_;
   std::vector<std::uint32_t> head_, tail_;
@@ -94,6 +120,7 @@ class partitioned_heap {
   partitioned_heap() = default;
   explicit partitioned_heap(const cache_shape& s)
       : shape_(s),
+        layer_of_(s.num_experts),
         heap_(s.slots(), no_slot),
         pos_(s.slots(), no_slot),
         rank_(s.slots()),
@@ -146,9 +173,28 @@ class partitioned_heap {
   /// Restores the heap order after ranks changed outside `update` (e.g. a rescale).
   void set_rank_unordered(std::size_t f, heap_rank r) noexcept { rank_[f] = r; }
   void rebuild() noexcept {
-    for (std::size_t p = 0; p < size_.size(); ++p) {
-      for (std::size_t i = size_[p] / 2; i-- > 0;) sift_down(p, i);
-    }
+    for (std::size_t p = 0; p < size_.size(); ++p) rebuild(p);
+  }
+  /// Restores the heap order of pool `part` (Floyd's heap construction, O(n)).
+  void rebuild(std::size_t part) noexcept {
+    for (std::size_t i = size_[part] / 2; i-- > 0;) sift_down(part, i);
+  }
+  /// Adds `f` without restoring the heap order (`rebuild` of its pool must follow before
+  /// `top`). O(1).
+  void push_unordered(std::size_t f) noexcept {
+    MOEPOLICY_ASSERT(!contains(f));
+    const std::size_t p = part_of(f);
+    place(p, size_[p]++, f);
+  }
+  /// Removes `f` without restoring the heap order (as `push_unordered`). O(1).
+  void erase_unordered(std::size_t f) noexcept {
+    MOEPOLICY_ASSERT(contains(f));
+    const std::size_t p = part_of(f);
+    const std::size_t i = pos_[f];
+    const std::size_t last = --size_[p];
+    pos_[f] = no_slot;
+    if (i != last) place(p, i, heap_[base(p) + last]);
+    heap_[base(p) + last] = no_slot;
   }
 
   /// Whether slot `a` is evicted before slot `b`.
@@ -161,7 +207,9 @@ class partitioned_heap {
   }
 
  private:
-  [[nodiscard]] std::size_t part_of(std::size_t f) const noexcept { return shape_.partition_of(shape_.key(f)); }
+  [[nodiscard]] std::size_t part_of(std::size_t f) const noexcept {
+    return shape_.scope == capacity_scope::per_layer ? layer_of_.divide(f) : 0;
+  }
   [[nodiscard]] std::size_t base(std::size_t part) const noexcept { return part * shape_.partition_slots(); }
   void place(std::size_t p, std::size_t i, std::size_t f) noexcept {
     heap_[base(p) + i] = static_cast<std::uint32_t>(f);
@@ -194,6 +242,7 @@ class partitioned_heap {
   }
 
   cache_shape shape_;
+  slot_divider layer_of_;  // slot → layer (its pool when pools are per layer)
   std::vector<std::uint32_t> heap_;
   std::vector<std::uint32_t> pos_;
   std::vector<heap_rank> rank_;
