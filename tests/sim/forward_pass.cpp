@@ -144,7 +144,7 @@ TEST_CASE("linear-attention pricing rejects what it cannot price, naming the val
                        "moepolicy::attention_work: layer must be < num_layers = 27, got 27", invalid_argument);
 }
 
-TEST_CASE("forward_pass_cost prices each layer by its kind; models without linear layers as before") {
+TEST_CASE("forward_pass_cost prices each layer by its kind, and models without linear layers as before") {
   const model_shape k = models::kimi_linear_48b_a3b();
   const roofline_cost gpu{presets::h100_sxm_gen4(), k};
   const forward_pass_cost<roofline_cost> pass{gpu, k};
