@@ -119,7 +119,8 @@ TEST_CASE("a hybrid model's linear-attention layer writes no KV entries and is p
   const forward_pass_cost<roofline_cost> pass{h100(hybrid), hybrid};
   seconds expected = 0.0;
   for (std::uint64_t ctx = 0; ctx < 4; ++ctx) {
-    expected += pass.attention_seconds(1, ctx + 1) + device_spec_dense(h100(hybrid), linear_attention_work(hybrid, 1, 1));
+    expected +=
+        pass.attention_seconds(1, ctx + 1) + device_spec_dense(h100(hybrid), linear_attention_work(hybrid, 1, 1));
   }
   CHECK(h.systems[0].accounts[h.systems[0].gpu].busy_by[static_cast<std::size_t>(cost_kind::attention)] ==
         doctest::Approx(expected));
