@@ -84,7 +84,8 @@ std::string shown(const fs::path& p) {
 }
 
 /// Every bundled trace, and the shared Mixtral-8x7B and WARP (OLMoE-1B-7B, Kimi-Linear)
-/// decode traces when ../shared/traces is there.
+/// decode traces when ../shared/traces is there; a shared WARP file whose conversion is
+/// bundled (same name, .mtrace) is not reported twice.
 std::vector<std::string> default_traces() {
   std::vector<std::string> out;
   const fs::path bundled = examples::bundled_traces_dir(source_dir);
@@ -97,8 +98,12 @@ std::vector<std::string> default_traces() {
     out.push_back(shown(shared / "humaneval_2_routing.jsonl"));
     out.push_back(shown(shared / "routing_raw.jsonl"));
     const fs::path warp = shared.parent_path() / "warp-olmoe-kimi";
+    std::vector<std::string> bundled_stems;
+    for (const auto& t : out) bundled_stems.push_back(fs::path(t).stem().string());
     for (const char* name : {"trace_olmoe_299.jsonl", "trace_kimi_300.jsonl"}) {
-      if (fs::exists(warp / name)) out.push_back(shown(warp / name));
+      const bool is_bundled =
+          std::find(bundled_stems.begin(), bundled_stems.end(), fs::path(name).stem().string()) != bundled_stems.end();
+      if (!is_bundled && fs::exists(warp / name)) out.push_back(shown(warp / name));
     }
   } else {
     std::cerr << "report: " << shown(shared) << " not found; reporting on the bundled traces only\n";
