@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     if (fs::exists(shared)) {
       traces.push_back(shared.string());
     } else {
-      std::cout << "note: " << shared.string() << " not found; replaying the bundled Granite trace\n";
+      std::cerr << "note: " << shared.string() << " not found; replaying the bundled Granite trace\n";
       traces.push_back(examples::bundled_granite(here).string());
     }
   }

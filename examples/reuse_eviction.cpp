@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
       if (fs::exists(p)) {
         traces.push_back(p.lexically_normal().string());
       } else {
-        std::cout << "note: " << p.string() << " not found\n";
+        std::cerr << "note: " << p.string() << " not found\n";
       }
     }
   }

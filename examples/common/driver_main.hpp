@@ -22,14 +22,14 @@ inline std::filesystem::path shared_trace(const std::filesystem::path& here, std
   return here / ".." / "shared" / "traces" / folder / name;
 }
 
-/// The bundled Granite trace, and `shared` when it exists (else a note on stdout).
+/// The bundled Granite trace, and `shared` when it exists (else a note on stderr).
 inline std::vector<std::string> bundled_and_shared(const std::filesystem::path& here,
                                                    const std::filesystem::path& shared) {
   std::vector<std::string> traces{bundled_granite(here).string()};
   if (std::filesystem::exists(shared)) {
     traces.push_back(shared.string());
   } else {
-    std::cout << "note: " << shared.string() << " not found; replaying the bundled trace only\n";
+    std::cerr << "note: " << shared.string() << " not found; replaying the bundled trace only\n";
   }
   return traces;
 }

@@ -129,9 +129,11 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   const std::uint64_t all = std::uint64_t{L} * trace.info().num_experts;
   const bytes non_expert = non_expert_weight_bytes(*shape);
 
-  // The KV cache of the largest batch, for the room left to experts.
-  std::uint64_t kv_tokens = 0;
+  // The KV cache of the largest batch (and, in a hybrid model, its sequences' linear-attention
+  // states), for the room left to experts.
+  std::uint64_t kv_tokens = 0, max_batch = 1;
   for (std::uint32_t B : opt.batches) {
+    max_batch = std::max<std::uint64_t>(max_batch, B);
     const decode_streams d = make_decode_streams(trace, {.streams = B});
     for (std::size_t s = 0; s < d.num_steps(); ++s) {
       std::uint64_t kv = 0;
@@ -153,7 +155,7 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   std::vector<std::uint64_t> device_capacity;
   for (const auto& s : settings) {
     const roofline_cost gpu{s.gpu, *shape};
-    const std::uint64_t room = experts_that_fit(gpu, *shape, runtime_reserve, kv_tokens);
+    const std::uint64_t room = experts_that_fit(gpu, *shape, runtime_reserve, kv_tokens, {}, max_batch);
     device_capacity.push_back(std::min(room, all));
     out << "  " << s.id << ": " << s.gpu.name << ", room for " << room << " experts (" << device_capacity.back()
         << " of " << all << " cached, " << pct(static_cast<double>(device_capacity.back()) / static_cast<double>(all))

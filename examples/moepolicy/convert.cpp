@@ -1,5 +1,6 @@
 // `moepolicy convert IN... -o OUT`: write a trace in the canonical binary format (.mtrace)
-// or as CSV (.csv), replacing OUT atomically.
+// or as moepolicy routing JSONL (.jsonl) or CSV (.csv) (docs/trace-format.md), replacing
+// OUT atomically. Every output reads back with `read_trace` to the same trace.
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -8,13 +9,14 @@
 #include "commands.hpp"
 #include "moepolicy/detail/file_output.hpp"
 #include "moepolicy/io/read_trace.hpp"
+#include "moepolicy/io/trace_text.hpp"
 #include "moepolicy/trace/canonical.hpp"
-#include "moepolicy/trace/csv_export.hpp"
 
 namespace moepolicy::tool {
 
 void add_convert(CLI::App& app) {
-  auto* cmd = app.add_subcommand("convert", "Convert traces to the canonical binary format (.mtrace) or to CSV");
+  auto* cmd = app.add_subcommand(
+      "convert", "Convert traces to the canonical binary format (.mtrace) or to routing JSONL (.jsonl) or CSV (.csv)");
   struct options {
     std::vector<std::string> inputs;
     std::string output;
@@ -23,7 +25,8 @@ void add_convert(CLI::App& app) {
   cmd->add_option("inputs", opt->inputs, "Trace files or a directory; several Granite JSONL files make one trace")
       ->required()
       ->check(CLI::ExistingPath);
-  cmd->add_option("-o,--output", opt->output, "Output file: .mtrace (canonical) or .csv")->required();
+  cmd->add_option("-o,--output", opt->output, "Output file: .mtrace (canonical), .jsonl or .csv (docs/trace-format.md)")
+      ->required();
   cmd->callback([opt] {
     const std::vector<std::filesystem::path> paths(opt->inputs.begin(), opt->inputs.end());
     const routing_trace trace = io::read_trace(paths);
@@ -31,11 +34,15 @@ void add_convert(CLI::App& app) {
     // Either output replaces OUT only once it is complete (a temporary file beside it,
     // renamed over it): a failed write (a full disk) leaves an earlier OUT as it was.
     if (out.extension() == ".csv") {
-      detail::write_file_atomically(out, "moepolicy convert", [&](std::ostream& os) { write_csv(trace, os); });
+      detail::write_file_atomically(out, "moepolicy convert",
+                                    [&](std::ostream& os) { io::write_trace_csv(trace, os); });
+    } else if (out.extension() == ".jsonl") {
+      detail::write_file_atomically(out, "moepolicy convert",
+                                    [&](std::ostream& os) { io::write_trace_jsonl(trace, os); });
     } else if (out.extension() == ".mtrace") {
       write_canonical(trace, out);
     } else {
-      throw CLI::ValidationError("--output", "must end in .mtrace or .csv, got " + out.string());
+      throw CLI::ValidationError("--output", "must end in .mtrace, .jsonl or .csv, got " + out.string());
     }
     std::cout << "wrote " << out.string() << ": " << trace.num_rows() << " rows, " << trace.requests().size()
               << " requests\n";

@@ -76,6 +76,23 @@ inline const json& need(const json& j, const std::string& path, const std::strin
   return *it;
 }
 
+/// Rejects a key of the object `j` that is not in `known`, naming it with its path
+/// (`prefix` + key, e.g. "experts[2].tokns") and listing the keys allowed there: a typo
+/// such as "solvr" must not fall back silently to a default. A non-object is left to the
+/// field readers.
+inline void only_keys(const json& j, const std::string& path, const std::string& prefix,
+                      std::initializer_list<std::string_view> known) {
+  if (!j.is_object()) return;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool ok = false;
+    for (std::string_view k : known) ok = ok || it.key() == k;
+    if (ok) continue;
+    std::string list;
+    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    bad_field(path, prefix + it.key(), "unknown key (allowed here: " + list + ")");
+  }
+}
+
 /// `j[key]` when present, else null.
 inline const json* optional_field(const json& j, const char* key) {
   const auto it = j.find(key);

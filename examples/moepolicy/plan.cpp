@@ -37,8 +37,11 @@
 //    "uniform_bits": 3,                    without "losses", every NDP expert's bitwidth
 //    "form": ..., "rounding": ...}
 // Every number is checked as a number (its range, whether it is whole) before it becomes
-// an integer; a problem is read whole before anything is solved.
+// an integer; a key not listed here is an error naming it (a typo such as "solvr" would
+// otherwise leave the default in force); a problem is read whole before anything is
+// solved.
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -53,6 +56,7 @@
 
 #include "json_input.hpp"
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/place/engine_export.hpp"
 #include "moepolicy/place/prefill_placement.hpp"
 #include "moepolicy/quant/exact_allocation.hpp"
 #include "moepolicy/quant/prefix_split.hpp"
@@ -129,6 +133,7 @@ json to_json(const bit_allocation& a, std::span<const bitwidth> bits) {
 }  // namespace
 
 bitwidth_problem read_bitwidth_problem(const json& p, const std::string& path) {
+  only_keys(p, path, "", {"bits", "average_bits", "losses", "weights", "form", "rounding", "min_count", "solver"});
   bitwidth_problem out;
   out.bits = bit_set(need(p, path, "", "bits"), path, "bits");
   out.average_bits = average_bits(need(p, path, "", "average_bits"), path, "average_bits", out.bits.front());
@@ -182,15 +187,19 @@ json solve(const bitwidth_problem& p) {
     out["prefix_split"] = j;
   }
   if (p.solver != "prefix_split") {
-    out["exact"] = to_json(exact_allocation(p.bits, p.losses, p.average_bits, p.config, p.weights, p.min_count), p.bits);
+    out["exact"] =
+        to_json(exact_allocation(p.bits, p.losses, p.average_bits, p.config, p.weights, p.min_count), p.bits);
   }
   return out;
 }
 
 place_problem read_place_problem(const json& p, const std::string& path) {
+  only_keys(p, path, "",
+            {"counts", "weight_sums", "gpu_experts_per_layer", "alpha", "normalization", "ndp_average_bits", "losses",
+             "uniform_bits", "form", "rounding"});
   place_problem out;
-  out.counts = matrix_in(need(p, path, "", "counts"), path, "counts", std::nullopt, max_extent, 0.0, big,
-                         non_negative_range);
+  out.counts =
+      matrix_in(need(p, path, "", "counts"), path, "counts", std::nullopt, max_extent, 0.0, big, non_negative_range);
   if (out.counts.rows() == 0) bad_field(path, "counts", "expected at least one layer");
   if (out.counts.cols() == 0) bad_field(path, "counts[0]", "expected at least one expert");
   const auto layers = static_cast<std::size_t>(out.counts.rows());
@@ -213,6 +222,7 @@ place_problem read_place_problem(const json& p, const std::string& path) {
   }
   c.allocation = allocation_config(p, path);
   if (const json* l = optional_field(p, "losses")) {
+    only_keys(*l, path, "losses.", {"bits", "table"});
     const auto bits = bit_set(need(*l, path, "losses.", "bits"), path, "losses.bits");
     const json& t = need(*l, path, "losses.", "table");
     if (!t.is_array()) bad_field(path, "losses.table", "expected layers x experts x bits, got " + describe(t));
@@ -252,6 +262,85 @@ json solve(const place_problem& p) {
     layers.push_back({{"layer", l}, {"gpu", plan.experts_on(l, tier::gpu)}, {"ndp", ndp}, {"status", to_string(plan.status(l))}});
   }
   return json{{"layers", layers}};
+}
+
+namespace {
+
+/// `a` as one shell word: single-quoted unless it is plain.
+std::string shell_word(const std::string& a) {
+  const bool plain = !a.empty() && std::all_of(a.begin(), a.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == '=' || c == '/';
+  });
+  if (plain) return a;
+  std::string out = "'";
+  for (const char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string list(const std::vector<std::size_t>& v) {
+  std::string out;
+  for (std::size_t x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::string export_placement(const place_problem& p, std::string_view engine, const std::optional<model_shape>& model) {
+  constexpr std::string_view fn = "export_placement";
+  const placement_plan plan = place_from_prefill(p.counts, p.weight_sums, p.losses ? &*p.losses : nullptr, p.config);
+  const auto layers = static_cast<std::size_t>(p.counts.rows());
+  const auto experts = static_cast<std::size_t>(p.counts.cols());
+  std::size_t first_moe_block = 0;
+  std::string module = "mlp.experts";
+  if (model) {
+    const std::size_t moe_layers = model->num_layers - model->num_dense_layers;
+    if (moe_layers != layers) {
+      detail::throw_invalid(
+          fn,
+          "the problem's layers differ from the MoE layers of " + model->name + " (" + std::to_string(moe_layers) + ")",
+          layers);
+    }
+    if (model->num_experts != experts) {
+      detail::throw_invalid(fn,
+                            "the problem's experts per layer differ from those of " + model->name + " (" +
+                                std::to_string(model->num_experts) + ")",
+                            experts);
+    }
+    first_moe_block = model->num_dense_layers;
+    if (model->name.starts_with("Mixtral")) module = "block_sparse_moe.experts";
+  }
+  std::vector<std::size_t> gpu(layers);
+  std::vector<double> tokens(layers);
+  for (std::size_t l = 0; l < layers; ++l) {
+    gpu[l] = plan.experts_on(l, tier::gpu).size();
+    tokens[l] = p.counts.row(static_cast<Eigen::Index>(l)).sum();
+  }
+  const whole_layer_split s = split_whole_layers(gpu, experts, tokens, first_moe_block);
+  std::string head = "# From a placement of " + std::to_string(s.placement_gpu_experts) + " GPU experts over " +
+                     std::to_string(layers) + " MoE layers of " + std::to_string(experts) + " experts.\n";
+  if (engine == "llamacpp") {
+    head +=
+        "# llama.cpp stores a layer's experts in one tensor per projection (blk.N.ffn_*_exps), so only\n"
+        "# whole layers move: " +
+        std::to_string(s.gpu_layers) + " of " + std::to_string(layers) + " layers fit the same GPU memory (blocks " +
+        list(s.blocks(true)) + "); " + std::to_string(s.unused_gpu_experts) +
+        " of the placement's GPU experts stay unused.\n";
+    std::string line;
+    for (const auto& a : llamacpp_args(s)) line += (line.empty() ? "" : " ") + shell_word(a);
+    return head + line + "\n";
+  }
+  if (engine == "ktransformers") {
+    head += "# KTransformers replaces each layer's experts module as a whole (model.layers.N." + module +
+            "), so only\n# whole layers move: " + std::to_string(s.gpu_layers) + " of " + std::to_string(layers) +
+            " layers fit the same GPU memory (blocks " + list(s.blocks(true)) + "); " +
+            std::to_string(s.unused_gpu_experts) +
+            " of the placement's GPU experts stay unused.\n"
+            "# Put this rule before the experts rule of the model's optimize-rules file (the first\n"
+            "# matching rule applies); the other layers keep that file's CPU experts. GPU experts\n"
+            "# need CUDA Graph off (KTransformers FAQ).\n";
+    return head + ktransformers_rules(s, module);
+  }
+  detail::throw_invalid(fn, "engine must be \"llamacpp\" or \"ktransformers\", got \"" + std::string(engine) + "\"");
 }
 
 }  // namespace moepolicy::tool

@@ -50,7 +50,7 @@
 #include "../common/model_match.hpp"
 #include "../common/table.hpp"
 #include "commands.hpp"
-#include "report_output.hpp"
+#include "common/data_dir.hpp"
 #include "drivers/context_aware_ndp.hpp"
 #include "drivers/cxl_prefetch.hpp"
 #include "drivers/dynaexq.hpp"
@@ -64,8 +64,8 @@
 #include "moepolicy/stats/analysis.hpp"
 #include "moepolicy/stats/routing_stats.hpp"
 #include "moepolicy/trace/summary.hpp"
-#include "common/data_dir.hpp"
 #include "report/svg.hpp"
+#include "report_output.hpp"
 
 namespace moepolicy::tool {
 namespace {
@@ -84,7 +84,8 @@ std::string shown(const fs::path& p) {
 }
 
 /// Every bundled trace, and the shared Mixtral-8x7B and WARP (OLMoE-1B-7B, Kimi-Linear)
-/// decode traces when ../shared/traces is there.
+/// decode traces when ../shared/traces is there; a shared WARP file whose conversion is
+/// bundled (same name, .mtrace) is not reported twice.
 std::vector<std::string> default_traces() {
   std::vector<std::string> out;
   const fs::path bundled = examples::bundled_traces_dir(source_dir);
@@ -97,8 +98,12 @@ std::vector<std::string> default_traces() {
     out.push_back(shown(shared / "humaneval_2_routing.jsonl"));
     out.push_back(shown(shared / "routing_raw.jsonl"));
     const fs::path warp = shared.parent_path() / "warp-olmoe-kimi";
+    std::vector<std::string> bundled_stems;
+    for (const auto& t : out) bundled_stems.push_back(fs::path(t).stem().string());
     for (const char* name : {"trace_olmoe_299.jsonl", "trace_kimi_300.jsonl"}) {
-      if (fs::exists(warp / name)) out.push_back(shown(warp / name));
+      const bool is_bundled =
+          std::find(bundled_stems.begin(), bundled_stems.end(), fs::path(name).stem().string()) != bundled_stems.end();
+      if (!is_bundled && fs::exists(warp / name)) out.push_back(shown(warp / name));
     }
   } else {
     std::cerr << "report: " << shown(shared) << " not found; reporting on the bundled traces only\n";
@@ -125,6 +130,9 @@ struct report_options {
   std::string machine;
   std::string out = "report";
   bool force = false;
+  /// Leave out the families priced on the timed model (TriMoE, Context-Aware GPU-NDP,
+  /// CXL-MoE, Edge-MoE), the slow part on a large trace.
+  bool skip_timed = false;
 };
 
 /// Progress on stderr: one line per stage with its elapsed time.
@@ -268,8 +276,8 @@ std::vector<std::pair<std::string, std::string>> activation_heatmaps(const routi
         const batch_view v = t.view(b);
         auto& m = spec.panels[b.layer].values;
         for (std::size_t i = 0; i < v.experts.size(); ++i) {
-          m[v.experts[i]][c] += (v.weights.empty() ? 1.0 : static_cast<double>(v.weights[i])) /
-                                static_cast<double>(in_column);
+          m[v.experts[i]][c] +=
+              (v.weights.empty() ? 1.0 : static_cast<double>(v.weights[i])) / static_cast<double>(in_column);
         }
       }
     }
@@ -612,10 +620,15 @@ void run_report(const report_options& o) {
     });
 
     // The drivers.
+    const auto timed = [&](const std::string& family, auto&& f) -> section_text {
+      if (!o.skip_timed) return capture(bar, family, f);
+      bar.note(family + " did not run: --skip-timed");
+      return {false, "left out (--skip-timed)"};
+    };
     bar.stage(name + ": TriMoE scheduling", [&] {
       examples::trimoe::result r;
       const section_text s =
-          capture(bar, "trimoe", [&](std::ostream& os) { r = examples::trimoe::run(path, dev.trimoe, os); });
+          timed("trimoe", [&](std::ostream& os) { r = examples::trimoe::run(path, dev.trimoe, os); });
       md << "### GPU + CPU + DIMM-NDP serving on the timed model (TriMoE)\n\n";
       if (s.ok && r.measured_steps > 0) {
         write_file(dir / "makespan-per-layer.svg", trimoe_makespan_plot(r));
@@ -632,7 +645,8 @@ void run_report(const report_options& o) {
       md << "### Precision residency (DynaExq)\n\n";
       if (s.ok) {
         for (const auto& st : r.streams) {
-          const std::string share = "residency-share-" + st.name + ".svg", churn = "residency-churn-" + st.name + ".svg";
+          const std::string share = "residency-share-" + st.name + ".svg",
+                            churn = "residency-churn-" + st.name + ".svg";
           write_file(dir / share, residency_share_plot(r, st));
           write_file(dir / churn, residency_churn_plot(st));
           md << "![high-precision share over time, " << st.name << " stream](" << name << "/" << share << ")\n\n"
@@ -646,16 +660,17 @@ void run_report(const report_options& o) {
       opt.loss_table = loss_table_for();
       opt.calibration = calibration_for();
       const section_text s =
-          capture(bar, "context_aware_ndp", [&](std::ostream& os) { examples::context_aware_ndp::run(path, opt, os); });
-      md << "### Context-aware placement and mixed precision on GPU + CXL-NDP on the timed model (Context-Aware GPU-NDP)\n\n";
+          timed("context_aware_ndp", [&](std::ostream& os) { examples::context_aware_ndp::run(path, opt, os); });
+      md << "### Context-aware placement and mixed precision on GPU + CXL-NDP on the timed model (Context-Aware "
+            "GPU-NDP)\n\n";
       code_block(md, s);
     });
     bar.stage(name + ": caching over CXL and on the edge", [&] {
       const section_text c =
-          capture(bar, "cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, dev.cxl, os); });
+          timed("cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, dev.cxl, os); });
       md << "### Expert cache and prefetch over CXL vs PCIe on the timed model (CXL-MoE)\n\n";
       code_block(md, c);
-      const section_text e = capture(bar, "edge_offload", [&](std::ostream& os) {
+      const section_text e = timed("edge_offload", [&](std::ostream& os) {
         examples::edge_offload::print_settings(dev.edge, os);
         examples::edge_offload::run(path, dev.edge, os);
       });
@@ -686,6 +701,9 @@ void add_report(CLI::App& app) {
                       std::string(report_manifest_name) + ")")
       ->capture_default_str();
   cmd->add_flag("--force", opt->force, "Replace --out even when it holds files no earlier report wrote");
+  cmd->add_flag("--skip-timed", opt->skip_timed,
+                "Leave out the families priced on the timed model (TriMoE, Context-Aware GPU-NDP, CXL-MoE, Edge-MoE); "
+                "each is listed as not run");
   cmd->callback([opt] {
     report_options o = *opt;
     if (o.traces.empty()) o.traces = default_traces();

@@ -1,12 +1,15 @@
-// `moepolicy schedule PROBLEM.json`: one decode step's makespan problem (TriMoE §4.2,
-// Eq. 5–7) on the TriMoE machine — an H100 over PCIe Gen5, a Xeon 8470 with AMX and
-// DIMM-NDP units (cost/presets.hpp, roofline models) — read and solved, each solver's
-// assignment as JSON (problem_commands.cpp runs it; `-` reads the problem from stdin).
+// `moepolicy schedule PROBLEM.json [--machine FILE]`: one decode step's makespan problem
+// (TriMoE §4.2, Eq. 5–7) on the TriMoE machine — an H100 over PCIe Gen5, a Xeon 8470 with
+// AMX and DIMM-NDP units (cost/presets.hpp, roofline models) — or on the "gpu", "cpu" and
+// "dimm_ndp" roles of a machine file (docs/machine.md; roles it leaves out keep the TriMoE
+// presets), read and solved, each solver's assignment as JSON (problem_commands.cpp runs
+// it; `-` reads the problem from stdin).
 //
 // schedule problem:
 //   {"model": "Mixtral-8x7B",              a model preset name (core/model_shape.hpp),
 //                                          ASCII case ignored
-//    "num_dimms": 16,                      optional, default the DIMM-NDP preset's 16, a
+//    "num_dimms": 16,                      optional, default the DIMM-NDP device's units
+//                                          (the preset's 16, or the machine's), a
 //                                          whole number in [1, 65534]; each DIMM keeps the
 //                                          preset's per-DIMM figures
 //    "experts": [                          the step's activated experts, each at most once
@@ -27,14 +30,16 @@
 // experts, 10^7 nodes).
 //
 // output:
-//   {"model": ..., "num_dimms": ..., "lower_bound_seconds": ...,  (sched/lower_bound.hpp)
+//   {"model": ..., "devices": {"gpu": name, "cpu": name, "dimm": name},
+//    "num_dimms": ..., "lower_bound_seconds": ...,  (sched/lower_bound.hpp)
 //    "schedules": [{"solver": "paper", "status": "heuristic" | "optimal" | "node_limit"
 //                   | "too_large", "iterations": ..., "makespan_seconds": ...,
 //                   "device_seconds": {"gpu": ..., "cpu": ..., "dimm": [one per DIMM]},
 //                   "assignment": [{"layer", "expert", "device": "gpu" | "cpu" | "ndp"}
 //                                  in the problem's order]}, ...]}
 // A "too_large" schedule has null times and an empty assignment. Every number is checked
-// as a number (range, wholeness) before it becomes an integer.
+// as a number (range, wholeness) before it becomes an integer; a key not listed here is
+// an error naming it.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -88,8 +93,9 @@ ojson to_json(const char* solver, const makespan_schedule& s, const makespan_pro
 
 }  // namespace
 
-schedule_problem read_schedule_problem(const json& p, const std::string& path) {
+schedule_problem read_schedule_problem(const json& p, const std::string& path, const io::machine_description* machine) {
   if (!p.is_object()) bad_field(path, "problem", "expected a JSON object, got " + describe(p));
+  only_keys(p, path, "", {"model", "num_dimms", "experts", "solver", "max_iterations"});
   schedule_problem out;
 
   const json& model_j = need(p, path, "", "model");
@@ -102,9 +108,16 @@ schedule_problem read_schedule_problem(const json& p, const std::string& path) {
   }
   out.model = *model;
 
-  out.dimms = presets::dimm_ndp();
+  out.gpu = machine != nullptr && machine->gpu ? *machine->gpu : presets::h100_pcie_gen5();
+  out.cpu = machine != nullptr && machine->cpu ? *machine->cpu : presets::xeon_8470_amx();
+  out.dimms = machine != nullptr && machine->dimm_ndp ? *machine->dimm_ndp : presets::dimm_ndp();
   if (const json* n = optional_field(p, "num_dimms")) {
-    out.dimms.num_units = static_cast<std::uint32_t>(whole_in(*n, path, "num_dimms", 1, expert_layout::striped_home - 1));
+    out.dimms.num_units =
+        static_cast<std::uint32_t>(whole_in(*n, path, "num_dimms", 1, expert_layout::striped_home - 1));
+  } else if (out.dimms.num_units >= expert_layout::striped_home) {
+    bad_field(path, "num_dimms",
+              "missing, and the machine's dimm_ndp has " + std::to_string(out.dimms.num_units) +
+                  " units, more than the 65534 a schedule addresses");
   }
   const std::size_t num_dimms = out.dimms.num_units;
 
@@ -122,6 +135,7 @@ schedule_problem read_schedule_problem(const json& p, const std::string& path) {
     const json& e = experts_j[i];
     const std::string at = "experts[" + std::to_string(i) + "]";
     if (!e.is_object()) bad_field(path, at, "expected an object, got " + describe(e));
+    only_keys(e, path, at + ".", {"layer", "expert", "tokens", "resident", "layout"});
     const auto layer = whole_in(need(e, path, at + ".", "layer"), path, at + ".layer", model->num_dense_layers,
                                 std::uint64_t{model->num_layers} - 1);
     const auto expert =
@@ -154,8 +168,8 @@ schedule_problem read_schedule_problem(const json& p, const std::string& path) {
 
 ojson solve(const schedule_problem& p) {
   const std::size_t num_dimms = p.dimms.num_units;
-  const gpu_cpu_ndp_system system(roofline_cost{presets::h100_pcie_gen5(), p.model},
-                                  roofline_cost{presets::xeon_8470_amx(), p.model}, roofline_cost{p.dimms, p.model});
+  const gpu_cpu_ndp_system system(roofline_cost{p.gpu, p.model}, roofline_cost{p.cpu, p.model},
+                                  roofline_cost{p.dimms, p.model});
   makespan_problem problem(num_dimms, p.experts.size());
   system.build(p.experts, problem);
 
@@ -181,6 +195,7 @@ ojson solve(const schedule_problem& p) {
     schedules.push_back(to_json("exact", out, problem));
   }
   return ojson{{"model", p.model.name},
+               {"devices", {{"gpu", p.gpu.name}, {"cpu", p.cpu.name}, {"dimm", p.dimms.name}}},
                {"num_dimms", num_dimms},
                {"lower_bound_seconds", makespan_lower_bound(problem).value},
                {"schedules", schedules}};

@@ -86,3 +86,58 @@ TEST_CASE("presets describe the forward pass; a broken attention block is named"
                                      "block needs dense_intermediate_size > 0, got 0",
                        invalid_argument);
 }
+
+TEST_CASE("Kimi-Linear-48B-A3B: its published configuration, 20 KDA and 7 latent-attention layers") {
+  const model_shape m = models::kimi_linear_48b_a3b();
+  CHECK_NOTHROW(m.validate());
+  CHECK(m.num_layers == 27);
+  CHECK(m.num_moe_layers() == 26);  // the WARP trace's 26 routed layers
+  CHECK(m.num_experts == 256);
+  CHECK(m.top_k == 8);
+  CHECK(m.num_shared_experts == 1);
+  CHECK(m.weights_per_expert() == 3ULL * 2304 * 1024);
+  CHECK(m.attention.kind == attention_kind::latent);
+  CHECK(m.attention.q_lora_rank == 0);
+  CHECK(m.attention.kv_elements_per_token() == 512 + 64);
+  // Q direct 2304 x 32·192, KV down 2304 x 576, KV up 512 x 32·256, O 32·128 x 2304.
+  CHECK(m.attention.weights(m.hidden_size) == 2304ULL * 32 * 192 + 2304ULL * 576 + 512ULL * 32 * 256 + 4096ULL * 2304);
+  CHECK(m.attention.weights(m.hidden_size) == 29'114'368ULL);
+  // KDA: Q, K, V, O 2304 x 4096 each, low-rank gates 2 x (2304 x 128 + 128 x 4096), beta
+  // 2304 x 32, three short convolutions of 4 taps over 4096 channels.
+  CHECK(m.linear_attention.weights(m.hidden_size) ==
+        4ULL * 2304 * 4096 + 2 * (2304ULL * 128 + 128ULL * 4096) + 2304ULL * 32 + 3ULL * 4 * 4096);
+  CHECK(m.linear_attention.weights(m.hidden_size) == 39'510'016ULL);
+  CHECK(m.linear_attention.state_elements() == 32ULL * 128 * 128);
+  CHECK(m.linear_attention.conv_state_elements() == 3ULL * 3 * 4096);
+  CHECK(m.linear_attention.flops_per_token() == 7.0 * 32 * 128 * 128);
+  // full_attn_layers [4, 8, 12, 16, 20, 24, 27], 1-based: the rest, dense layer 0 included, are KDA.
+  CHECK(m.linear_attention_layers.size() == 20);
+  CHECK(m.num_full_attention_layers() == 7);
+  for (std::uint32_t full : {3U, 7U, 11U, 15U, 19U, 23U, 26U}) CHECK_FALSE(m.is_linear_attention_layer(full));
+  for (std::uint32_t kda : {0U, 1U, 2U, 4U, 22U, 24U, 25U}) CHECK(m.is_linear_attention_layer(kda));
+  CHECK_FALSE(models::deepseek_v3().is_linear_attention_layer(0));
+  // Activated parameters a token: 8 routed + 1 shared expert in 26 layers, the dense FFN,
+  // 27 attention blocks, the routers and the output head: the "A3B" of the name.
+  const double activated = 9.0 * 26 * static_cast<double>(m.weights_per_expert()) + 3.0 * 2304 * 9216 +
+                           7.0 * 29'114'368 + 20.0 * 39'510'016 + 26.0 * 2304 * 256 + 163840.0 * 2304;
+  CHECK(activated == doctest::Approx(3.0e9).epsilon(0.05));
+  CHECK(models::find("kimi-linear-48b-a3b").has_value());
+}
+
+TEST_CASE("validate names a bad linear-attention layer list") {
+  model_shape s = models::kimi_linear_48b_a3b();
+  s.linear_attention_layers.push_back(27);
+  CHECK_THROWS_WITH_AS(s.validate(), "moepolicy::model_shape::validate: linear_attention_layers must be < num_layers, "
+                                     "got 27",
+                       invalid_argument);
+  s = models::kimi_linear_48b_a3b();
+  s.linear_attention_layers[1] = 0;
+  CHECK_THROWS_WITH_AS(s.validate(), "moepolicy::model_shape::validate: linear_attention_layers must be strictly "
+                                     "ascending, got 0",
+                       invalid_argument);
+  s = models::kimi_linear_48b_a3b();
+  s.linear_attention = {};
+  CHECK_THROWS_WITH_AS(s.validate(), "moepolicy::model_shape::validate: linear_attention_layers needs "
+                                     "linear_attention.num_heads and head_dim > 0, got 0",
+                       invalid_argument);
+}

@@ -23,6 +23,13 @@ moepolicy_add_fuzzer(fuzz_vllm_jsonl
         ${_io_data}/vllm_decode_small.jsonl
         ${_io_data}/vllm_raw_small.jsonl)
 
+# The moepolicy routing trace as JSONL and CSV (io/trace_text.hpp), both readers on each
+# input.
+moepolicy_add_fuzzer(fuzz_trace_text
+  SOURCE ${CMAKE_CURRENT_LIST_DIR}/fuzz_trace_text.cpp
+  SEEDS ${_io_data}/moepolicy_small.jsonl
+        ${_io_data}/moepolicy_small.csv)
+
 unset(_io_data)
 unset(_granite_traces)
 unset(_mixtral_traces)

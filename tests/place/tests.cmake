@@ -1,1 +1,2 @@
 moepolicy_add_test(test_place_prefill_placement SOURCES ${CMAKE_CURRENT_LIST_DIR}/prefill_placement.cpp)
+moepolicy_add_test(test_place_engine_export SOURCES ${CMAKE_CURRENT_LIST_DIR}/engine_export.cpp)

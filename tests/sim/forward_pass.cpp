@@ -94,3 +94,74 @@ TEST_CASE("forward_pass_cost prices each piece on its device") {
   CHECK(pass.output_head_seconds(8) == doctest::Approx(gpu.dense_seconds(h.flops, h.read)));
   CHECK(pass.attention_seconds(0, 0) == 0.0);
 }
+
+TEST_CASE("Kimi-Linear's KDA layers: weights once, each sequence's fixed state read and written once") {
+  const model_shape m = models::kimi_linear_48b_a3b();
+  // Recurrent state 32 x 128 x 128 FP32 = 2 MiB, convolution state 3 x 3 x 4096 BF16.
+  CHECK(linear_state_bytes(m) == 524'288ULL * 4 + 36'864ULL * 2);
+  CHECK(linear_state_bytes(m, {.recurrent_state_element_bytes = 2.0}) == 524'288ULL * 2 + 36'864ULL * 2);
+  // One decode token: 2 FLOPs a weight and 7 x 32 x 128² for the recurrence; BF16 weights,
+  // the state read and written back.
+  const dense_work one = linear_attention_work(m, 1, 1);
+  CHECK(one.flops == doctest::Approx(2.0 * 39'510'016 + 3'670'016.0));
+  CHECK(one.read == 39'510'016ULL * 2 + 2 * 2'170'880ULL);
+  // Four sequences of one token each: four states, whatever their contexts.
+  const dense_work four = linear_attention_work(m, 4, 4);
+  CHECK(four.flops == doctest::Approx(4.0 * (2.0 * 39'510'016 + 3'670'016.0)));
+  CHECK(four.read == 39'510'016ULL * 2 + 8 * 2'170'880ULL);
+  // A prefill of 100 tokens of one sequence: 100 tokens of arithmetic, one state.
+  CHECK(linear_attention_work(m, 100, 1).read == one.read);
+  CHECK(linear_attention_work(m, 0, 0) == dense_work{});
+  // Per layer: layer 0 (dense) and 25 are KDA, 3 and 26 latent attention reading their cache.
+  CHECK(attention_work(m, 0, 1, 100, 1) == one);
+  CHECK(attention_work(m, 25, 1, 100, 1) == one);
+  CHECK(attention_work(m, 3, 1, 100, 1) == attention_work(m, 1, 100));
+  CHECK(attention_work(m, 26, 1, 100, 1).read == 29'114'368ULL * 2 + 576ULL * 2 * 101);
+  // The KV cache lives in the 7 latent layers only; the state in the 20 KDA layers.
+  CHECK(kv_bytes_per_token(m) == 7ULL * 576 * 2);
+  CHECK(linear_state_bytes_per_sequence(m) == 20ULL * 2'170'880);
+  CHECK(linear_state_bytes_per_sequence(models::mixtral_8x7b()) == 0);
+  // Non-expert weights: 7 latent and 20 KDA blocks, the dense FFN, 26 routers, embedding and
+  // head (not tied) in BF16, and 26 shared experts.
+  const std::uint64_t w =
+      7ULL * 29'114'368 + 20ULL * 39'510'016 + 3ULL * 2304 * 9216 + 26ULL * 2304 * 256 + 2ULL * 163840 * 2304;
+  CHECK(non_expert_weight_bytes(m) == 2 * w + 26 * expert_bytes(m, fp16));
+}
+
+TEST_CASE("linear-attention pricing rejects what it cannot price, naming the value") {
+  const model_shape k = models::kimi_linear_48b_a3b();
+  CHECK_THROWS_WITH_AS(static_cast<void>(linear_attention_work(k, 2, 3)),
+                       "moepolicy::linear_attention_work: sequences must be in [1, tokens = 2], got 3",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(linear_attention_work(k, 2, 0)),
+                       "moepolicy::linear_attention_work: sequences must be in [1, tokens = 2], got 0",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(linear_attention_work(models::mixtral_8x7b(), 1, 1)),
+                       "moepolicy::linear_attention_work: the model shape \"Mixtral-8x7B\" has no linear attention "
+                       "(linear_attention.num_heads), got 0",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(attention_work(k, 27, 1, 1, 1)),
+                       "moepolicy::attention_work: layer must be < num_layers = 27, got 27", invalid_argument);
+}
+
+TEST_CASE("forward_pass_cost prices each layer by its kind, and models without linear layers as before") {
+  const model_shape k = models::kimi_linear_48b_a3b();
+  const roofline_cost gpu{presets::h100_sxm_gen4(), k};
+  const forward_pass_cost<roofline_cost> pass{gpu, k};
+  const dense_work lin = linear_attention_work(k, 4, 4);
+  CHECK(pass.attention_seconds(1, 4, 400, 4) == doctest::Approx(gpu.dense_seconds(lin.flops, lin.read)));
+  // Memory-bound at batch 4: the weights and eight state passes over HBM.
+  CHECK(pass.attention_seconds(1, 4, 400, 4) == doctest::Approx(static_cast<double>(lin.read) / 3.35e12));
+  CHECK(pass.attention_seconds(3, 4, 400, 4) == doctest::Approx(pass.attention_seconds(4, 400)));
+  const dense_work f = dense_ffn_work(k, 4);
+  CHECK(pass.dense_layer_seconds(0, 4, 400, 4) ==
+        doctest::Approx(gpu.dense_seconds(lin.flops, lin.read) + gpu.dense_seconds(f.flops, f.read)));
+  CHECK(pass.attention_seconds(1, 0, 0, 0) == 0.0);
+
+  const model_shape v3 = models::deepseek_v3();
+  const forward_pass_cost<roofline_cost> dense{roofline_cost{presets::h100_pcie_gen5(), v3}, v3};
+  for (std::uint32_t layer : {0U, 3U, 60U}) {
+    CHECK(dense.attention_seconds(layer, 8, 8000, 8) == dense.attention_seconds(8, 8000));
+    CHECK(dense.dense_layer_seconds(layer, 8, 8000, 8) == dense.dense_layer_seconds(8, 8000));
+  }
+}

@@ -49,6 +49,8 @@ offload_system_config lru_system(offload_predictor p, link_spec link = presets::
           lru_config{}, {.predictor = p, .horizon = 1, .depth = 1}};
 }
 
+seconds device_spec_dense(const roofline_cost& gpu, const dense_work& w) { return gpu.dense_seconds(w.flops, w.read); }
+
 /// Link bytes of weights = the cache's installed, transient and wasted bytes.
 void check_conservation(const offload_system_result& s) {
   REQUIRE(s.ok());
@@ -87,6 +89,41 @@ TEST_CASE("demand caching on the timeline: each miss stalls the GPU for its tran
   // The KV entries of each layer cross the other direction.
   CHECK(lru.accounts[lru.link_out].moved(cost_kind::kv_cache) == 4 * kv_bytes_per_token(m));
   check_conservation(lru);
+}
+
+TEST_CASE("a hybrid model's linear-attention layer writes no KV entries and is priced on its fixed state") {
+  // Two MoE layers, the same toy trace in each; in the hybrid, layer 0 runs Kimi's KDA block.
+  routing_trace_builder b({.model = "toy", .source = "test", .num_layers = 2, .num_experts = 4, .top_k = 1});
+  const auto req = b.add_request("r");
+  std::uint32_t step = 1;
+  for (expert_id e : std::array<expert_id, 4>{0, 2, 2, 3}) {
+    const std::array<expert_id, 1> ids{e};
+    const std::array<float, 1> ws{1.0f};
+    for (layer_id l = 0; l < 2; ++l) b.add({req, phase::decode, step, step, l, ids, ws, {}});
+    ++step;
+  }
+  const routing_trace trace = std::move(b).finish();
+  const model_shape full = test::mixtral_sized_toy(2);
+  model_shape hybrid = full;
+  hybrid.linear_attention = models::kimi_linear_48b_a3b().linear_attention;
+  hybrid.linear_attention_layers = {0};
+  const std::array<offload_system_config, 1> systems{{lru_system(offload_predictor::none)}};
+  const offload_replay_result a = replay_offload(trace, h100(full), full, systems, {.cache_experts = 2});
+  const offload_replay_result h = replay_offload(trace, h100(hybrid), hybrid, systems, {.cache_experts = 2});
+  REQUIRE(a.systems[0].ok());
+  REQUIRE(h.systems[0].ok());
+  const bytes kv_layer = 2ULL * 8 * 128 * 2;  // Mixtral: 8 K/V heads of 128, BF16
+  CHECK(a.systems[0].accounts[a.systems[0].link_out].moved(cost_kind::kv_cache) == 4 * 2 * kv_layer);
+  CHECK(h.systems[0].accounts[h.systems[0].link_out].moved(cost_kind::kv_cache) == 4 * kv_layer);
+  // GPU attention time: per token one GQA layer and one KDA layer of one sequence.
+  const forward_pass_cost<roofline_cost> pass{h100(hybrid), hybrid};
+  seconds expected = 0.0;
+  for (std::uint64_t ctx = 0; ctx < 4; ++ctx) {
+    expected +=
+        pass.attention_seconds(1, ctx + 1) + device_spec_dense(h100(hybrid), linear_attention_work(hybrid, 1, 1));
+  }
+  CHECK(h.systems[0].accounts[h.systems[0].gpu].busy_by[static_cast<std::size_t>(cost_kind::attention)] ==
+        doctest::Approx(expected));
 }
 
 TEST_CASE("a prefetch that has not landed is not a hit: late prefetches are partial stalls") {

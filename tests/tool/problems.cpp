@@ -182,3 +182,121 @@ TEST_CASE("schedule: every number is range-checked as a number before it is conv
             .starts_with("p.json: model: unknown preset \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\" (known: "));
   CHECK(schedule_error(head + R"({"layer": 0, "expert": 7, "tokens": 3.0, "layout": 15}]})").empty());
 }
+
+namespace {
+
+std::string balance_error(const std::string& text) {
+  try {
+    static_cast<void>(tool::read_balance_problem(doc(text), "p.json"));
+  } catch (const parse_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::filesystem::path machines() { return std::filesystem::path(MOEPOLICY_EXAMPLE_PROBLEMS) / ".." / "machines"; }
+
+}  // namespace
+
+TEST_CASE("an unknown key is an error naming it and where, in every problem") {
+  CHECK(bitwidth_error(R"({"bits": [1, 2, 3, 4], "average_bits": 2, )" + losses + R"(, "solvr": "exact"})") ==
+        "p.json: solvr: unknown key (allowed here: bits, average_bits, losses, weights, form, rounding, min_count, "
+        "solver)");
+  CHECK(place_error("{" + place_base + R"(, "gpu_experts_per_layer": 1, "uniform_bits": 3, "alpah": 0.2})") ==
+        "p.json: alpah: unknown key (allowed here: counts, weight_sums, gpu_experts_per_layer, alpha, normalization, "
+        "ndp_average_bits, losses, uniform_bits, form, rounding)");
+  CHECK(
+      place_error("{" + place_base +
+                  R"(, "gpu_experts_per_layer": 1, "ndp_average_bits": 2, "losses": {"bits": [1, 2], "tabel": []}})") ==
+      "p.json: losses.tabel: unknown key (allowed here: bits, table)");
+  CHECK(schedule_error(R"({"model": "Mixtral-8x7B", "experts": [], "solvr": "exact"})") ==
+        "p.json: solvr: unknown key (allowed here: model, num_dimms, experts, solver, max_iterations)");
+  CHECK(schedule_error(
+            R"({"model": "Mixtral-8x7B", "experts": [{"layer": 0, "expert": 0, "tokens": 1, "resdent": 1}]})") ==
+        "p.json: experts[0].resdent: unknown key (allowed here: layer, expert, tokens, resident, layout)");
+  CHECK(balance_error(R"({"tokens": [1], "load_seconds": 1, "cpu_seconds_per_token": 1, "solvr": "exact"})") ==
+        "p.json: solvr: unknown key (allowed here: tokens, load_seconds, cpu_seconds_per_token, solver)");
+  CHECK(balance_error(R"({"model": "Mixtral-8x7B", "experts": [{"layer": 0, "expert": 0, "tokens": 1, "bit": 4}]})") ==
+        "p.json: experts[0].bit: unknown key (allowed here: layer, expert, tokens, bits)");
+  // The example files hold no key outside their schema.
+  CHECK_NOTHROW(static_cast<void>(
+      tool::read_schedule_problem(tool::load_json((problems() / "schedule_step.json").string()), "s")));
+}
+
+TEST_CASE("schedule --machine: the machine's gpu and cpu replace the TriMoE presets") {
+  const auto m = moepolicy::io::read_machine(machines() / "example-workstation.json");
+  const json j = tool::load_json((problems() / "schedule_step.json").string());
+  const auto paper = tool::read_schedule_problem(j, "s");
+  const auto mine = tool::read_schedule_problem(j, "s", &m);
+  CHECK(mine.gpu.name == "GeForce RTX 4090 24GB");
+  CHECK(mine.cpu.name == "Ryzen 9 7950X (16 cores, DDR5-5200 x2)");
+  CHECK(mine.dimms.name == paper.dimms.name);  // the role the file leaves out
+  const auto a = tool::solve(paper);
+  const auto b = tool::solve(mine);
+  CHECK(b["devices"]["gpu"] == "GeForce RTX 4090 24GB");
+  CHECK(a["devices"]["gpu"] == paper.gpu.name);
+  // The machine's slower GPU and CPU price the same assignment higher (the DIMMs bound the
+  // makespan of this step either way).
+  CHECK(b["schedules"][0]["device_seconds"]["gpu"].get<double>() >
+        a["schedules"][0]["device_seconds"]["gpu"].get<double>());
+  CHECK(b["schedules"][0]["device_seconds"]["cpu"].get<double>() >
+        a["schedules"][0]["device_seconds"]["cpu"].get<double>());
+}
+
+TEST_CASE("balance: Alg. 2, the best prefix and the exact split, uniform and priced") {
+  const auto p = tool::read_balance_problem(tool::load_json((problems() / "balance_layer.json").string()), "b");
+  const auto out = tool::solve(p);
+  REQUIRE(out["splits"].size() == 3);
+  CHECK(out["form"] == "uniform");
+  // Alg. 2 by hand: sizes 60 41 33 24 17 9 5 1, t_load 4 ms, t_cpu 0.2 ms per token.
+  // load 60 (C_load 4); cpu 1 (0.2), 5 (1.2), 9 (3.0), 17 (6.4); load 41 (8); cpu 24 (11.2);
+  // load 33 (12): C_load 12 ms, C_cpu 11.2 ms.
+  const auto& tp = out["splits"][0];
+  CHECK(tp["solver"] == "two_pointer");
+  CHECK(tp["loaded"].dump() == "[0,1,2]");
+  CHECK(tp["makespan_seconds"].get<double>() == doctest::Approx(0.012));
+  const double best = out["splits"][1]["makespan_seconds"].get<double>();
+  const double exact = out["splits"][2]["makespan_seconds"].get<double>();
+  CHECK(out["splits"][2]["status"] == "optimal");
+  CHECK(exact == doctest::Approx(best));  // uniform costs: the best prefix is optimal
+  CHECK(exact <= tp["makespan_seconds"].get<double>());
+  // Priced: Mixtral experts on Edge-MoE's S1 GPU and CPU; the exact split bounds both.
+  const auto q =
+      tool::read_balance_problem(doc(R"({"model": "Mixtral-8x7B", "experts": [{"layer": 0, "expert": 0, "tokens": 30},
+             {"layer": 0, "expert": 1, "tokens": 2, "bits": 4}, {"layer": 0, "expert": 2, "tokens": 9},
+             {"layer": 0, "expert": 3, "tokens": 1}]})"),
+                                 "q");
+  const auto r = tool::solve(q);
+  CHECK(r["form"] == "priced");
+  const double e = r["splits"][2]["makespan_seconds"].get<double>();
+  CHECK(e <= r["splits"][1]["makespan_seconds"].get<double>());
+  CHECK(r["splits"][1]["makespan_seconds"].get<double>() <= r["splits"][0]["makespan_seconds"].get<double>());
+  CHECK(balance_error(R"({"tokens": [], "load_seconds": 1, "cpu_seconds_per_token": 1})") ==
+        "p.json: tokens: expected 1 to 65536 experts, got 0");
+  CHECK(balance_error(R"({"tokens": [1], "load_seconds": -1, "cpu_seconds_per_token": 1})") ==
+        "p.json: load_seconds: expected a number in [0, 1e6], got -1");
+}
+
+TEST_CASE("place --export: the placement as llama.cpp arguments and KTransformers rules, whole layers only") {
+  // 2 layers of 6 experts, 3 on the GPU per layer: S = 6, one whole layer fits; layer 0
+  // has more routed tokens, so it is the GPU layer and -ot names block 1.
+  const auto p = tool::read_place_problem(
+      doc(R"({"counts": [[8, 4, 10, 1, 1, 1], [1, 1, 1, 1, 1, 1]], "weight_sums": [[5, 2, 6, 1, 1, 1], [1, 1, 1, 1, 1, 1]],
+              "gpu_experts_per_layer": 3, "uniform_bits": 4})"),
+      "p");
+  CHECK(tool::export_placement(p, "llamacpp", std::nullopt) ==
+        "# From a placement of 6 GPU experts over 2 MoE layers of 6 experts.\n"
+        "# llama.cpp stores a layer's experts in one tensor per projection (blk.N.ffn_*_exps), so only\n"
+        "# whole layers move: 1 of 2 layers fit the same GPU memory (blocks 0); 0 of the placement's GPU experts stay "
+        "unused.\n"
+        "--n-gpu-layers 999 --override-tensor 'blk\\.1\\.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU'\n");
+  const std::string k = tool::export_placement(p, "ktransformers", std::nullopt);
+  CHECK(k.find("    name: \"^model\\\\.layers\\\\.0\\\\.mlp\\\\.experts$\"\n") != std::string::npos);
+  CHECK_THROWS_WITH_AS(static_cast<void>(tool::export_placement(p, "vllm", std::nullopt)),
+                       "moepolicy::export_placement: engine must be \"llamacpp\" or \"ktransformers\", got \"vllm\"",
+                       moepolicy::invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(tool::export_placement(p, "llamacpp", moepolicy::models::mixtral_8x7b())),
+                       "moepolicy::export_placement: the problem's layers differ from the MoE layers of Mixtral-8x7B "
+                       "(32), got 2",
+                       moepolicy::invalid_argument);
+}

@@ -7,14 +7,18 @@
 // models the papers evaluate, with the figures of each model's published configuration.
 // `expert_bytes` prices one expert's weights at a bitwidth, including the per-group
 // quantisation metadata; `attention_shape` gives the attention block's weights, its KV
-// cache per token and its arithmetic per cached token.
+// cache per token and its arithmetic per cached token. Hybrid models (Kimi Linear) run a
+// `linear_attention_shape` in some layers instead: a fixed-size recurrent state in place of
+// a growing KV cache; `model_shape::linear_attention_layers` names those layers.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/units.hpp"
@@ -96,6 +100,53 @@ struct attention_shape {
   }
 };
 
+/// The linear-attention block of a hybrid model's linear layers: Kimi Delta Attention
+/// (KDA; Kimi Linear §3, as built by flash-linear-attention's `KimiDeltaAttention`), with
+/// `num_heads` heads whose keys and values both have `head_dim` channels (d) and a
+/// depthwise short convolution of `conv_kernel` taps (K) on Q, K and V. All zero means
+/// "none". With H = num_heads and D = H·d:
+///
+///   weights    4·hidden·D (Q, K, V, O) + 2·(hidden·d + d·D) (the low-rank forget gate
+///              f_proj and output gate g_proj) + hidden·H (the per-head write strength β)
+///              + 3·K·D (the short convolutions); the per-channel vectors (A_log, dt_bias,
+///              the gate's bias, the output norm) are left out as norms are elsewhere.
+///   state      per sequence: H matrices of d × d (`state_elements`), and the convolutions'
+///              last K − 1 inputs of Q, K and V, (K − 1)·3·D elements (`conv_state_elements`).
+///              Its size does not grow with the context.
+///   per token  the recurrence S ← (I − β k kᵀ) Diag(α) S + β k vᵀ, o = Sᵀ q (Kimi Linear
+///              §3, the KDA update), per head: Diag(α)·S d² multiplies, kᵀS 2d², the rank-one
+///              update S + k·(β(v − Sᵀk))ᵀ 2d², Sᵀq 2d²: 7·d² FLOPs a head, 7·H·d² a token
+///              (`flops_per_token`; the O(d) vector work and the gates' activations are left out).
+struct linear_attention_shape {
+  std::uint32_t num_heads = 0;
+  std::uint32_t head_dim = 0;
+  std::uint32_t conv_kernel = 0;
+
+  /// Whether the block is described (num_heads > 0).
+  [[nodiscard]] constexpr bool described() const noexcept { return num_heads > 0; }
+
+  /// Weights of the block's projections and convolutions, for a model of width `hidden`.
+  [[nodiscard]] constexpr std::uint64_t weights(std::uint64_t hidden) const noexcept {
+    const std::uint64_t h = num_heads, d = head_dim, D = h * d;
+    return 4 * hidden * D + 2 * (hidden * d + d * D) + hidden * h + 3 * std::uint64_t{conv_kernel} * D;
+  }
+
+  /// Elements of one sequence's recurrent state: H matrices of d × d.
+  [[nodiscard]] constexpr std::uint64_t state_elements() const noexcept {
+    return std::uint64_t{num_heads} * head_dim * head_dim;
+  }
+
+  /// Elements of one sequence's short-convolution state: the last K − 1 inputs of Q, K, V.
+  [[nodiscard]] constexpr std::uint64_t conv_state_elements() const noexcept {
+    return conv_kernel == 0 ? 0 : std::uint64_t{conv_kernel - 1} * 3 * num_heads * head_dim;
+  }
+
+  /// FLOPs of the recurrence for one token: 7·H·d².
+  [[nodiscard]] constexpr double flops_per_token() const noexcept {
+    return 7.0 * static_cast<double>(state_elements());
+  }
+};
+
 /// The shape of a SwiGLU MoE transformer, as far as expert placement cares.
 struct model_shape {
   std::string name;
@@ -117,8 +168,23 @@ struct model_shape {
   std::uint64_t dense_intermediate_size = 0;
   /// Vocabulary of the output head (0: not described).
   std::uint64_t vocab_size = 0;
-  /// The attention block (all zero: not described).
+  /// The attention block (all zero: not described). In a hybrid model, the block of the
+  /// layers not in `linear_attention_layers` (its full-attention layers).
   attention_shape attention{};
+  /// The linear-attention block of a hybrid model (all zero: none).
+  linear_attention_shape linear_attention{};
+  /// The layers, counted from 0 over all layers (dense ones included), that run
+  /// `linear_attention` instead of `attention`; ascending. Empty: every layer runs `attention`.
+  std::vector<std::uint32_t> linear_attention_layers{};
+
+  /// Whether layer `layer` (counted over all layers, dense ones included) runs linear attention.
+  [[nodiscard]] bool is_linear_attention_layer(std::uint32_t layer) const noexcept {
+    return std::binary_search(linear_attention_layers.begin(), linear_attention_layers.end(), layer);
+  }
+  /// Layers that run `attention` and so keep a KV cache.
+  [[nodiscard]] std::uint32_t num_full_attention_layers() const noexcept {
+    return num_layers - static_cast<std::uint32_t>(linear_attention_layers.size());
+  }
 
   /// MoE layers: the layers a routing trace covers.
   [[nodiscard]] constexpr std::uint32_t num_moe_layers() const noexcept { return num_layers - num_dense_layers; }
@@ -170,6 +236,20 @@ struct model_shape {
         }
       }
     }
+    if (!linear_attention_layers.empty()) {
+      if (!linear_attention.described() || linear_attention.head_dim == 0) {
+        detail::throw_invalid(fn, "linear_attention_layers needs linear_attention.num_heads and head_dim > 0",
+                              linear_attention.num_heads);
+      }
+      for (std::size_t i = 0; i < linear_attention_layers.size(); ++i) {
+        if (linear_attention_layers[i] >= num_layers) {
+          detail::throw_invalid(fn, "linear_attention_layers must be < num_layers", linear_attention_layers[i]);
+        }
+        if (i > 0 && linear_attention_layers[i] <= linear_attention_layers[i - 1]) {
+          detail::throw_invalid(fn, "linear_attention_layers must be strictly ascending", linear_attention_layers[i]);
+        }
+      }
+    }
   }
 
   /// Whether the shape describes everything the timed model prices: attention, the
@@ -208,7 +288,8 @@ struct model_shape {
 /// first_k_dense_replace, n_shared_experts, the latent-attention ranks). Where a
 /// configuration names no head_dim it is hidden / heads. Multi-token-prediction layers
 /// (DeepSeek-V3, GLM-4.5-Air) are not counted: they are not run when decoding without
-/// speculation.
+/// speculation. Kimi-Linear-48B-A3B's `linear_attn_config` gives its KDA heads and the
+/// 1-based `full_attn_layers`; every other layer is a KDA layer.
 namespace models {
 
 namespace detail_presets {
@@ -255,11 +336,45 @@ inline model_shape olmoe_1b_7b() {
 inline model_shape granite_3_1_1b_a400m() {
   return {"Granite-3.1-1B-A400M", 24, 0, 32, 8, 0, 1024, 512, 0, 49155, detail_presets::gqa(16, 8, 64)};
 }
+/// Kimi-Linear-48B-A3B (moonshotai/Kimi-Linear-48B-A3B-Instruct, `config.json`): 27 layers,
+/// hidden 2304, the first layer dense (first_k_dense_replace 1, intermediate_size 9216), then
+/// 26 MoE layers of 256 routed experts (moe_intermediate_size 1024), top-8, one shared expert;
+/// vocabulary 163840, embeddings not tied. Its full-attention layers are latent attention
+/// with 32 heads, no Q bottleneck (q_lora_rank null), kv_lora_rank 512, nope 128 + rope 64,
+/// v 128 (mla_use_nope: the rotary part is not rotated but still stored, so the cache holds
+/// 576 elements a token). linear_attn_config: 32 heads of head_dim 128, short convolution of
+/// 4, full_attn_layers [4, 8, 12, 16, 20, 24, 27] (1-based); the other 20 layers run KDA, the
+/// dense layer 0 among them.
+inline model_shape kimi_linear_48b_a3b() {
+  model_shape s{"Kimi-Linear-48B-A3B",
+                27,
+                1,
+                256,
+                8,
+                1,
+                2304,
+                1024,
+                9216,
+                163840,
+                {.kind = attention_kind::latent,
+                 .num_heads = 32,
+                 .q_lora_rank = 0,
+                 .kv_lora_rank = 512,
+                 .qk_nope_head_dim = 128,
+                 .qk_rope_head_dim = 64,
+                 .v_head_dim = 128},
+                {.num_heads = 32, .head_dim = 128, .conv_kernel = 4}};
+  // 0-based: every layer but the 1-based full_attn_layers 4, 8, ..., 24, 27.
+  for (std::uint32_t l = 0; l < 27; ++l) {
+    if (l != 26 && (l + 1) % 4 != 0) s.linear_attention_layers.push_back(l);
+  }
+  return s;
+}
 
 /// Every preset, for lookup by name.
-inline constexpr std::array<model_shape (*)(), 9> all = {mixtral_8x7b, mixtral_8x22b,   deepseek_v2,
-                                                         deepseek_v3,  qwen3_235b_a22b, qwen3_30b_a3b,
-                                                         glm_4_5_air,  olmoe_1b_7b,     granite_3_1_1b_a400m};
+inline constexpr std::array<model_shape (*)(), 10> all = {
+    mixtral_8x7b,  mixtral_8x22b, deepseek_v2, deepseek_v3,          qwen3_235b_a22b,
+    qwen3_30b_a3b, glm_4_5_air,   olmoe_1b_7b, granite_3_1_1b_a400m, kimi_linear_48b_a3b};
 
 /// The preset whose name equals `name` ignoring ASCII case, or nothing.
 inline std::optional<model_shape> find(std::string_view name) {

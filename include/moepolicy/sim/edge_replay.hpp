@@ -183,12 +183,15 @@ struct edge_replay_result {
 };
 
 /// Experts of `expert_size` bytes that fit the GPU's memory beside the non-expert weights, a
-/// runtime reserve and `kv_tokens` tokens of KV cache (0 when nothing fits).
+/// runtime reserve, `kv_tokens` tokens of KV cache and, in a hybrid model, the
+/// linear-attention states of `sequences` sequences (0 when nothing fits).
 template <class Gpu>
 requires MemoryModel<Gpu>
 [[nodiscard]] std::uint64_t experts_that_fit(const Gpu& gpu, const model_shape& shape, bytes reserve,
-                                             std::uint64_t kv_tokens, const forward_pass_config& pass = {}) {
-  const bytes used = non_expert_weight_bytes(shape, pass) + reserve + kv_tokens * kv_bytes_per_token(shape, pass);
+                                             std::uint64_t kv_tokens, const forward_pass_config& pass = {},
+                                             std::uint64_t sequences = 1) {
+  const bytes used = non_expert_weight_bytes(shape, pass) + reserve + kv_tokens * kv_bytes_per_token(shape, pass) +
+                     sequences * linear_state_bytes_per_sequence(shape, pass);
   const bytes cap = gpu.capacity_bytes();
   if (used >= cap) return 0;
   return (cap - used) / gpu.footprint_bytes({0, 0}, fp16);
@@ -299,11 +302,12 @@ class edge_run {
     const routing_trace& b = d_.batched();
     const auto batches = b.batches_of(b.steps()[s]);
     for (std::uint32_t i = 0; i < shape_.num_dense_layers; ++i) {
-      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(n, reads), cost_kind::dense).end;
+      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(i, n, reads, n), cost_kind::dense).end;
     }
     std::size_t bi = 0;
     for (std::size_t l = 0; l < L_; ++l) {
-      t = tl_.run(t, gpu_, pass_.attention_seconds(n, reads), cost_kind::attention).end;
+      const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
+      t = tl_.run(t, gpu_, pass_.attention_seconds(model_layer, n, reads, n), cost_kind::attention).end;
       t = tl_.run(t, gpu_, pass_.router_seconds(n), cost_kind::dense).end;
       if (bi >= batches.size() || batches[bi].layer != l) continue;
       const batch_view v = b.view(batches[bi++]);

@@ -864,11 +864,13 @@ class gpu_ndp_run {
   seconds forward_pass(seconds t, std::size_t tokens, std::uint64_t cached_reads, std::span<const std::uint32_t> loads,
                        std::span<const float> weights, std::span<const std::uint32_t> rows,
                        gpu_ndp_request_outcome& out, bool decode) {
+    // One sequence per pass: a request's prefill or one of its decode tokens.
     for (std::uint32_t d = 0; d < shape_.num_dense_layers; ++d) {
-      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(tokens, cached_reads), cost_kind::dense).end;
+      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(d, tokens, cached_reads, 1), cost_kind::dense).end;
     }
     for (std::size_t l = 0; l < L_; ++l) {
-      t = tl_.run(t, gpu_, pass_.attention_seconds(tokens, cached_reads), cost_kind::attention).end;
+      const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
+      t = tl_.run(t, gpu_, pass_.attention_seconds(model_layer, tokens, cached_reads, 1), cost_kind::attention).end;
       t = tl_.run(t, gpu_, pass_.router_seconds(tokens), cost_kind::dense).end;
       if (rows[l] > 0) {
         t = moe_layer(l, t, loads.subspan(l * E_, E_), weights.subspan(l * E_, E_), rows[l], out, decode);
@@ -1024,7 +1026,8 @@ requires DenseComputeCost<Gpu>
   result.hbm_capacity_bytes = system.gpu().capacity_bytes();
   result.hbm_needed_bytes = non_expert_weight_bytes(shape, opt.pass) +
                             static_cast<bytes>(K * L) * system.gpu().footprint_bytes({0, 0}, fp16) +
-                            longest * kv_bytes_per_token(shape, opt.pass);
+                            longest * kv_bytes_per_token(shape, opt.pass) +
+                            linear_state_bytes_per_sequence(shape, opt.pass);
   const bool fits = result.hbm_needed_bytes <= result.hbm_capacity_bytes;
 
   // The initial GPU set: top K over the calibration set, or none.

@@ -610,12 +610,13 @@ class offload_run {
       }
     }
     for (std::uint32_t i = 0; i < shape_.num_dense_layers; ++i) {
-      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(tokens, reads), cost_kind::dense).end;
+      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(i, tokens, reads, 1), cost_kind::dense).end;
     }
     offload_system_result scratch;
     for (std::size_t l = 0; l < L_; ++l) {
-      t = tl_.run(t, gpu_, pass_.attention_seconds(tokens, reads), cost_kind::attention).end;
-      write_kv(t, tokens);
+      const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
+      t = tl_.run(t, gpu_, pass_.attention_seconds(model_layer, tokens, reads, 1), cost_kind::attention).end;
+      if (!shape_.is_linear_attention_layer(model_layer)) write_kv(t, tokens);
       t = tl_.run(t, gpu_, pass_.router_seconds(tokens), cost_kind::dense).end;
       const auto& views = p.views[l];
       if (views.empty()) continue;
@@ -642,13 +643,14 @@ class offload_run {
     // The pass starts when the GPU is free.
     t = tl_.free_at(gpu_);
     for (std::uint32_t i = 0; i < shape_.num_dense_layers; ++i) {
-      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(n, reads), cost_kind::dense).end;
+      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(i, n, reads, n), cost_kind::dense).end;
     }
     std::size_t bi = 0;
     const std::uint32_t R = d_.rows_per_token();
     for (std::size_t l = 0; l < L_; ++l) {
-      t = tl_.run(t, gpu_, pass_.attention_seconds(n, reads), cost_kind::attention).end;
-      write_kv(t, n);
+      const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
+      t = tl_.run(t, gpu_, pass_.attention_seconds(model_layer, n, reads, n), cost_kind::attention).end;
+      if (!shape_.is_linear_attention_layer(model_layer)) write_kv(t, n);
       t = tl_.run(t, gpu_, pass_.router_seconds(n), cost_kind::dense).end;
       if (bi >= batches.size() || batches[bi].layer != l) continue;
       const batch_view v = b.view(batches[bi++]);
@@ -749,7 +751,9 @@ requires DenseComputeCost<Gpu>
     for (const stream_token& tk : d.tokens(s)) kv += tk.context + 1;
     r.peak_kv_tokens = std::max(r.peak_kv_tokens, kv);
   }
-  const bytes base = non_expert_weight_bytes(shape, cfg.pass) + r.peak_kv_tokens * kv_bytes_per_token(shape, cfg.pass);
+  // A hybrid model's linear layers hold a fixed state per concurrent sequence.
+  const bytes base = non_expert_weight_bytes(shape, cfg.pass) + r.peak_kv_tokens * kv_bytes_per_token(shape, cfg.pass) +
+                     static_cast<bytes>(cfg.streams) * linear_state_bytes_per_sequence(shape, cfg.pass);
   const std::uint64_t all = std::uint64_t{info.num_layers} * info.num_experts;
   for (const auto& sc : systems) {
     offload_system_result out;

@@ -966,12 +966,13 @@ class trimoe_replayer {
       detail::classify_by_share_into(std::span<const double>(warm).subspan(l * E_, E_),
                                      std::span<hotness>(initial_classes_).subspan(l * E_, E_), order_, config_.classes);
     }
-    // HBM: the non-expert weights, the KV cache of B sequences at the longest context, the rest
-    // for whole experts.
+    // HBM: the non-expert weights, the KV cache of B sequences at the longest context (and
+    // their linear-attention states in a hybrid model), the rest for whole experts.
     hbm_capacity_ = full_.gpu().capacity_bytes();
     hbm_non_expert_ = non_expert_weight_bytes(shape_, config_.forward);
     const std::size_t longest = config_.prompt_tokens + std::max<std::size_t>(steps_->num_steps(), 1);
-    hbm_kv_ = kv_bytes_per_token(shape_, config_.forward) * static_cast<bytes>(B_) * static_cast<bytes>(longest);
+    hbm_kv_ = kv_bytes_per_token(shape_, config_.forward) * static_cast<bytes>(B_) * static_cast<bytes>(longest) +
+              linear_state_bytes_per_sequence(shape_, config_.forward) * static_cast<bytes>(B_);
     hbm_fits_ = hbm_non_expert_ + hbm_kv_ <= hbm_capacity_;
     hbm_for_experts_ = hbm_fits_ ? hbm_capacity_ - hbm_non_expert_ - hbm_kv_ : 0;
     const std::size_t room = static_cast<std::size_t>(hbm_for_experts_ / std::max<bytes>(W_, 1));
@@ -1124,19 +1125,20 @@ class trimoe_replayer {
     seconds gpu_busy = 0.0;
     if (l == 0) {
       for (std::uint32_t d = 0; d < shape_.num_dense_layers; ++d) {
-        const seconds s = pass_.dense_layer_seconds(B_, cached);
+        const seconds s = pass_.dense_layer_seconds(d, B_, cached, B_);
         at = tl.run(at, gpu_, s, cost_kind::dense).end;
-        r.gpu_flops += attention_work(shape_, B_, cached, config_.forward).flops +
+        r.gpu_flops += attention_work(shape_, d, B_, cached, B_, config_.forward).flops +
                        dense_ffn_work(shape_, B_, config_.forward).flops;
       }
     }
     const seconds layer_start = at;
-    const seconds attn = pass_.attention_seconds(B_, cached), router = pass_.router_seconds(B_);
+    const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
+    const seconds attn = pass_.attention_seconds(model_layer, B_, cached, B_), router = pass_.router_seconds(B_);
     at = tl.run(at, gpu_, attn, cost_kind::attention).end;
     at = tl.run(at, gpu_, router, cost_kind::dense).end;
     gpu_busy += attn + router;
-    r.gpu_flops +=
-        attention_work(shape_, B_, cached, config_.forward).flops + router_work(shape_, B_, config_.forward).flops;
+    r.gpu_flops += attention_work(shape_, model_layer, B_, cached, B_, config_.forward).flops +
+                   router_work(shape_, B_, config_.forward).flops;
     const seconds ready = at;
     tl.settle(ready);
     land(r);

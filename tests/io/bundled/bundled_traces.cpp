@@ -13,6 +13,7 @@
 #include "moepolicy/io/flame_csv.hpp"
 #include "moepolicy/io/granite_jsonl.hpp"
 #include "moepolicy/io/vllm_jsonl.hpp"
+#include "moepolicy/io/warp_jsonl.hpp"
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/summary.hpp"
 #include "test_support.hpp"
@@ -76,4 +77,35 @@ TEST_CASE("real traces survive the canonical format unchanged") {
   check_round_trip(io::read_vllm_decode_jsonl(shared / "mixtral-8x7b-decode" / "humaneval_2_routing.jsonl"));
   check_round_trip(io::read_vllm_raw_jsonl(shared / "mixtral-8x7b-decode" / "routing_raw.jsonl"));
   check_round_trip(io::read_flame_csv(shared / "flame-moe-290m"));
+}
+
+TEST_CASE("the bundled WARP traces hold what their PROVENANCE states") {
+  const fs::path dir = test::bundled_traces() / "warp-olmoe-kimi";
+  const routing_trace olmoe = read_canonical(dir / "trace_olmoe_299.mtrace");
+  CHECK(olmoe.info().model == "allenai/OLMoE-1B-7B");
+  CHECK(olmoe.info().num_layers == 16);
+  CHECK(olmoe.info().num_experts == 64);
+  CHECK(olmoe.info().top_k == 8);
+  CHECK(olmoe.num_rows() == 4784);
+  CHECK(olmoe.steps().size() == 299);
+  CHECK(olmoe.requests().size() == 1);
+  const routing_trace kimi = read_canonical(dir / "trace_kimi_300.mtrace");
+  CHECK(kimi.info().model == "moonshotai/Kimi-Linear-48B-A3B");
+  CHECK(kimi.info().num_layers == 26);
+  CHECK(kimi.info().num_experts == 256);
+  CHECK(kimi.num_rows() == 7800);
+  CHECK(kimi.steps().size() == 300);
+  CHECK(summarize(kimi).decode_tokens == 300);
+}
+
+TEST_CASE("the bundled WARP traces are byte for byte the conversion of their sources") {
+  MOEPOLICY_REQUIRE_SHARED_TRACES();
+  for (const char* name : {"trace_olmoe_299", "trace_kimi_300"}) {
+    std::stringstream made;
+    write_canonical(io::read_warp_jsonl(test::shared_traces() / "warp-olmoe-kimi" / (std::string(name) + ".jsonl")),
+                    made);
+    const std::string expected =
+        moepolicy::detail::read_all(test::bundled_traces() / "warp-olmoe-kimi" / (std::string(name) + ".mtrace"));
+    CHECK_MESSAGE(made.str() == expected, name);
+  }
 }

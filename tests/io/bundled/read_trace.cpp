@@ -62,3 +62,23 @@ TEST_CASE("a first line longer than the bound is an error, not an allocation of 
                     path.string() + ":1: line longer than the limit of 1000 bytes (input_limits::max_line_bytes)");
   fs::remove_all(dir);
 }
+
+TEST_CASE("a folder of vLLM JSONL files is named as such, not read as Granite") {
+  const fs::path dir = fs::temp_directory_path() / "moepolicy-read-trace-vllm-folder";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(test::test_data() / "io" / "vllm_decode_small.jsonl", dir / "a.jsonl");
+  fs::copy_file(test::test_data() / "io" / "vllm_raw_small.jsonl", dir / "b.jsonl");
+  CHECK_PARSE_ERROR(static_cast<void>(io::read_trace(dir)),
+                    dir.string() +
+                        ": directory of .jsonl files whose first, a.jsonl, is vLLM routing JSONL, decode only: only "
+                        "moe-cache-lab Granite files combine into one trace; give the file itself");
+  // Each file alone reads, and a failure says which reader read it and why.
+  CHECK(io::read_trace(dir / "a.jsonl").num_rows() > 0);
+  { std::ofstream(dir / "c.jsonl") << R"({"experts": [1, 2], "token_idx": "x"})" << '\n'; }
+  CHECK_THROWS_WITH_AS(static_cast<void>(io::read_trace(dir / "c.jsonl")),
+                       doctest::Contains("(read as vLLM routing JSONL, decode only: its first line has experts and "
+                                         "token_idx)"),
+                       parse_error);
+  fs::remove_all(dir);
+}

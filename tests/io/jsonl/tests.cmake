@@ -6,3 +6,5 @@ moepolicy_add_test(test_io_granite_jsonl SOURCES ${_jsonl_tests}/granite_jsonl.c
 moepolicy_add_test(test_io_vllm_jsonl SOURCES ${_jsonl_tests}/vllm_jsonl.cpp IO)
 moepolicy_add_test(test_io_warp_jsonl SOURCES ${_jsonl_tests}/warp_jsonl.cpp IO)
 unset(_jsonl_tests)
+# The moepolicy routing trace as JSONL and CSV (moepolicy/io/trace_text.hpp).
+moepolicy_add_test(test_io_trace_text SOURCES ${CMAKE_CURRENT_LIST_DIR}/../trace_text.cpp IO)

@@ -1,0 +1,602 @@
+// moepolicy/io/trace_text.hpp — the moepolicy routing trace as text: JSONL and CSV, the
+// format that `moepolicy convert` writes and that an engine can write directly.
+//
+// The full specification, with examples, is docs/trace-format.md. In short:
+//
+// Both forms start with one metadata object:
+//   {"format": "moepolicy.routing-jsonl" | "moepolicy.routing-csv", "version": 1,
+//    "model": "...", "source": "...", "num_layers": L, "num_experts": E, "top_k": k,
+//    "has_weights": true, "has_scores": false, "requests": ["name", ...]}
+// "format", "version", "num_layers", "num_experts" and "top_k" are required; "model" and
+// "source" default to "", "has_weights" to true, "has_scores" to false; "requests" lists
+// the requests in order (when absent, requests are numbered in order of first appearance).
+//
+// Then one row per (request, phase, step, token position, MoE layer):
+//   JSONL  the metadata object on line 1, then one object per line:
+//          {"request": "r", "phase": "prefill"|"decode", "step": s, "position": p,
+//           "layer": l, "experts": [k ids], "weights": [k floats], "scores": [E floats]}
+//          "weights" only when has_weights, "scores" only when has_scores.
+//   CSV    line 1 is '#' followed by the metadata object; line 2 the header
+//          request,phase,step,position,layer,e_0..e_{k-1}[,w_0..w_{k-1}][,s_0..s_{E-1}]
+//          (exactly these columns, in this order); then one line per row. The request
+//          field is quoted as RFC 4180 says when it holds a comma, a double quote, CR or LF.
+// Without weights every id weighs 1/k, and the trace's source says so. Rows may come in
+// any order; a trace is sorted by (request, step, layer, position) when read. Floats are
+// written in the shortest decimal form that reads back to the same float (negative zero
+// as -0.0 in JSONL, where "-0" would read as the integer 0).
+//
+// Unknown keys, a missing or repeated column, a field that is not a number in range, and
+// every row rule of `routing_trace_builder::check` are errors naming the file and the
+// 1-based line (`parse_error`); so are lines longer than `input_limits::max_line_bytes`,
+// JSON nested deeper than `input_limits::max_json_depth` and files larger than
+// `input_limits::max_file_bytes` (core/input_limits.hpp), as in io/jsonl_format.hpp.
+#pragma once
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <ios>
+#include <istream>
+#include <limits>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/core/ids.hpp"
+#include "moepolicy/core/input_limits.hpp"
+#include "moepolicy/io/detail/input.hpp"
+#include "moepolicy/io/json_document.hpp"
+#include "moepolicy/io/jsonl_format.hpp"
+#include "moepolicy/trace/csv_export.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
+
+namespace moepolicy::io {
+
+/// The "format" of the metadata object of each text form.
+inline constexpr std::string_view trace_jsonl_format_name = "moepolicy.routing-jsonl";
+inline constexpr std::string_view trace_csv_format_name = "moepolicy.routing-csv";
+/// The version this header writes and reads.
+inline constexpr std::uint32_t trace_text_version = 1;
+
+/// What the text forms say about the trace before its rows.
+struct trace_text_metadata {
+  trace_info info;
+  bool has_weights = true;
+  /// Request names in order; empty when the file does not list them.
+  std::vector<std::string> requests;
+  bool requests_listed = false;
+};
+
+namespace detail {
+
+using json = nlohmann::json;
+
+/// The metadata object of `trace` for `format`.
+inline std::string trace_text_metadata_line(const routing_trace& trace, std::string_view format) {
+  const trace_info& info = trace.info();
+  json names = json::array();
+  for (const auto& r : trace.requests()) names.push_back(r.name);
+  // Keys in the order the specification lists them (nlohmann's object sorts keys).
+  std::string out = "{\"format\":" + json(format).dump() + ",\"version\":" + std::to_string(trace_text_version) +
+                    ",\"model\":" + json(info.model).dump(-1, ' ', false, json::error_handler_t::replace) +
+                    ",\"source\":" + json(info.source).dump(-1, ' ', false, json::error_handler_t::replace) +
+                    ",\"num_layers\":" + std::to_string(info.num_layers) +
+                    ",\"num_experts\":" + std::to_string(info.num_experts) +
+                    ",\"top_k\":" + std::to_string(info.top_k) +
+                    ",\"has_weights\":true,\"has_scores\":" + (info.has_scores ? "true" : "false") +
+                    ",\"requests\":" + names.dump(-1, ' ', false, json::error_handler_t::replace) + "}";
+  return out;
+}
+
+/// Reads the metadata object `j` (already parsed) of a file in `format`; `fail` throws
+/// at the metadata's line.
+template <class Fail>
+trace_text_metadata parse_trace_text_metadata(const json& j, std::string_view format, Fail&& fail) {
+  if (!j.is_object()) fail("the metadata must be a JSON object, got " + std::string(describe(j)));
+  static constexpr std::array<std::string_view, 10> known = {"format",     "version",     "model", "source",
+                                                             "num_layers", "num_experts", "top_k", "has_weights",
+                                                             "has_scores", "requests"};
+  for (const auto& [key, value] : j.items()) {
+    bool ok = false;
+    for (const auto k : known) ok = ok || key == k;
+    if (!ok) {
+      fail("unknown key " + quote_text(key) +
+           " in the metadata (known: format, version, model, source, num_layers, num_experts, top_k, "
+           "has_weights, has_scores, requests)");
+    }
+  }
+  const auto field = [&](const char* key) -> const json* {
+    const auto it = j.find(key);
+    return it == j.end() ? nullptr : &*it;
+  };
+  const json* f = field("format");
+  if (f == nullptr || !f->is_string() || f->get_ref<const std::string&>() != format) {
+    fail("metadata \"format\" must be " + json(format).dump() + ", got " + (f == nullptr ? "nothing" : f->dump()));
+  }
+  const auto uint_field = [&](const char* key, std::uint64_t lo, std::uint64_t hi, bool required,
+                              std::uint64_t fallback) -> std::uint64_t {
+    const json* v = field(key);
+    if (v == nullptr) {
+      if (required) fail(std::string("metadata misses \"") + key + '"');
+      return fallback;
+    }
+    const bool negative = v->is_number_integer() && !v->is_number_unsigned() && v->get<std::int64_t>() < 0;
+    if (!v->is_number_integer() || negative || v->get<std::uint64_t>() < lo || v->get<std::uint64_t>() > hi) {
+      fail(std::string("metadata \"") + key + "\" must be an integer in [" + std::to_string(lo) + ", " +
+           std::to_string(hi) + "], got " + v->dump());
+    }
+    return v->get<std::uint64_t>();
+  };
+  const auto bool_field = [&](const char* key, bool fallback) {
+    const json* v = field(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) fail(std::string("metadata \"") + key + "\" must be true or false, got " + v->dump());
+    return v->get<bool>();
+  };
+  const auto string_field = [&](const char* key) -> std::string {
+    const json* v = field(key);
+    if (v == nullptr) return {};
+    if (!v->is_string())
+      fail(std::string("metadata \"") + key + "\" must be a string, got " + std::string(describe(*v)));
+    return v->get<std::string>();
+  };
+  const std::uint64_t version = uint_field("version", 0, std::numeric_limits<std::uint32_t>::max(), true, 0);
+  if (version != trace_text_version) {
+    fail("metadata \"version\" = " + std::to_string(version) + " is not supported (this reader reads version " +
+         std::to_string(trace_text_version) + ")");
+  }
+  trace_text_metadata m;
+  m.info.model = string_field("model");
+  m.info.source = string_field("source");
+  m.info.num_layers = static_cast<std::uint32_t>(uint_field("num_layers", 1, 65536, true, 0));
+  m.info.num_experts = static_cast<std::uint32_t>(uint_field("num_experts", 1, 65536, true, 0));
+  m.info.top_k = static_cast<std::uint32_t>(uint_field("top_k", 1, m.info.num_experts, true, 0));
+  m.info.has_scores = bool_field("has_scores", false);
+  m.has_weights = bool_field("has_weights", true);
+  if (!m.has_weights) {
+    if (!m.info.source.empty()) m.info.source += "; ";
+    m.info.source += "no gate weights: every id weighs 1/k";
+  }
+  if (const json* r = field("requests")) {
+    if (!r->is_array()) fail("metadata \"requests\" must be an array of names, got " + std::string(describe(*r)));
+    m.requests_listed = true;
+    for (std::size_t i = 0; i < r->size(); ++i) {
+      if (!(*r)[i].is_string()) {
+        fail("metadata \"requests\" must hold strings, got " + std::string(describe((*r)[i])) + " at index " +
+             std::to_string(i));
+      }
+      m.requests.push_back((*r)[i].get<std::string>());
+    }
+  }
+  return m;
+}
+
+/// Request indices by name, for one reader: the listed requests, or new ones in order of
+/// first appearance.
+class trace_text_requests {
+ public:
+  explicit trace_text_requests(const trace_text_metadata& m, routing_trace_builder& b) : listed_(m.requests_listed) {
+    for (const auto& name : m.requests) {
+      if (!index_.emplace(name, b.add_request(name)).second) repeated_ = name;
+    }
+  }
+  /// The name listed twice in the metadata, if any.
+  [[nodiscard]] const std::optional<std::string>& repeated() const noexcept { return repeated_; }
+
+  template <class Fail>
+  std::uint32_t find(const std::string& name, routing_trace_builder& b, Fail&& fail) {
+    if (const auto it = index_.find(name); it != index_.end()) return it->second;
+    if (listed_) fail("request " + quote_text(name) + " is not in the metadata's \"requests\"");
+    return index_.emplace(name, b.add_request(name)).first->second;
+  }
+
+ private:
+  std::unordered_map<std::string, std::uint32_t> index_;
+  bool listed_ = false;
+  std::optional<std::string> repeated_;
+};
+
+inline std::optional<phase> parse_phase(std::string_view s) {
+  if (s == "prefill") return phase::prefill;
+  if (s == "decode") return phase::decode;
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+// Writers
+
+/// Writes `trace` as moepolicy routing JSONL (docs/trace-format.md).
+///
+/// Throws: `std::ios_base::failure` when the stream fails.
+/// Complexity: linear in the rows × (top_k + scores per row); writes in 64 KiB blocks.
+inline void write_trace_jsonl(const routing_trace& trace, std::ostream& os) {
+  using detail::json;
+  std::string buf = detail::trace_text_metadata_line(trace, trace_jsonl_format_name);
+  buf += '\n';
+  std::vector<std::string> names;
+  names.reserve(trace.requests().size());
+  for (const auto& r : trace.requests()) {
+    names.push_back("{\"request\":" + json(r.name).dump(-1, ' ', false, json::error_handler_t::replace) +
+                    ",\"phase\":\"");
+  }
+  constexpr std::size_t block = std::size_t{1} << 16;
+  buf.reserve(2 * block);
+  const trace_columns& c = trace.columns();
+  const auto list = [&](auto values) {
+    buf += '[';
+    bool first = true;
+    for (const auto v : values) {
+      if (!first) buf += ',';
+      first = false;
+      // JSON readers take "-0" for the integer 0 and lose the sign: write -0.0.
+      if constexpr (std::is_floating_point_v<decltype(v)>) {
+        if (v == 0 && std::signbit(v)) {
+          buf += "-0.0";
+          continue;
+        }
+      }
+      moepolicy::detail::csv::append(buf, v);
+    }
+    buf += ']';
+  };
+  for (std::size_t r = 0; r < trace.num_rows(); ++r) {
+    buf += names[c.request[r]];
+    buf += to_string(c.kind[r]);
+    buf += "\",\"step\":";
+    moepolicy::detail::csv::append(buf, c.step[r]);
+    buf += ",\"position\":";
+    moepolicy::detail::csv::append(buf, c.position[r]);
+    buf += ",\"layer\":";
+    moepolicy::detail::csv::append(buf, c.layer[r]);
+    buf += ",\"experts\":";
+    list(trace.experts(r));
+    buf += ",\"weights\":";
+    list(trace.weights(r));
+    if (trace.info().has_scores) {
+      buf += ",\"scores\":";
+      list(trace.scores(r));
+    }
+    buf += "}\n";
+    if (buf.size() >= block) {
+      os.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+      buf.clear();
+    }
+  }
+  os.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+  if (!os) throw std::ios_base::failure("moepolicy::io::write_trace_jsonl: the stream failed while writing");
+}
+
+/// Writes `trace` as moepolicy routing CSV (docs/trace-format.md): the metadata line,
+/// then `write_csv`'s header and rows (trace/csv_export.hpp).
+///
+/// Throws: `std::ios_base::failure` when the stream fails.
+inline void write_trace_csv(const routing_trace& trace, std::ostream& os) {
+  const std::string meta = "#" + detail::trace_text_metadata_line(trace, trace_csv_format_name) + "\n";
+  os.write(meta.data(), static_cast<std::streamsize>(meta.size()));
+  write_csv(trace, os);
+}
+
+// ---------------------------------------------------------------------------------------
+// Readers
+
+namespace detail {
+
+/// Float `v` (a JSON number) into `out`, or the reason it does not fit.
+inline bool json_float(const json& v, float& out) {
+  if (!v.is_number()) return false;
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || std::fabs(d) > static_cast<double>(std::numeric_limits<float>::max())) return false;
+  out = static_cast<float>(d);
+  return true;
+}
+
+inline void json_floats(const jsonl_lines& at, const json& row, const char* key, std::size_t want,
+                        std::vector<float>& out) {
+  const json& arr = require_array(at, row, key);
+  if (arr.size() != want) {
+    at.fail(std::string("field \"") + key + "\" must hold " + std::to_string(want) + " numbers, got " +
+            std::to_string(arr.size()));
+  }
+  out.clear();
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    float f = 0.0f;
+    if (!json_float(arr[i], f)) {
+      at.fail(std::string("field \"") + key + "\" holds " + arr[i].dump() + " at index " + std::to_string(i) +
+              ", not a number that fits a float");
+    }
+    out.push_back(f);
+  }
+}
+
+inline routing_trace read_trace_jsonl_impl(std::istream& in, std::string_view name) {
+  jsonl_lines lines(in, name);
+  json rec;
+  if (!lines.next(rec)) fail_at_line(name, 1, "expected the moepolicy.routing-jsonl metadata object, got end of input");
+  const auto fail = [&](const std::string& problem) { lines.fail(problem); };
+  const trace_text_metadata meta = parse_trace_text_metadata(rec, trace_jsonl_format_name, fail);
+  routing_trace_builder builder(meta.info);
+  trace_text_requests requests(meta, builder);
+  if (requests.repeated()) fail("request " + quote_text(*requests.repeated()) + " is listed twice in \"requests\"");
+  const std::uint32_t k = meta.info.top_k;
+  std::vector<expert_id> ids;
+  std::vector<float> weights(k, 1.0f / static_cast<float>(k));
+  std::vector<float> scores;
+  while (lines.next(rec)) {
+    for (const auto& [key, value] : rec.items()) {
+      const bool ok = key == "request" || key == "phase" || key == "step" || key == "position" || key == "layer" ||
+                      key == "experts" || (key == "weights" && meta.has_weights) ||
+                      (key == "scores" && meta.info.has_scores);
+      if (!ok) {
+        if (key == "weights") fail("field \"weights\" in a trace whose metadata says \"has_weights\": false");
+        if (key == "scores") fail("field \"scores\" in a trace whose metadata says \"has_scores\": false");
+        fail("unknown key " + quote_text(key) +
+             " in a row (known: request, phase, step, position, layer, experts, weights, scores)");
+      }
+    }
+    const std::uint32_t req = requests.find(require_string(lines, rec, "request"), builder, fail);
+    const std::string& ph = require_string(lines, rec, "phase");
+    const auto kind = parse_phase(ph);
+    if (!kind) fail("field \"phase\" must be \"prefill\" or \"decode\", got " + quote_text(ph));
+    constexpr std::uint64_t u32 = std::numeric_limits<std::uint32_t>::max();
+    const auto step = static_cast<std::uint32_t>(require_uint(lines, rec, "step", 0, u32));
+    const auto position = static_cast<std::uint32_t>(require_uint(lines, rec, "position", 0, u32));
+    const auto layer = static_cast<layer_id>(require_uint(lines, rec, "layer", 0, meta.info.num_layers - 1u));
+    require_expert_ids(lines, rec, "experts", ids);
+    if (meta.has_weights) json_floats(lines, rec, "weights", ids.size(), weights);
+    if (meta.info.has_scores) json_floats(lines, rec, "scores", meta.info.num_experts, scores);
+    const trace_row row{req, *kind, step, position, layer, ids, weights, scores};
+    if (auto why = builder.check(row)) fail(*why);
+    builder.add(row);
+  }
+  try {
+    return std::move(builder).finish();
+  } catch (const invalid_argument& e) {
+    fail_file(name, std::string("the rows do not form a trace: ") + e.what());
+  }
+}
+
+/// Splits one CSV record (RFC 4180) into `fields`; returns false when a quoted field is
+/// still open at the end of `line` (the record continues on the next line).
+inline bool split_csv_record(std::string_view line, std::vector<std::string>& fields, std::string& problem) {
+  fields.clear();
+  fields.emplace_back();
+  bool quoted = false;
+  bool was_quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"') {
+        if (i + 1 < line.size() && line[i + 1] == '"') {
+          fields.back() += '"';
+          ++i;
+        } else {
+          quoted = false;
+        }
+      } else {
+        fields.back() += c;
+      }
+    } else if (c == ',') {
+      fields.emplace_back();
+      was_quoted = false;
+    } else if (c == '"' && fields.back().empty() && !was_quoted) {
+      quoted = true;
+      was_quoted = true;
+    } else if (was_quoted) {
+      problem = "text after the closing quote of field " + std::to_string(fields.size());
+      return true;
+    } else {
+      fields.back() += c;
+    }
+  }
+  return !quoted;
+}
+
+template <class T>
+bool parse_number(std::string_view s, T& out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && end == s.data() + s.size() && !s.empty();
+}
+
+inline routing_trace read_trace_csv_impl(std::istream& in, std::string_view name) {
+  if (!in) fail_file(name, "the input stream is not readable");
+  const input_limits& limits = active_input_limits();
+  std::string buf;
+  std::uint64_t line = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t blank = 0;
+  std::uint64_t record_line = 0;
+  const auto fail = [&](const std::string& problem) { fail_at_line(name, record_line, problem); };
+  // Reads the next physical line into `buf`; false at the end.
+  const auto next_line = [&]() {
+    bool too_long = false;
+    if (!read_line(in, buf, limits.max_line_bytes, too_long)) {
+      if (in.bad()) fail_file(name, "read error after line " + std::to_string(line));
+      return false;
+    }
+    ++line;
+    if (too_long) {
+      fail_at_line(name, line,
+                   "line longer than the limit of " + std::to_string(limits.max_line_bytes) +
+                       " bytes (input_limits::max_line_bytes)");
+    }
+    bytes += buf.size();
+    if (bytes > limits.max_file_bytes) fail_too_large(name, file_limit());
+    ++bytes;  // the '\n', counted with the next line's bytes
+    if (!buf.empty() && buf.back() == '\r') buf.pop_back();
+    return true;
+  };
+
+  if (!next_line()) fail_at_line(name, 1, "expected the moepolicy.routing-csv metadata line, got end of input");
+  record_line = 1;
+  if (buf.empty() || buf.front() != '#') {
+    fail("expected the metadata line '#{\"format\": \"moepolicy.routing-csv\", ...}' (docs/trace-format.md)");
+  }
+  json meta_json;
+  {
+    json_document::dom_builder b(meta_json, limits.max_json_depth, /*reject_duplicates=*/true);
+    if (!json::sax_parse(buf.data() + 1, buf.data() + buf.size(), &b, json::input_format_t::json, true)) {
+      if (b.too_deep()) fail(json_document::too_deep_problem(limits.max_json_depth));
+      if (b.duplicate()) fail("in the metadata: " + *b.duplicate());
+      fail("the metadata line is not a JSON object after '#': " + printable(b.syntax_error().value_or("")));
+    }
+  }
+  const trace_text_metadata meta = parse_trace_text_metadata(meta_json, trace_csv_format_name, fail);
+  const std::uint32_t k = meta.info.top_k;
+  const std::uint32_t e = meta.info.num_experts;
+
+  if (!next_line()) fail_at_line(name, 2, "expected the header line, got end of input");
+  record_line = 2;
+  std::string header = "request,phase,step,position,layer";
+  for (std::uint32_t i = 0; i < k; ++i) (header += ",e_") += std::to_string(i);
+  if (meta.has_weights) {
+    for (std::uint32_t i = 0; i < k; ++i) (header += ",w_") += std::to_string(i);
+  }
+  if (meta.info.has_scores) {
+    for (std::uint32_t i = 0; i < e; ++i) (header += ",s_") += std::to_string(i);
+  }
+  if (buf != header) {
+    std::string want = header.size() > 120 ? header.substr(0, 120) + "..." : header;
+    fail("the header must be \"" + want + "\" for top_k = " + std::to_string(k) +
+         (meta.has_weights ? ", with weights" : ", without weights") +
+         (meta.info.has_scores ? ", with scores" : ", without scores") + "; got \"" + printable(buf, 120) + '"');
+  }
+  const std::size_t columns = 5 + k + (meta.has_weights ? k : 0) + (meta.info.has_scores ? e : 0);
+
+  routing_trace_builder builder(meta.info);
+  trace_text_requests requests(meta, builder);
+  if (requests.repeated()) {
+    record_line = 1;
+    fail("request " + quote_text(*requests.repeated()) + " is listed twice in \"requests\"");
+  }
+  std::vector<std::string> fields;
+  std::vector<expert_id> ids(k);
+  std::vector<float> weights(k, 1.0f / static_cast<float>(k));
+  std::vector<float> scores(meta.info.has_scores ? e : 0);
+  std::string record;
+  std::string problem;
+  while (next_line()) {
+    if (buf.empty()) {
+      if (blank == 0) blank = line;
+      continue;
+    }
+    if (blank != 0) fail_at_line(name, blank, "blank line inside the input (only trailing blank lines are allowed)");
+    record_line = line;
+    record = buf;
+    problem.clear();
+    while (!split_csv_record(record, fields, problem)) {
+      if (!next_line()) fail("a quoted field is not closed before the end of the input");
+      record += '\n';
+      record += buf;
+    }
+    if (!problem.empty()) fail(problem);
+    if (fields.size() != columns) {
+      fail("expected " + std::to_string(columns) + " fields, got " + std::to_string(fields.size()));
+    }
+    const std::uint32_t req = requests.find(fields[0], builder, fail);
+    const auto kind = parse_phase(fields[1]);
+    if (!kind) fail("phase must be \"prefill\" or \"decode\", got " + quote_text(fields[1]));
+    std::uint32_t step = 0;
+    std::uint32_t position = 0;
+    std::uint32_t layer = 0;
+    if (!parse_number(fields[2], step)) fail("step " + quote_text(fields[2]) + " is not an integer in [0, 2^32 - 1]");
+    if (!parse_number(fields[3], position)) {
+      fail("position " + quote_text(fields[3]) + " is not an integer in [0, 2^32 - 1]");
+    }
+    if (!parse_number(fields[4], layer) || layer >= meta.info.num_layers) {
+      fail("layer " + quote_text(fields[4]) + " is not an integer in [0, " + std::to_string(meta.info.num_layers - 1) +
+           "]");
+    }
+    std::size_t col = 5;
+    for (std::uint32_t i = 0; i < k; ++i, ++col) {
+      if (!parse_number(fields[col], ids[i])) {
+        fail("e_" + std::to_string(i) + " = " + quote_text(fields[col]) + " is not an expert id in [0, 65535]");
+      }
+    }
+    const auto float_at = [&](std::string_view column, std::uint32_t i, float& out) {
+      if (!parse_number(fields[col], out) || !std::isfinite(out)) {
+        fail(std::string(column) + std::to_string(i) + " = " + quote_text(fields[col]) +
+             " is not a finite number that fits a float");
+      }
+      ++col;
+    };
+    if (meta.has_weights) {
+      for (std::uint32_t i = 0; i < k; ++i) float_at("w_", i, weights[i]);
+    }
+    if (meta.info.has_scores) {
+      for (std::uint32_t i = 0; i < e; ++i) float_at("s_", i, scores[i]);
+    }
+    const trace_row row{req, *kind, step, position, static_cast<layer_id>(layer), ids, weights, scores};
+    if (auto why = builder.check(row)) fail(*why);
+    builder.add(row);
+  }
+  try {
+    return std::move(builder).finish();
+  } catch (const invalid_argument& ex) {
+    fail_file(name, std::string("the rows do not form a trace: ") + ex.what());
+  }
+}
+
+}  // namespace detail
+
+/// The moepolicy routing JSONL trace read from `in`; `name` labels errors.
+///
+/// Throws: `parse_error` naming `name` and the line (see the header comment).
+[[nodiscard]] inline routing_trace read_trace_jsonl(std::istream& in, std::string_view name) {
+  return detail::read_trace_jsonl_impl(in, name);
+}
+
+/// The moepolicy routing JSONL file `file`.
+[[nodiscard]] inline routing_trace read_trace_jsonl(const std::filesystem::path& file) {
+  std::ifstream in = detail::open_input(file);
+  return detail::read_trace_jsonl_impl(in, file.string());
+}
+
+/// The moepolicy routing CSV trace read from `in`; `name` labels errors.
+///
+/// Throws: `parse_error` naming `name` and the line (see the header comment).
+[[nodiscard]] inline routing_trace read_trace_csv(std::istream& in, std::string_view name) {
+  return detail::read_trace_csv_impl(in, name);
+}
+
+/// The moepolicy routing CSV file `file`.
+[[nodiscard]] inline routing_trace read_trace_csv(const std::filesystem::path& file) {
+  std::ifstream in = detail::open_input(file);
+  return detail::read_trace_csv_impl(in, file.string());
+}
+
+/// Whether `first_line` is the metadata line of a moepolicy routing JSONL file (a JSON
+/// object whose "format" is "moepolicy.routing-jsonl").
+[[nodiscard]] inline bool is_trace_jsonl_start(std::string_view first_line) {
+  nlohmann::json j;
+  detail::json_document::dom_builder builder(j, active_input_limits().max_json_depth, /*reject_duplicates=*/false);
+  if (!nlohmann::json::sax_parse(first_line.data(), first_line.data() + first_line.size(), &builder,
+                                 nlohmann::json::input_format_t::json, true) ||
+      !j.is_object()) {
+    return false;
+  }
+  const auto it = j.find("format");
+  return it != j.end() && it->is_string() && it->get_ref<const std::string&>() == trace_jsonl_format_name;
+}
+
+/// Whether `first_line` starts a moepolicy routing CSV file (a '#' and the metadata's
+/// "format"); only the start is looked at, the reader checks the rest.
+[[nodiscard]] inline bool is_trace_csv_start(std::string_view first_line) noexcept {
+  if (first_line.empty() || first_line.front() != '#') return false;
+  return first_line.find(trace_csv_format_name) != std::string_view::npos;
+}
+
+}  // namespace moepolicy::io

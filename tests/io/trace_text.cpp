@@ -1,0 +1,262 @@
+// The moepolicy routing trace as text (moepolicy/io/trace_text.hpp, docs/trace-format.md):
+// round trips canonical -> JSONL -> canonical and canonical -> CSV -> canonical on the
+// bundled trace, detection by `read_trace`, and every error naming the file and line.
+#include "moepolicy/io/trace_text.hpp"
+
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "moepolicy/core/error.hpp"
+#include "moepolicy/io/read_trace.hpp"
+#include "moepolicy/trace/canonical.hpp"
+#include "test_support.hpp"
+
+namespace io = moepolicy::io;
+namespace fs = std::filesystem;
+using moepolicy::expert_id;
+using moepolicy::parse_error;
+using moepolicy::phase;
+using moepolicy::routing_trace;
+using moepolicy::routing_trace_builder;
+using moepolicy::trace_row;
+
+namespace {
+
+std::string canonical_bytes(const routing_trace& t) {
+  std::ostringstream os;
+  moepolicy::write_canonical(t, os);
+  return os.str();
+}
+
+std::string jsonl(const routing_trace& t) {
+  std::ostringstream os;
+  io::write_trace_jsonl(t, os);
+  return os.str();
+}
+
+std::string csv(const routing_trace& t) {
+  std::ostringstream os;
+  io::write_trace_csv(t, os);
+  return os.str();
+}
+
+routing_trace from_jsonl(const std::string& text) {
+  std::istringstream in(text);
+  return io::read_trace_jsonl(in, "t.jsonl");
+}
+
+routing_trace from_csv(const std::string& text) {
+  std::istringstream in(text);
+  return io::read_trace_csv(in, "t.csv");
+}
+
+// Two requests with names that need quoting, both phases, scores.
+routing_trace small_trace() {
+  routing_trace_builder b(
+      {.model = "m/x", .source = "test \"source\"", .num_layers = 2, .num_experts = 4, .top_k = 2, .has_scores = true});
+  b.add_request("a,\"b\"\nc");
+  b.add_request("plain");
+  b.add_request("no rows");
+  const std::vector<float> s1{-1.5f, 0.0f, 3.25f, 1e-30f};
+  const std::vector<float> s2{16777216.0f, -0.0f, 0.1f, 2.5e-7f};
+  const std::vector<expert_id> i1{3, 1}, i2{0, 2};
+  const std::vector<float> w1{0.7f, 0.3f}, w2{1e-5f, 0.99999f};
+  b.add(trace_row{0, phase::prefill, 0, 0, 0, i1, w1, s1});
+  b.add(trace_row{0, phase::prefill, 0, 1, 1, i2, w2, s2});
+  b.add(trace_row{1, phase::decode, 3, 9, 1, i2, w1, s1});
+  return std::move(b).finish();
+}
+
+const char* meta_jsonl = R"({"format":"moepolicy.routing-jsonl","version":1,"num_layers":2,"num_experts":4,"top_k":2})";
+const char* meta_csv = R"(#{"format":"moepolicy.routing-csv","version":1,"num_layers":2,"num_experts":4,"top_k":2})";
+
+}  // namespace
+
+TEST_CASE("trace_text: the bundled trace round-trips through JSONL and CSV to the same canonical bytes") {
+  const fs::path bundled = moepolicy::test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
+  const routing_trace t = moepolicy::read_canonical(bundled);
+  REQUIRE(t.num_rows() > 0);
+  const std::string want = canonical_bytes(t);
+  CHECK(canonical_bytes(from_jsonl(jsonl(t))) == want);
+  CHECK(canonical_bytes(from_csv(csv(t))) == want);
+}
+
+TEST_CASE("trace_text: files that convert writes are detected and read by read_trace") {
+  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-detect";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const routing_trace t = small_trace();
+  {
+    std::ofstream(dir / "t.jsonl", std::ios::binary) << jsonl(t);
+    std::ofstream(dir / "t.csv", std::ios::binary) << csv(t);
+  }
+  CHECK(io::detect_trace_format(dir / "t.jsonl") == io::trace_format::moepolicy_jsonl);
+  CHECK(io::detect_trace_format(dir / "t.csv") == io::trace_format::moepolicy_csv);
+  const std::string want = canonical_bytes(t);
+  CHECK(canonical_bytes(io::read_trace(dir / "t.jsonl")) == want);
+  CHECK(canonical_bytes(io::read_trace(dir / "t.csv")) == want);
+  // A directory of non-Granite JSONL is named as such, not read as Granite.
+  CHECK_PARSE_ERROR(static_cast<void>(io::detect_trace_format(dir)),
+                    dir.string() +
+                        ": directory of .jsonl files whose first, t.jsonl, is moepolicy routing JSONL "
+                        "(docs/trace-format.md): only moe-cache-lab Granite files combine into one trace; give the "
+                        "file itself");
+  // An error says which format read_trace chose and why.
+  { std::ofstream(dir / "bad.csv", std::ios::binary) << meta_csv << "\nrequest,phase\n"; }
+  CHECK_THROWS_WITH_AS(static_cast<void>(io::read_trace(dir / "bad.csv")),
+                       doctest::Contains("(read as moepolicy routing CSV (docs/trace-format.md): its first line is "
+                                         "a moepolicy.routing-csv metadata line)"),
+                       parse_error);
+  { std::ofstream(dir / "flame.csv", std::ios::binary) << "request,phase\n"; }
+  CHECK_THROWS_WITH_AS(static_cast<void>(io::read_trace(dir / "flame.csv")),
+                       doctest::Contains("(read as FLAME-MoE router-probability CSV: a .csv file without the "
+                                         "moepolicy metadata line)"),
+                       parse_error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("trace_text: names, scores, phases and empty requests round-trip") {
+  const routing_trace t = small_trace();
+  const std::string want = canonical_bytes(t);
+  const routing_trace j = from_jsonl(jsonl(t));
+  CHECK(canonical_bytes(j) == want);
+  CHECK(j.requests().size() == 3);
+  CHECK(j.requests()[0].name == "a,\"b\"\nc");
+  CHECK(j.info().source == "test \"source\"");
+  CHECK(canonical_bytes(from_csv(csv(t))) == want);
+  CHECK(jsonl(t).substr(0, jsonl(t).find('\n')) ==
+        R"({"format":"moepolicy.routing-jsonl","version":1,"model":"m/x","source":"test \"source\"",)"
+        R"("num_layers":2,"num_experts":4,"top_k":2,"has_weights":true,"has_scores":true,)"
+        R"("requests":["a,\"b\"\nc","plain","no rows"]})");
+  CHECK(jsonl(t).find(R"({"request":"plain","phase":"decode","step":3,"position":9,"layer":1,"experts":[0,2],)"
+                      R"("weights":[0.7,0.3],"scores":[-1.5,0,3.25,1e-30]})") != std::string::npos);
+  CHECK(jsonl(t).find(R"("scores":[16777216,-0.0,0.1,2.5e-07]})") != std::string::npos);
+}
+
+TEST_CASE("trace_text: every float survives JSONL and CSV exactly") {
+  // 128 rows x 512 scores of random bit patterns (finite ones), through both readers.
+  std::mt19937 rng(5);
+  routing_trace_builder b(
+      {.model = "", .source = "", .num_layers = 1, .num_experts = 512, .top_k = 1, .has_scores = true});
+  b.add_request("r");
+  std::vector<float> scores(512);
+  for (std::uint32_t pos = 0; pos < 128; ++pos) {
+    for (auto& s : scores) {
+      do {
+        s = std::bit_cast<float>(static_cast<std::uint32_t>(rng()));
+      } while (!std::isfinite(s));
+    }
+    const std::vector<float> w{std::abs(scores[0])};
+    const std::vector<expert_id> id{static_cast<expert_id>(pos % 512)};
+    b.add(trace_row{0, phase::prefill, 0, pos, 0, id, w, scores});
+  }
+  const routing_trace t = std::move(b).finish();
+  const std::string want = canonical_bytes(t);
+  CHECK(canonical_bytes(from_jsonl(jsonl(t))) == want);
+  CHECK(canonical_bytes(from_csv(csv(t))) == want);
+}
+
+TEST_CASE("trace_text: without weights every id weighs 1/k, and the source says so") {
+  const routing_trace j =
+      from_jsonl(std::string(R"({"format":"moepolicy.routing-jsonl","version":1,)") +
+                 R"("num_layers":1,"num_experts":4,"top_k":2,"has_weights":false})" + "\n" +
+                 R"({"request":"r","phase":"decode","step":0,"position":0,"layer":0,)" + R"("experts":[1,3]})" + "\n");
+  REQUIRE(j.num_rows() == 1);
+  CHECK(j.weights(0)[0] == 0.5f);
+  CHECK(j.info().source == "no gate weights: every id weighs 1/k");
+  const routing_trace c = from_csv(std::string(R"(#{"format":"moepolicy.routing-csv","version":1,)") +
+                                   R"("num_layers":1,"num_experts":4,"top_k":2,"has_weights":false})" +
+                                   "\nrequest,phase,step,position,layer,e_0,e_1\nr,decode,0,0,0,1,3\n");
+  CHECK(canonical_bytes(c) == canonical_bytes(j));
+}
+
+TEST_CASE("trace_text: JSONL errors name the file and the line") {
+  const std::string row = R"({"request":"r","phase":"decode","step":0,"position":0,"layer":0,"experts":[1,3],)"
+                          R"("weights":[0.5,0.5]})";
+  CHECK_PARSE_ERROR(from_jsonl(""),
+                    "t.jsonl:1: expected the moepolicy.routing-jsonl metadata object, got end of input");
+  CHECK_PARSE_ERROR(
+      from_jsonl(R"({"format":"moepolicy.routing-jsonl","version":1,"num_layers":2,"num_experts":4,"top_k":2,)"
+                 R"("top-k":2})"),
+      "t.jsonl:1: unknown key \"top-k\" in the metadata (known: format, version, model, source, num_layers, "
+      "num_experts, top_k, has_weights, has_scores, requests)");
+  CHECK_PARSE_ERROR(from_jsonl(R"({"format":"moepolicy.routing-jsonl","version":2})"),
+                    "t.jsonl:1: metadata \"version\" = 2 is not supported (this reader reads version 1)");
+  CHECK_PARSE_ERROR(from_jsonl(R"({"format":"moepolicy.routing-jsonl","version":1,"num_layers":2,"top_k":2})"),
+                    "t.jsonl:1: metadata misses \"num_experts\"");
+  CHECK_PARSE_ERROR(
+      from_jsonl(R"({"format":"moepolicy.routing-jsonl","version":1,"num_layers":2,"num_experts":4,"top_k":5})"),
+      "t.jsonl:1: metadata \"top_k\" must be an integer in [1, 4], got 5");
+  CHECK_PARSE_ERROR(from_jsonl(std::string(meta_jsonl) + "\n" + row + "\n" +
+                               R"({"request":"r","phase":"decode","step":1,"position":1,"layer":0,"experts":[1,3],)"
+                               R"("weights":[0.5,0.5],"score":[1]})"),
+                    "t.jsonl:3: unknown key \"score\" in a row (known: request, phase, step, position, layer, "
+                    "experts, weights, scores)");
+  CHECK_PARSE_ERROR(from_jsonl(std::string(meta_jsonl) + "\n" +
+                               R"({"request":"r","phase":"Decode","step":0,"position":0,"layer":0,"experts":[1,3],)"
+                               R"("weights":[0.5,0.5]})"),
+                    "t.jsonl:2: field \"phase\" must be \"prefill\" or \"decode\", got \"Decode\"");
+  CHECK_PARSE_ERROR(from_jsonl(std::string(meta_jsonl) + "\n" +
+                               R"({"request":"r","phase":"decode","step":0,"position":0,"layer":2,"experts":[1,3],)"
+                               R"("weights":[0.5,0.5]})"),
+                    "t.jsonl:2: field \"layer\" = 2 is out of range [0, 1]");
+  CHECK_PARSE_ERROR(from_jsonl(std::string(meta_jsonl) + "\n" +
+                               R"({"request":"r","phase":"decode","step":0,"position":0,"layer":0,"experts":[1,1],)"
+                               R"("weights":[0.5,0.5]})"),
+                    "t.jsonl:2: expert id 1 selected twice");
+  CHECK_PARSE_ERROR(from_jsonl(std::string(meta_jsonl) + "\n" +
+                               R"({"request":"r","phase":"decode","step":0,"position":0,"layer":0,"experts":[1,3],)"
+                               R"("weights":[0.5]})"),
+                    "t.jsonl:2: field \"weights\" must hold 2 numbers, got 1");
+  CHECK_PARSE_ERROR(
+      from_jsonl(R"({"format":"moepolicy.routing-jsonl","version":1,"num_layers":2,"num_experts":4,"top_k":2,)"
+                 R"("requests":["q"]})"
+                 "\n" +
+                 row),
+      "t.jsonl:2: request \"r\" is not in the metadata's \"requests\"");
+  CHECK_PARSE_ERROR(from_jsonl(std::string(meta_jsonl) + "\n" + row + "\n" + row),
+                    "t.jsonl: the rows do not form a trace: moepolicy::routing_trace::from_sorted: row 1 repeats the "
+                    "(request, step, layer, position) of the row before");
+}
+
+TEST_CASE("trace_text: CSV errors name the file and the line") {
+  const std::string header = "request,phase,step,position,layer,e_0,e_1,w_0,w_1\n";
+  CHECK_PARSE_ERROR(from_csv("request,phase\n"),
+                    "t.csv:1: expected the metadata line '#{\"format\": \"moepolicy.routing-csv\", ...}' "
+                    "(docs/trace-format.md)");
+  CHECK_PARSE_ERROR(from_csv(R"(#{"format":"moepolicy.routing-jsonl","version":1})"),
+                    "t.csv:1: metadata \"format\" must be \"moepolicy.routing-csv\", got \"moepolicy.routing-jsonl\"");
+  CHECK_PARSE_ERROR(from_csv(std::string(meta_csv) + "\nrequest,phase,step,position,layer,e_0,e_1\n"),
+                    "t.csv:2: the header must be \"request,phase,step,position,layer,e_0,e_1,w_0,w_1\" for top_k = 2, "
+                    "with weights, without scores; got \"request,phase,step,position,layer,e_0,e_1\"");
+  CHECK_PARSE_ERROR(from_csv(std::string(meta_csv) + "\n" + header + "r,decode,0,0,0,1,3,0.5,0.5\nr,decode,1,1,0,1\n"),
+                    "t.csv:4: expected 9 fields, got 6");
+  CHECK_PARSE_ERROR(from_csv(std::string(meta_csv) + "\n" + header + "r,decode,x,0,0,1,3,0.5,0.5\n"),
+                    "t.csv:3: step \"x\" is not an integer in [0, 2^32 - 1]");
+  CHECK_PARSE_ERROR(from_csv(std::string(meta_csv) + "\n" + header + "r,decode,0,0,0,1,3,0.5,nan\n"),
+                    "t.csv:3: w_1 = \"nan\" is not a finite number that fits a float");
+  CHECK_PARSE_ERROR(from_csv(std::string(meta_csv) + "\n" + header + "r,decode,0,0,0,1,9,0.5,0.5\n"),
+                    "t.csv:3: expert id 9 >= num_experts 4");
+  CHECK_PARSE_ERROR(from_csv(std::string(meta_csv) + "\n" + header + "\"r,decode,0,0,0,1,3,0.5,0.5\n"),
+                    "t.csv:3: a quoted field is not closed before the end of the input");
+  CHECK_PARSE_ERROR(from_csv(std::string(meta_csv) + "\n" + header + "\n" + "r,decode,0,0,0,1,3,0.5,0.5\n"),
+                    "t.csv:3: blank line inside the input (only trailing blank lines are allowed)");
+}
+
+TEST_CASE("trace_text: lines beyond input_limits::max_line_bytes are errors") {
+  moepolicy::input_limits small = moepolicy::active_input_limits();
+  small.max_line_bytes = 64;
+  const moepolicy::scoped_input_limits guard(small);
+  CHECK_PARSE_ERROR(from_csv(std::string(meta_csv) + "\n"),
+                    "t.csv:1: line longer than the limit of 64 bytes (input_limits::max_line_bytes)");
+  CHECK_PARSE_ERROR(from_jsonl(std::string(meta_jsonl) + "\n"),
+                    "t.jsonl:1: line longer than the limit of 64 bytes (input_limits::max_line_bytes)");
+}
