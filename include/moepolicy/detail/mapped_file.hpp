@@ -99,12 +99,15 @@ class mapped_file {
   /// The file's bytes, aligned to a page when mapped.
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }
 
-  /// Gives back the whole pages inside bytes [offset, offset + length) that have been read;
+  /// Gives back the whole pages inside bytes [offset, offset + length) that have been read
+  /// (files of `keep_whole` bytes or more);
   /// a later read of them faults them in again from the page cache. Only memory use
   /// changes, never the bytes seen.
   void release(std::uint64_t offset, std::uint64_t length) const noexcept {
 #if MOEPOLICY_HAS_MMAP
-    if (base_ == nullptr || length == 0 || offset >= size_) return;
+    // A file under `keep_whole` bytes stays mapped whole: faulting its pages in a second
+    // time (the checksum, then the rows) costs more than holding them.
+    if (base_ == nullptr || length == 0 || offset >= size_ || size_ < keep_whole) return;
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
     std::uint64_t begin = (offset + page - 1) / page * page;
     std::uint64_t end = std::min<std::uint64_t>(offset + length, size_);
@@ -116,6 +119,9 @@ class mapped_file {
     static_cast<void>(length);
 #endif
   }
+
+  /// Files smaller than this are never released piecewise.
+  static constexpr std::uint64_t keep_whole = std::uint64_t{1} << 26;
 
   /// Tells the system the file will be read front to back (read-ahead).
   void sequential() const noexcept {
