@@ -1,4 +1,5 @@
-// Trace loading: the canonical reader (from memory and from a file), the canonical writer,
+// Trace loading: the canonical reader (from memory and from a file, and the mapped walk of
+// a file), the canonical writer,
 // the CSV export and the text importers, each beside its floor — a benchmark that only
 // reads the same input's bytes once. Items are rows (one token at one layer); the figure
 // to quote is reader time / floor time (equivalently floor items/s ÷ reader items/s).
@@ -293,6 +294,22 @@ void canonical_read_file_floor(benchmark::State& state) {
   finish(state, in.trace.num_rows(), in.bytes.size(), in.label);
 }
 BENCHMARK(canonical_read_file_floor)->Unit(benchmark::kMicrosecond);
+
+/// The mapped reader: open (header, sections, checksum, names) and one walk of every
+/// batch from the map, the rows checked; its floor is `canonical_read_file_floor`.
+void canonical_walk_file(benchmark::State& state) {
+  const auto& in = canonical();
+  for (auto _ : state) {
+    const moepolicy::canonical_file f(in.file);
+    std::size_t rows = 0;
+    const auto nothing = [](const auto&) {};
+    f.for_each_batch(
+        nothing, [&](const moepolicy::batch_view& b) { rows += b.tokens(); }, nothing);
+    benchmark::DoNotOptimize(rows);
+  }
+  finish(state, in.trace.num_rows(), in.bytes.size(), in.label);
+}
+BENCHMARK(canonical_walk_file)->Unit(benchmark::kMicrosecond);
 
 void canonical_write(benchmark::State& state) {
   const auto& in = canonical();

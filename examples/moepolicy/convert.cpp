@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "commands.hpp"
@@ -29,8 +30,19 @@ void add_convert(CLI::App& app) {
       ->required();
   cmd->callback([opt] {
     const std::vector<std::filesystem::path> paths(opt->inputs.begin(), opt->inputs.end());
-    const routing_trace trace = io::read_trace(paths);
     const std::filesystem::path out = opt->output;
+    // Canonical to canonical (a version-1 file rewritten as version 2, or a copy) streams
+    // from the input's map in bounded memory.
+    std::error_code ec;
+    if (out.extension() == ".mtrace" && paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
+        io::detect_trace_format(paths.front()) == io::trace_format::canonical) {
+      const canonical_file in(paths.front());
+      in.write_current_version(out);
+      std::cout << "wrote " << out.string() << ": " << in.num_rows() << " rows, " << in.request_names().size()
+                << " requests\n";
+      return;
+    }
+    const routing_trace trace = io::read_trace(paths);
     // Either output replaces OUT only once it is complete (a temporary file beside it,
     // renamed over it): a failed write (a full disk) leaves an earlier OUT as it was.
     if (out.extension() == ".csv") {

@@ -1,7 +1,8 @@
 // `moepolicy inspect TRACE...`: the model shape, requests, tokens per phase and per-layer
 // skew of each trace. A canonical file's format version is named with its checksum (the
 // weak one of version 1 says so). Names from the trace are printed with their control
-// characters escaped (printable.hpp).
+// characters escaped (printable.hpp). One canonical file is summarised in one walk of its
+// memory map, in bounded memory whatever its size.
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -11,16 +12,18 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include "../common/model_match.hpp"
 #include "../common/table.hpp"
 #include "commands.hpp"
-#include "printable.hpp"
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/summary.hpp"
+#include "printable.hpp"
 
 namespace moepolicy::tool {
 namespace {
@@ -37,32 +40,42 @@ std::string format_of(const std::filesystem::path& p) {
   std::array<std::byte, 12> head{};
   std::ifstream in(p, std::ios::binary);
   in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
-  if (const auto v = canonical_version(std::span<const std::byte>(head.data(), static_cast<std::size_t>(in.gcount())))) {
+  if (const auto v =
+          canonical_version(std::span<const std::byte>(head.data(), static_cast<std::size_t>(in.gcount())))) {
     out += ", version " + std::to_string(*v) + ", checksum " + std::string(canonical_checksum_name(*v));
   }
   return out;
 }
 
-void inspect_one(const std::vector<std::filesystem::path>& paths, bool per_request) {
+/// The info and summary of the traces `paths`: one canonical file is summarised in one walk
+/// of its map (bounded memory), anything else read whole.
+std::pair<trace_info, trace_summary> read_summary(const std::vector<std::filesystem::path>& paths) {
+  std::error_code ec;
+  if (paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
+      io::detect_trace_format(paths.front()) == io::trace_format::canonical) {
+    const canonical_file f(paths.front());
+    return {f.info(), summarize(f)};
+  }
   const routing_trace trace = io::read_trace(paths);
-  const trace_info& info = trace.info();
-  const trace_summary s = summarize(trace);
+  return {trace.info(), summarize(trace)};
+}
+
+void inspect_one(const std::vector<std::filesystem::path>& paths, bool per_request) {
+  const auto [info, s] = read_summary(paths);
 
   std::cout << "trace: " << printable(paths.front().string());
   if (paths.size() > 1) std::cout << " (+" << paths.size() - 1 << " more files)";
   std::cout << '\n';
   std::cout << "  format: " << format_of(paths.front()) << '\n';
   std::cout << "  model: " << (info.model.empty() ? "(not recorded)" : printable(info.model)) << '\n';
-  std::cout << "  shape: " << info.num_layers << " MoE layers, " << info.num_experts << " experts, top-"
-            << info.top_k << ", router scores " << (info.has_scores ? "recorded" : "not recorded") << '\n';
+  std::cout << "  shape: " << info.num_layers << " MoE layers, " << info.num_experts << " experts, top-" << info.top_k
+            << ", router scores " << (info.has_scores ? "recorded" : "not recorded") << '\n';
   if (auto preset = examples::preset_for(info)) {
-    std::cout << "  preset " << preset->name << ": " << preset->num_layers << " layers, hidden "
-              << preset->hidden_size << ", expert intermediate " << preset->expert_intermediate_size
-              << ", FP16 expert " << fixed(static_cast<double>(expert_bytes(*preset, fp16)) / (1 << 20), 2)
-              << " MiB\n";
+    std::cout << "  preset " << preset->name << ": " << preset->num_layers << " layers, hidden " << preset->hidden_size
+              << ", expert intermediate " << preset->expert_intermediate_size << ", FP16 expert "
+              << fixed(static_cast<double>(expert_bytes(*preset, fp16)) / (1 << 20), 2) << " MiB\n";
   }
-  std::cout << "  requests " << s.requests.size() << ", steps " << trace.steps().size() << ", rows " << s.rows
-            << '\n';
+  std::cout << "  requests " << s.requests.size() << ", steps " << s.steps << ", rows " << s.rows << '\n';
   std::cout << "  tokens: prefill " << s.prefill_tokens << ", decode " << s.decode_tokens;
   if (s.min_layer_tokens != s.max_layer_tokens) {
     std::cout << " (per layer " << s.min_layer_tokens << " to " << s.max_layer_tokens << ")";
@@ -71,8 +84,8 @@ void inspect_one(const std::vector<std::filesystem::path>& paths, bool per_reque
   if (per_request || s.requests.size() <= 16) {
     examples::text_table t({"request", "rows", "prefill", "decode", "steps"});
     for (const auto& r : s.requests) {
-      t.add({printable(r.name), std::to_string(r.rows), std::to_string(r.prefill_tokens), std::to_string(r.decode_tokens),
-             std::to_string(r.steps)});
+      t.add({printable(r.name), std::to_string(r.rows), std::to_string(r.prefill_tokens),
+             std::to_string(r.decode_tokens), std::to_string(r.steps)});
     }
     t.print(std::cout, "    ");
   }

@@ -13,14 +13,24 @@
 // resident and landed), late prefetches, stalls and bytes per link.
 //
 // `--json` prints the results as one JSON document instead of tables.
+//
+// Untimed, one canonical file is replayed straight from its memory map (canonical_file), in
+// bounded memory apart from the access sequence the bounds need (Belady's next uses, the
+// exact LRU curve: 8 bytes per access kept); `--jobs N` runs the replays on N threads.
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +51,7 @@
 #include "moepolicy/sim/cache_replay.hpp"
 #include "moepolicy/sim/decode_streams.hpp"
 #include "moepolicy/sim/offload_replay.hpp"
+#include "moepolicy/trace/canonical.hpp"
 
 namespace moepolicy::tool {
 namespace {
@@ -65,6 +76,7 @@ struct options {
   std::size_t depth = 0;
   bool prefill_prefetch = false;
   bool json_out = false;
+  std::size_t jobs = 1;
 };
 
 std::string known_policies() {
@@ -99,8 +111,7 @@ short_horizon_config hint_config(const options& o, const trace_info& i) {
 
 /// Calls `f(predictor&)` with a fresh predictor of the chosen kind (untimed mode).
 template <class F>
-void with_predictor(const options& o, const routing_trace& t, F&& f) {
-  const trace_info& i = t.info();
+void with_predictor(const options& o, const trace_info& i, const routing_trace* whole, F&& f) {
   const short_horizon_config sh = hint_config(o, i);
   if (o.predictor == "transition") {
     transition_predictor p({.num_layers = i.num_layers, .num_experts = i.num_experts, .top_k = i.top_k});
@@ -113,7 +124,7 @@ void with_predictor(const options& o, const routing_trace& t, F&& f) {
                         .horizon = sh.horizon});
     f(p);
   } else if (o.predictor == "oracle") {
-    oracle_predictor p(t, {.horizon = sh.horizon});
+    oracle_predictor p(*whole, {.horizon = sh.horizon});
     f(p);
   } else {
     short_horizon_predictor p(sh);
@@ -192,7 +203,42 @@ router_run replay_with_router(const routing_trace& t, const cache_config& cc, co
   return out;
 }
 
-void run_untimed(const options& o, const routing_trace& t, const std::vector<std::filesystem::path>& paths) {
+/// Runs `tasks[i]()` for every i on `jobs` threads (at most one per task); the first
+/// exception a task throws is rethrown here once all threads have stopped.
+void run_tasks(std::vector<std::function<void()>>& tasks, std::size_t jobs) {
+  jobs = std::max<std::size_t>(1, std::min(jobs, tasks.size()));
+  if (jobs == 1) {
+    for (auto& task : tasks) task();
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::mutex failed_mutex;
+  std::exception_ptr failed;
+  const auto worker = [&] {
+    for (std::size_t i = next++; i < tasks.size(); i = next++) {
+      try {
+        tasks[i]();
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(failed_mutex);
+        if (!failed) failed = std::current_exception();
+        next = tasks.size();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t j = 1; j < jobs; ++j) threads.emplace_back(worker);
+  worker();
+  for (auto& th : threads) th.join();
+  if (failed) std::rethrow_exception(failed);
+}
+
+/// The untimed replay of a trace in memory or of a canonical file walked from its map
+/// (`canonical_file`, which holds a chunk of the file at a time). The access sequence is
+/// built once: the LRU curve and the next uses Belady reads come from it, and then it is
+/// dropped; every (capacity, policy) replay is independent and runs on `--jobs` threads.
+template <class Trace>
+void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
+                 const std::vector<std::filesystem::path>& paths) {
   const trace_info& info = t.info();
   const capacity_scope scope = o.per_layer ? capacity_scope::per_layer : capacity_scope::shared;
   const cache_shape shape{info.num_layers, info.num_experts, scope};
@@ -200,8 +246,52 @@ void run_untimed(const options& o, const routing_trace& t, const std::vector<std
   const bool show_lru_exact = o.policy == "lru" || o.policy == "all";
   const bool sticky = std::find(names.begin(), names.end(), "sticky-lru") != names.end();
   const std::string hints = predictor_label(o, info);
-  const hit_curve lru_curve = show_lru_exact ? lru_hit_curve(t, shape) : hit_curve{};
-  const std::size_t accesses = replay_accesses(t).size();
+  hit_curve lru_curve;
+  std::vector<std::uint64_t> next_use;
+  std::size_t accesses = 0;
+  {
+    const std::vector<expert_key> sequence = replay_accesses(t);
+    accesses = sequence.size();
+    if (show_lru_exact) lru_curve = lru_hit_curve(sequence, shape);
+    next_use = next_use_positions(sequence, info.num_layers, info.num_experts);
+  }
+
+  // One task per (capacity, column): the policies, then Belady.
+  const std::size_t columns = names.size() + 1;
+  std::vector<double> ratio(o.capacities.size() * columns, 0.0);
+  std::vector<std::function<void()>> tasks;
+  for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
+    const cache_config cc{
+        .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = o.capacities[ci], .scope = scope};
+    for (std::size_t pi = 0; pi < columns; ++pi) {
+      double* out = &ratio[ci * columns + pi];
+      if (pi == names.size()) {
+        tasks.emplace_back([&t, cc, out, &next_use] {
+          *out = replay_cache<belady_policy>(t, cc, {}, {}, next_use).stats.hit_ratio();
+        });
+        continue;
+      }
+      const std::string n = names[pi];
+      tasks.emplace_back([&o, &t, whole, cc, out, n, &next_use] {
+        const any_eviction_config pc = eviction_config_by_name(n);
+        if (n == "sticky-lru" && o.predictor != "none") {
+          const auto hinted = [&](const auto& trace) {
+            with_predictor(o, trace.info(), whole, [&](auto& p) {
+              *out = replay_cache_with_hints<any_eviction_policy>(trace, cc, pc, p, {}, next_use).stats.hit_ratio();
+            });
+          };
+          if (o.predictor == "oracle") {
+            hinted(*whole);  // the oracle reads the trace in memory
+          } else {
+            hinted(t);
+          }
+        } else {
+          *out = replay_cache(t, cc, pc, {}, next_use).stats.hit_ratio();
+        }
+      });
+    }
+  }
+  run_tasks(tasks, o.jobs);
 
   json doc{{"mode", "untimed"},
            {"trace", paths.front().string()},
@@ -215,25 +305,17 @@ void run_untimed(const options& o, const routing_trace& t, const std::vector<std
   if (o.policy != "all" && o.policy != "belady") header.emplace_back("gap to MIN");
   if (show_lru_exact) header.emplace_back("lru exact");
   examples::text_table table(header);
-  for (std::uint64_t c : o.capacities) {
-    const cache_config cc{
-        .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c, .scope = scope};
+  for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
+    const std::uint64_t c = o.capacities[ci];
     std::vector<std::string> row{std::to_string(c)};
     json jr{{"capacity", c}};
     double last = 0.0;
-    for (const auto& n : names) {
-      const any_eviction_config pc = eviction_config_by_name(n);
-      if (n == "sticky-lru" && o.predictor != "none") {
-        with_predictor(o, t, [&](auto& p) {
-          last = replay_cache_with_hints<any_eviction_policy>(t, cc, pc, p).stats.hit_ratio();
-        });
-      } else {
-        last = replay_cache(t, cc, pc).stats.hit_ratio();
-      }
+    for (std::size_t pi = 0; pi < names.size(); ++pi) {
+      last = ratio[ci * columns + pi];
       row.push_back(pct(last));
-      jr[n] = last;
+      jr[names[pi]] = last;
     }
-    const double min = replay_cache<belady_policy>(t, cc).stats.hit_ratio();
+    const double min = ratio[ci * columns + names.size()];
     row.push_back(pct(min));
     jr["belady"] = min;
     if (o.policy != "all" && o.policy != "belady") row.push_back(fixed(100.0 * (min - last), 2) + " pt");
@@ -249,7 +331,8 @@ void run_untimed(const options& o, const routing_trace& t, const std::vector<std
   std::optional<prediction_quality> quality;
   if (!o.predictor.empty() && o.predictor != "none") {
     prediction_quality q;
-    with_predictor(o, t, [&](auto& p) { q = evaluate_predictor(t, p, {.horizon = hint_config(o, info).horizon}); });
+    with_predictor(o, info, whole,
+                   [&](auto& p) { q = evaluate_predictor(*whole, p, {.horizon = hint_config(o, info).horizon}); });
     quality = q;
     doc["predictor"] = {{"name", hints},
                         {"precision", q.precision()},
@@ -265,7 +348,7 @@ void run_untimed(const options& o, const routing_trace& t, const std::vector<std
     for (std::uint64_t c : o.capacities) {
       const cache_config cc{
           .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c, .scope = scope};
-      routed->push_back(replay_with_router(t, cc, eviction_config_by_name(rp), *o.router_alpha));
+      routed->push_back(replay_with_router(*whole, cc, eviction_config_by_name(rp), *o.router_alpha));
       const router_run& r = routed->back();
       doc["router"].push_back({{"capacity", c},
                                {"hit_ratio", r.stats.hit_ratio()},
@@ -432,9 +515,21 @@ void run_timed(const options& o, const routing_trace& t, const std::vector<std::
 
 void run_replay(const options& o) {
   const std::vector<std::filesystem::path> paths(o.traces.begin(), o.traces.end());
+  // One canonical file is walked from its map in bounded memory, unless a part of the run
+  // needs the trace's indices (the timed model, the router, a predictor's scoring).
+  std::error_code ec;
+  const bool one_canonical = paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
+                             io::detect_trace_format(paths.front()) == io::trace_format::canonical;
+  const bool needs_whole =
+      !o.link.empty() || o.router_alpha.has_value() || (!o.predictor.empty() && o.predictor != "none");
+  if (one_canonical && !needs_whole) {
+    const canonical_file f(paths.front());
+    run_untimed(o, f, nullptr, paths);
+    return;
+  }
   const routing_trace t = io::read_trace(paths);
   if (o.link.empty()) {
-    run_untimed(o, t, paths);
+    run_untimed(o, t, &t, paths);
   } else {
     run_timed(o, t, paths);
   }
@@ -487,12 +582,16 @@ void add_replay(CLI::App& app) {
   cmd->add_option("--duplex", opt->duplex, "Timed: full (reads and KV writes on separate directions) or half")
       ->capture_default_str()
       ->check(CLI::IsMember({"full", "half"}));
-  cmd->add_option("--depth", opt->depth,
-                  "Timed: experts prefetched per layer and step (default: n x top-k per stream)")
+  cmd->add_option("--depth", opt->depth, "Timed: experts prefetched per layer and step (default: n x top-k per stream)")
       ->transform(whole_number(0));
   cmd->add_flag("--prefill-prefetch", opt->prefill_prefetch,
                 "Timed: CXL-MoE's prefill-stage prefetch (stand-in: the prefill's own activation counts)");
   cmd->add_flag("--json", opt->json_out, "Print the results as JSON");
+  cmd->add_option("--jobs", opt->jobs,
+                  "Untimed: replays (one per capacity and policy) run on this many threads, >= 1; the results do "
+                  "not depend on it")
+      ->capture_default_str()
+      ->transform(whole_number(1));
   cmd->callback([opt] {
     for (std::uint64_t c : opt->capacities) {
       if (c == 0) throw CLI::ValidationError("--capacity", "capacity must be >= 1 expert, got 0");

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <random>
 #include <vector>
 
 #include "cache_test_support.hpp"
@@ -15,8 +17,8 @@ using namespace moepolicy;
 namespace {
 
 std::uint64_t lru_hits(std::span<const expert_key> accesses, const cache_shape& s, std::uint64_t capacity) {
-  expert_cache<lru_policy> c({.num_layers = s.num_layers, .num_experts = s.num_experts, .capacity = capacity,
-                              .scope = s.scope});
+  expert_cache<lru_policy> c(
+      {.num_layers = s.num_layers, .num_experts = s.num_experts, .capacity = capacity, .scope = s.scope});
   for (const expert_key& k : accesses) c.get(k);
   return c.stats().hits;
 }
@@ -64,4 +66,30 @@ TEST_CASE("one pass equals a replay at every capacity (bundled Granite trace)") 
   check_every_capacity(head, {24, 32, capacity_scope::shared});
   const hit_curve curve = lru_hit_curve(accesses, {24, 32});
   for (std::uint64_t c = 0; c <= 768; c += 37) CHECK(curve.hits_at(c) == lru_hits(accesses, {24, 32}, c));
+}
+
+TEST_CASE("stack distances of long streams over few keys match a move-to-front list (times renumbered)") {
+  std::mt19937 rng(11);
+  for (const std::size_t slots : {std::size_t{1}, std::size_t{3}, std::size_t{40}, std::size_t{100}}) {
+    std::vector<std::uint32_t> stream(20000);
+    std::uniform_int_distribution<std::uint32_t> pick(0, static_cast<std::uint32_t>(slots - 1));
+    for (auto& x : stream) x = pick(rng) % (1 + pick(rng));  // skewed toward small keys
+    std::vector<std::uint64_t> got(slots + 1, 0), want(slots + 1, 0);
+    const std::uint64_t cold = moepolicy::detail::add_stack_distances(stream, slots, got);
+    std::vector<std::uint32_t> stack;  // most recent first
+    std::uint64_t want_cold = 0;
+    for (const std::uint32_t f : stream) {
+      const auto it = std::find(stack.begin(), stack.end(), f);
+      if (it == stack.end()) {
+        ++want_cold;
+      } else {
+        ++want[static_cast<std::size_t>(it - stack.begin()) + 1];
+        stack.erase(it);
+      }
+      stack.insert(stack.begin(), f);
+    }
+    CAPTURE(slots);
+    CHECK(cold == want_cold);
+    CHECK(got == want);
+  }
 }

@@ -153,7 +153,6 @@ std::string error_of(const bytes& b, std::string_view name = "t.mtrace") {
   return "(no error)";
 }
 
-
 /// A fresh, empty directory under the system temp dir.
 std::filesystem::path temp_dir() {
   const auto dir =
@@ -242,7 +241,8 @@ TEST_CASE("a buffer of any alignment reads") {
   const bytes b = to_bytes(trace_b());
   bytes shifted(b.size() + 3);
   std::memcpy(shifted.data() + 3, b.data(), b.size());
-  moepolicy::test::check_same_trace(read_canonical(std::span<const std::byte>(shifted).subspan(3), "shifted"), trace_b());
+  moepolicy::test::check_same_trace(read_canonical(std::span<const std::byte>(shifted).subspan(3), "shifted"),
+                                    trace_b());
 }
 
 TEST_CASE("a trace without rows, and requests without rows, round-trip") {
@@ -269,12 +269,14 @@ TEST_CASE("the committed version-1 files still read, and differ from version 2 o
   const auto dir = moepolicy::test::test_data() / "trace";
   moepolicy::test::check_same_trace(read_canonical(dir / "small-v1.mtrace"), trace_a());
   moepolicy::test::check_same_trace(read_canonical(dir / "scores-v1.mtrace"), trace_b());
-  for (const auto& [old_file, t] : {std::pair{"small-v1.mtrace", trace_a()}, std::pair{"scores-v1.mtrace", trace_b()}}) {
+  for (const auto& [old_file, t] :
+       {std::pair{"small-v1.mtrace", trace_a()}, std::pair{"scores-v1.mtrace", trace_b()}}) {
     bytes v1 = read_file_bytes(dir / old_file);
     const bytes v2 = to_bytes(t);
     REQUIRE(v1.size() == v2.size());
     CHECK(get<std::uint32_t>(v1, 8) == 1);
-    CHECK(get<std::uint64_t>(v1, 56) == moepolicy::detail::canonical::fnv_lanes(std::span<const std::byte>(v1).subspan(64)));
+    CHECK(get<std::uint64_t>(v1, 56) ==
+          moepolicy::detail::canonical::fnv_lanes(std::span<const std::byte>(v1).subspan(64)));
     put<std::uint32_t>(v1, 8, 2);
     put<std::uint64_t>(v1, 56, get<std::uint64_t>(v2, 56));
     CHECK(v1 == v2);
@@ -324,9 +326,7 @@ TEST_CASE("write_canonical to a path replaces the file only once it is complete"
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const auto path = dir / "t.mtrace";
-  {
-    std::ofstream(path) << "the old file";
-  }
+  { std::ofstream(path) << "the old file"; }
   // A writer that fails midway leaves the old file and no temporary one.
   CHECK_THROWS_AS(moepolicy::detail::write_file_atomically(path, "test",
                                                            [](std::ostream& os) {
@@ -776,4 +776,276 @@ TEST_CASE("a stream read names the stream and reads the rest of it") {
   CHECK_THROWS_WITH_AS((void)read_canonical(bad, "pipe"),
                        "pipe: byte 100: truncated section META: it needs 41 bytes from byte 80, the data ends after 20",
                        parse_error);
+}
+
+// ---------------------------------------------------------------------------------------
+// The mapped reader: canonical_file, its walk, and the streaming writers.
+
+namespace {
+
+using moepolicy::batch_view;
+using moepolicy::canonical_file;
+using moepolicy::step_ref;
+
+/// What a walk reports, flattened for comparison: one line per call.
+struct walk_log {
+  std::vector<std::string> lines;
+  void request(std::uint32_t q) { lines.push_back("request " + std::to_string(q)); }
+  void batch(const batch_view& b) {
+    std::string s = "batch " + std::to_string(b.ref.request) + " " + std::to_string(b.ref.step) + " " +
+                    std::to_string(b.ref.layer) + " " + std::to_string(static_cast<int>(b.ref.kind)) + " " +
+                    std::to_string(b.ref.first_row) + " " + std::to_string(b.ref.num_rows) + " k" +
+                    std::to_string(b.top_k) + " |";
+    for (auto p : b.positions) s += " " + std::to_string(p);
+    s += " |";
+    for (auto e : b.experts) s += " " + std::to_string(e);
+    s += " |";
+    for (auto w : b.weights) s += " " + std::to_string(std::bit_cast<std::uint32_t>(w));
+    s += " |";
+    for (auto w : b.scores) s += " " + std::to_string(std::bit_cast<std::uint32_t>(w));
+    lines.push_back(s);
+  }
+  void step_end(const step_ref& st) {
+    lines.push_back("end " + std::to_string(st.request) + " " + std::to_string(st.step) + " " +
+                    std::to_string(static_cast<int>(st.kind)) + " " + std::to_string(st.first_batch) + " " +
+                    std::to_string(st.num_batches));
+  }
+};
+
+/// The calls a replay over `t` makes (the reference for the walk).
+walk_log reference_walk(const routing_trace& t) {
+  walk_log log;
+  for (std::size_t q = 0; q < t.requests().size(); ++q) {
+    log.request(static_cast<std::uint32_t>(q));
+    for (const auto& st : t.steps_of(t.requests()[q])) {
+      for (const auto& b : t.batches_of(st)) log.batch(t.view(b));
+      log.step_end(st);
+    }
+  }
+  return log;
+}
+
+walk_log file_walk(const canonical_file& f, std::uint64_t chunk) {
+  walk_log log;
+  f.for_each_batch([&](std::uint32_t q) { log.request(q); }, [&](const batch_view& b) { log.batch(b); },
+                   [&](const step_ref& s) { log.step_end(s); }, chunk);
+  return log;
+}
+
+/// The message of the parse_error a walk of `b` throws, or "(no error)".
+std::string walk_error_of(const bytes& b, std::string_view name = "t.mtrace") {
+  try {
+    const canonical_file f(std::span<const std::byte>(b), name);
+    const auto nothing = [](const auto&) {};
+    f.for_each_batch(nothing, nothing, nothing, 2);
+  } catch (const parse_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+/// Peak resident memory of this process in bytes (VmHWM), or -1 where /proc cannot say.
+long long peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  }
+  return -1;
+}
+
+/// Resets VmHWM to the current resident size; false where the system does not allow it.
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool sanitized = true;
+#else
+constexpr bool sanitized = false;
+#endif
+#else
+constexpr bool sanitized = false;
+#endif
+
+}  // namespace
+
+TEST_CASE("canonical_file walks every batch as routing_trace holds it, in place, decoded and in any chunk") {
+  for (const routing_trace& t : {trace_a(), trace_b(), trace_random()}) {
+    const walk_log want = reference_walk(t);
+    const bytes b = to_bytes(t);
+    const canonical_file aligned(std::span<const std::byte>(b), "t");
+    CHECK(aligned.num_rows() == t.num_rows());
+    CHECK(aligned.version() == 2);
+    CHECK(aligned.info().model == t.info().model);
+    REQUIRE(aligned.request_names().size() == t.requests().size());
+    // An odd address: the columns are decoded a chunk at a time.
+    bytes shifted(b.size() + 1);
+    std::memcpy(shifted.data() + 1, b.data(), b.size());
+    const canonical_file odd(std::span<const std::byte>(shifted).subspan(1), "t");
+    for (const std::uint64_t chunk :
+         {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{3}, std::uint64_t{7}, canonical_file::default_chunk_rows}) {
+      CAPTURE(chunk);
+      CHECK(file_walk(aligned, chunk).lines == want.lines);
+      CHECK(file_walk(odd, chunk).lines == want.lines);
+    }
+  }
+}
+
+TEST_CASE("canonical_file reads a file through its map as read_canonical does") {
+  const auto dir = temp_dir();
+  const auto path = dir / "r.mtrace";
+  const routing_trace t = trace_random();
+  write_canonical(t, path);
+  canonical_file f(path);
+  CHECK(f.name() == path.string());
+  CHECK(file_walk(f, 100).lines == reference_walk(t).lines);
+  moepolicy::test::check_same_trace(f.read(), t);
+  // Rewriting gives the writer's bytes, from version 1 too.
+  const auto v1 = std::filesystem::path(MOEPOLICY_TEST_DATA) / "trace" / "small-v1.mtrace";
+  const auto v2 = std::filesystem::path(MOEPOLICY_TEST_DATA) / "trace" / "small.mtrace";
+  canonical_file(v1).write_current_version(dir / "from-v1.mtrace");
+  CHECK(read_file_bytes(dir / "from-v1.mtrace") == read_file_bytes(v2));
+  canonical_file(path).write_current_version(dir / "copy.mtrace");
+  CHECK(read_file_bytes(dir / "copy.mtrace") == read_file_bytes(path));
+  // A missing file names itself.
+  CHECK_THROWS_WITH_AS(canonical_file(dir / "missing.mtrace"),
+                       ((dir / "missing.mtrace").string() + ": cannot open: No such file or directory").c_str(),
+                       parse_error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a walk names the byte and row of a bad row, checking rows in file order") {
+  const bytes good = to_bytes(trace_a());
+  const std::string f = "t.mtrace: byte ";
+  CHECK(walk_error_of(good) == "(no error)");
+  bytes b = good;
+  b[296 + 2] = std::byte{7};
+  reseal(b);
+  CHECK(walk_error_of(b) == f + "298: row 2: phase code 7 is neither prefill (0) nor decode (1)");
+  b = good;
+  b[296 + 1] = std::byte{1};
+  reseal(b);
+  CHECK(walk_error_of(b) == f + "297: row 1: step 0 of request 0 mixes prefill and decode rows");
+  b = good;
+  put<std::uint16_t>(b, 320 + 2 * 3, 2);
+  reseal(b);
+  CHECK(walk_error_of(b) == f + "326: row 1: expert id 2 selected twice");
+  b = good;
+  put_float(b, 360 + 4 * 9, -0.5f);
+  reseal(b);
+  CHECK(walk_error_of(b) == f + "396: row 4: gate weight -0.5 of expert 0 is not a finite non-negative number");
+  b = good;
+  put<std::uint32_t>(b, 224 + 4 * 1, 0);
+  reseal(b);
+  CHECK(walk_error_of(b) == f + "148: row 1 repeats the (request, step, layer, position) of the row before");
+  b = good;
+  put<std::uint32_t>(b, 184 + 4 * 3, 0);
+  reseal(b);
+  CHECK(walk_error_of(b) == f + "156: row 3 is out of (request, step, layer, position) order");
+  // Rows are checked in file order: the order problem of row 3 comes before the bad id of row 4.
+  put<std::uint16_t>(b, 320 + 2 * 9, 9);
+  reseal(b);
+  CHECK(walk_error_of(b) == f + "156: row 3 is out of (request, step, layer, position) order");
+  // The checksum is checked when the file opens.
+  b = good;
+  b[300] ^= std::byte{1};
+  CHECK(walk_error_of(b).find("checksum mismatch") != std::string::npos);
+}
+
+TEST_CASE("write_canonical_rows writes what write_canonical writes, and refuses bad rows") {
+  const routing_trace t = trace_random();
+  const auto dir = temp_dir();
+  const auto& c = t.columns();
+  const std::uint64_t k = t.info().top_k;
+  const auto fill = [&](std::uint64_t first, std::uint64_t n, moepolicy::trace_columns& out) {
+    const auto slice = [&](const auto& v, std::uint64_t w, auto& to) {
+      to.assign(v.begin() + static_cast<std::ptrdiff_t>(first * w),
+                v.begin() + static_cast<std::ptrdiff_t>((first + n) * w));
+    };
+    slice(c.request, 1, out.request);
+    slice(c.step, 1, out.step);
+    slice(c.position, 1, out.position);
+    slice(c.layer, 1, out.layer);
+    slice(c.kind, 1, out.kind);
+    slice(c.experts, k, out.experts);
+    slice(c.weights, k, out.weights);
+    out.scores.clear();
+  };
+  std::vector<std::string> names;
+  for (const auto& r : t.requests()) names.push_back(r.name);
+  for (const std::uint64_t chunk : {std::uint64_t{1}, std::uint64_t{5}, std::uint64_t{1000}}) {
+    moepolicy::write_canonical_rows(dir / "rows.mtrace", t.info(), names, t.num_rows(), fill, chunk);
+    CHECK(read_file_bytes(dir / "rows.mtrace") == to_bytes(t));
+  }
+  const auto bad = [&](std::uint64_t first, std::uint64_t n, moepolicy::trace_columns& out) {
+    fill(first, n, out);
+    if (first <= 3 && 3 < first + n) out.experts[(3 - first) * k] = 40;
+  };
+  std::filesystem::remove(dir / "rows.mtrace");
+  CHECK_THROWS_WITH_AS(moepolicy::write_canonical_rows(dir / "rows.mtrace", t.info(), names, t.num_rows(), bad, 2),
+                       "moepolicy::write_canonical_rows: row 3: expert id 40 >= num_experts 32",
+                       moepolicy::invalid_argument);
+  CHECK(!std::filesystem::exists(dir / "rows.mtrace"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a walk of a 10^7-row file holds a bounded window of it") {
+  // A synthetic decode trace (4 layers, 8 experts, top-1; 21 bytes a row), generated into
+  // the working folder and removed afterwards. Sanitizer builds walk 10^6 rows and skip
+  // the memory figure (their shadow memory is not the reader's).
+  const std::uint64_t rows = sanitized ? 1'000'000 : 10'000'000;
+  const trace_info info{.model = "synthetic", .source = "test", .num_layers = 4, .num_experts = 8, .top_k = 1};
+  const auto path = std::filesystem::current_path() / "canonical_walk_1e7.mtrace";
+  const auto expert_of = [](std::uint64_t r) { return static_cast<expert_id>((r * 2654435761u >> 7) % 8); };
+  moepolicy::write_canonical_rows(path, info, std::vector<std::string>{"only"}, rows,
+                                  [&](std::uint64_t first, std::uint64_t n, moepolicy::trace_columns& c) {
+                                    c.request.assign(n, 0);
+                                    c.kind.assign(n, phase::decode);
+                                    c.step.resize(n);
+                                    c.position.resize(n);
+                                    c.layer.resize(n);
+                                    c.experts.resize(n);
+                                    c.weights.assign(n, 1.0f);
+                                    for (std::uint64_t i = 0; i < n; ++i) {
+                                      const std::uint64_t r = first + i;
+                                      c.step[i] = static_cast<std::uint32_t>(r / 4);
+                                      c.position[i] = static_cast<std::uint32_t>(r / 4);
+                                      c.layer[i] = static_cast<moepolicy::layer_id>(r % 4);
+                                      c.experts[i] = expert_of(r);
+                                    }
+                                  });
+  const auto file_bytes = static_cast<long long>(std::filesystem::file_size(path));
+  CHECK(file_bytes == static_cast<long long>(64 + 9 * 16 + 32 + 21 * rows));
+  const bool measured = !sanitized && reset_peak_rss() && peak_rss_bytes() > 0;
+  const long long before = measured ? peak_rss_bytes() : 0;
+  std::uint64_t batches = 0, steps = 0, sum = 0;
+  {
+    const canonical_file f(path);
+    f.for_each_batch([](std::uint32_t) {},
+                     [&](const batch_view& b) {
+                       ++batches;
+                       sum += b.experts[0];
+                     },
+                     [&](const step_ref&) { ++steps; });
+  }
+  std::uint64_t want = 0;
+  for (std::uint64_t r = 0; r < rows; ++r) want += expert_of(r);
+  CHECK(batches == rows);
+  CHECK(steps == rows / 4);
+  CHECK(sum == want);
+  if (measured) {
+    const long long grew = peak_rss_bytes() - before;
+    MESSAGE("walk of a " << file_bytes << "-byte file: peak resident memory grew by " << grew << " bytes");
+    CHECK(grew < 64ll << 20);  // the file is 210 MB; the walk holds a chunk (about 5 MB), the checksum an 8 MiB piece
+  } else {
+    MESSAGE("peak resident memory not measured (sanitizer build or no /proc)");
+  }
+  std::filesystem::remove(path);
 }

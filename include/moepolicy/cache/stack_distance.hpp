@@ -49,38 +49,67 @@ struct hit_curve {
 
 namespace detail {
 
-/// Adds the stack distances of `stream` (dense indices) to `histogram[d]`; returns the
-/// number of first accesses.
+/// Adds the stack distances of `stream` (dense indices below `slots`) to `histogram[d]`;
+/// returns the number of first accesses.
+///
+/// A Fenwick tree marks the time of the last access of every key seen; the distance of an
+/// access is the number of keys marked since its key's last access, plus one. Times are
+/// renumbered 0, 1, … in order whenever they reach the tree's width (twice the keys, at
+/// least 64), so the tree and the tables hold O(slots) entries — they stay in cache, and a
+/// stream of any length costs no memory beyond them.
 inline std::uint64_t add_stack_distances(std::span<const std::uint32_t> stream, std::size_t slots,
                                          std::vector<std::uint64_t>& histogram) {
-  const std::size_t n = stream.size();
-  std::vector<std::uint32_t> tree(n + 1, 0);  // Fenwick tree over positions 1..n
+  const std::size_t width = std::max<std::size_t>(64, 2 * slots);
+  std::vector<std::uint32_t> tree(width + 1, 0);  // Fenwick tree over times 1..width
+  constexpr std::uint32_t none = static_cast<std::uint32_t>(-1);
+  std::vector<std::uint32_t> last(slots, none);    // time of each key's last access
+  std::vector<std::uint32_t> key_at(width, none);  // the key marked at each time
   const auto add = [&](std::size_t pos, int delta) {
-    for (std::size_t i = pos + 1; i <= n; i += i & (~i + 1)) {
+    for (std::size_t i = pos + 1; i <= width; i += i & (~i + 1)) {
       tree[i] = static_cast<std::uint32_t>(static_cast<int>(tree[i]) + delta);
     }
   };
-  const auto prefix = [&](std::size_t pos) {  // markers in positions [0, pos)
+  const auto prefix = [&](std::size_t pos) {  // markers at times [0, pos)
     std::uint64_t s = 0;
     for (std::size_t i = pos; i > 0; i -= i & (~i + 1)) s += tree[i];
     return s;
   };
-  constexpr std::size_t none = static_cast<std::size_t>(-1);
-  std::vector<std::size_t> last(slots, none);
+  std::size_t now = 0, live = 0;
   std::uint64_t cold = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t f = stream[i];
+  for (const std::uint32_t f : stream) {
+    if (now == width) {  // renumber the marked times 0..live-1, keeping their order
+      std::size_t t = 0;
+      for (std::size_t old = 0; old < width; ++old) {
+        const std::uint32_t k = key_at[old];
+        if (k == none) continue;
+        key_at[old] = none;
+        key_at[t] = k;
+        last[k] = static_cast<std::uint32_t>(t);
+        ++t;
+      }
+      std::fill(tree.begin(), tree.end(), 0u);
+      for (std::size_t i = 1; i <= width; ++i) {  // linear build: the times below t are marked
+        if (i <= t) tree[i] += 1;
+        const std::size_t up = i + (i & (~i + 1));
+        if (up <= width) tree[up] += tree[i];
+      }
+      now = t;
+    }
     if (last[f] == none) {
       ++cold;
+      ++live;
     } else {
-      // Distinct experts used strictly between the two accesses, plus this one.
-      const std::uint64_t d = prefix(i) - prefix(last[f] + 1) + 1;
+      // Distinct keys used strictly after the key's last access, plus this one.
+      const std::uint64_t d = live - prefix(last[f] + 1) + 1;
       if (d >= histogram.size()) histogram.resize(d + 1, 0);
       ++histogram[d];
       add(last[f], -1);
+      key_at[last[f]] = none;
     }
-    add(i, +1);
-    last[f] = i;
+    add(now, +1);
+    key_at[now] = f;
+    last[f] = static_cast<std::uint32_t>(now);
+    ++now;
   }
   return cold;
 }

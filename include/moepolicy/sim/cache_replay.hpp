@@ -29,9 +29,16 @@
 //   evaluate_predictor         precision and recall of a predictor's top-scored experts
 //                              against the experts of the next `horizon` batches per layer;
 //   lru_hit_curve              the LRU hit count at every capacity in one pass.
+//
+// The demand replays, `replay_accesses` and `lru_hit_curve` take a `routing_trace` or a
+// `canonical_file` (trace/canonical.hpp), which they walk straight from its memory map in
+// bounded memory; both give identical results. Policies that read the future take the
+// next uses from `next_use_positions`, computed per replay unless a caller that replays
+// one trace many times (every capacity) computes them once and passes them in.
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -49,6 +56,7 @@
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/predict/prefetch_queue.hpp"
+#include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
 namespace moepolicy {
@@ -118,8 +126,34 @@ struct prediction_eval_config {
 
 namespace detail {
 
-inline void check_replay(const routing_trace& t, const cache_config& cc, const cache_replay_config& rc,
-                         std::string_view fn) {
+/// Calls the walk's three callbacks over `t`'s batches (see `canonical_file::for_each_batch`).
+template <class OnRequest, class OnBatch, class OnStepEnd>
+void walk_batches(const routing_trace& t, OnRequest&& on_request, OnBatch&& on_batch, OnStepEnd&& on_step_end) {
+  const auto requests = t.requests();
+  for (std::size_t q = 0; q < requests.size(); ++q) {
+    on_request(static_cast<std::uint32_t>(q));
+    for (const step_ref& s : t.steps_of(requests[q])) {
+      for (const batch_ref& ref : t.batches_of(s)) on_batch(t.view(ref));
+      on_step_end(s);
+    }
+  }
+}
+
+template <class OnRequest, class OnBatch, class OnStepEnd>
+void walk_batches(const canonical_file& t, OnRequest&& on_request, OnBatch&& on_batch, OnStepEnd&& on_step_end) {
+  t.for_each_batch(on_request, on_batch, on_step_end);
+}
+
+}  // namespace detail
+
+/// What a replay reads: a trace in memory, or a canonical file walked from its map.
+template <class T>
+concept replay_source = std::same_as<T, routing_trace> || std::same_as<T, canonical_file>;
+
+namespace detail {
+
+template <replay_source T>
+inline void check_replay(const T& t, const cache_config& cc, const cache_replay_config& rc, std::string_view fn) {
   if (cc.num_layers < t.info().num_layers) {
     throw_invalid(fn, "cache num_layers must be >= the trace's " + std::to_string(t.info().num_layers), cc.num_layers);
   }
@@ -149,43 +183,61 @@ void distinct_experts(const batch_view& b, std::vector<std::uint8_t>& seen, Each
 /// The replay loop shared by the demand and hint replays. `before(b)` runs before the
 /// batch's accesses, `after(b)` after its `end_layer`, `new_request()` when a request
 /// starts, `step_end()` after each kept step.
-template <EvictionPolicy P, class Before, class After, class NewRequest, class StepEnd>
-cache_replay_result replay_loop(const routing_trace& t, expert_cache<P>& cache, const cache_replay_config& rc,
+template <EvictionPolicy P, replay_source T, class Before, class After, class NewRequest, class StepEnd>
+cache_replay_result replay_loop(const T& t, expert_cache<P>& cache, const cache_replay_config& rc,
                                 std::span<const std::uint64_t> next_use, Before&& before, After&& after,
                                 NewRequest&& new_request, StepEnd&& step_end) {
   cache_replay_result out;
   out.layers.assign(t.info().num_layers, {});
   std::vector<std::uint8_t> seen(t.info().num_experts, 0);
   std::uint64_t position = 0;
-  for (const request_ref& req : t.requests()) {
-    if (rc.reset_between_requests) cache.clear();
-    new_request();
-    for (const step_ref& s : t.steps_of(req)) {
-      if (!kept(s.kind, rc.prefill, rc.decode)) continue;
-      for (const batch_ref& ref : t.batches_of(s)) {
-        const batch_view b = t.view(ref);
+  walk_batches(
+      t,
+      [&](std::uint32_t) {
+        if (rc.reset_between_requests) cache.clear();
+        new_request();
+      },
+      [&](const batch_view& b) {
+        if (!kept(b.ref.kind, rc.prefill, rc.decode)) return;
         before(b);
         cache.begin_layer(b);
         distinct_experts(b, seen, [&](expert_key k) {
           access_info info;
-          if (!next_use.empty()) info.next_use = next_use[position];
+          if (!next_use.empty()) {
+            if (position >= next_use.size()) {
+              throw_invalid("replay_cache", "next_use has fewer entries than the replay's accesses", next_use.size());
+            }
+            info.next_use = next_use[position];
+          }
           ++position;
           const access_outcome o = cache.get(k, info);
           ++out.layers[k.layer].accesses;
           if (o.hit) ++out.layers[k.layer].hits;
         });
-        cache.end_layer(ref.layer);
+        cache.end_layer(b.ref.layer);
         after(b);
         ++out.batches;
-      }
-      cache.end_step();
-      step_end();
-      ++out.steps;
-    }
+      },
+      [&](const step_ref& s) {
+        if (!kept(s.kind, rc.prefill, rc.decode)) return;
+        cache.end_step();
+        step_end();
+        ++out.steps;
+      });
+  if (!next_use.empty() && position != next_use.size()) {
+    throw_invalid("replay_cache", "next_use has " + std::to_string(next_use.size()) + " entries, the replay made " +
+                                      std::to_string(position) + " accesses");
   }
   out.stats = cache.stats();
   return out;
 }
+
+/// The next uses a replay of `cache` on `t` reads: `given` when not empty (checked against
+/// the replay's accesses), else computed, or none when the policy does not read the future.
+template <EvictionPolicy P, replay_source T>
+std::span<const std::uint64_t> future_of(const T& t, const expert_cache<P>& cache, const cache_config& cc,
+                                         const cache_replay_config& rc, std::span<const std::uint64_t> given,
+                                         std::vector<std::uint64_t>& storage, std::string_view fn);
 
 template <EvictionPolicy P>
 [[nodiscard]] bool reads_future(const expert_cache<P>& cache) noexcept {
@@ -202,18 +254,44 @@ template <EvictionPolicy P>
 /// experts in order of first selection.
 ///
 /// Complexity: O(rows · k).
-[[nodiscard]] inline std::vector<expert_key> replay_accesses(const routing_trace& t,
-                                                             const cache_replay_config& rc = {}) {
+template <replay_source T>
+[[nodiscard]] std::vector<expert_key> replay_accesses(const T& t, const cache_replay_config& rc = {}) {
   std::vector<expert_key> out;
   std::vector<std::uint8_t> seen(t.info().num_experts, 0);
-  for (const step_ref& s : t.steps()) {
-    if (!detail::kept(s.kind, rc.prefill, rc.decode)) continue;
-    for (const batch_ref& ref : t.batches_of(s)) {
-      detail::distinct_experts(t.view(ref), seen, [&](expert_key k) { out.push_back(k); });
-    }
-  }
+  const auto nothing = [](const auto&) {};
+  detail::walk_batches(
+      t, nothing,
+      [&](const batch_view& b) {
+        if (!detail::kept(b.ref.kind, rc.prefill, rc.decode)) return;
+        detail::distinct_experts(b, seen, [&](expert_key k) { out.push_back(k); });
+      },
+      nothing);
   return out;
 }
+
+/// The next uses of every demand access of a replay of `t` (`next_use_positions` over
+/// `replay_accesses(t, rc)`): what a policy that reads the future needs, the same for
+/// every capacity, so a caller replaying many capacities computes it once.
+///
+/// Complexity: O(accesses) time; 12 bytes per access at the peak, 8 kept.
+template <replay_source T>
+[[nodiscard]] std::vector<std::uint64_t> replay_next_uses(const T& t, const cache_replay_config& rc = {}) {
+  return next_use_positions(replay_accesses(t, rc), t.info().num_layers, t.info().num_experts);
+}
+
+namespace detail {
+
+template <EvictionPolicy P, replay_source T>
+std::span<const std::uint64_t> future_of(const T& t, const expert_cache<P>& cache, const cache_config& cc,
+                                         const cache_replay_config& rc, std::span<const std::uint64_t> given,
+                                         std::vector<std::uint64_t>& storage, std::string_view) {
+  if (!reads_future(cache)) return {};
+  if (!given.empty()) return given;
+  storage = next_use_positions(replay_accesses(t, rc), cc.num_layers, cc.num_experts);
+  return storage;
+}
+
+}  // namespace detail
 
 /// Replays `t` through an `expert_cache<P>` of configuration `cc` (demand accesses only).
 ///
@@ -221,42 +299,42 @@ template <EvictionPolicy P>
 /// no phase is kept, or the cache or policy configuration is bad.
 /// Complexity: O(accesses × the policy's event cost) plus, for policies that need the
 /// future, O(accesses) to compute it.
-template <EvictionPolicy P>
-[[nodiscard]] cache_replay_result replay_cache(const routing_trace& t, const cache_config& cc,
+template <EvictionPolicy P, replay_source T>
+[[nodiscard]] cache_replay_result replay_cache(const T& t, const cache_config& cc,
                                                const typename P::config_type& pc = {},
-                                               const cache_replay_config& rc = {}) {
+                                               const cache_replay_config& rc = {},
+                                               std::span<const std::uint64_t> next_use = {}) {
   detail::check_replay(t, cc, rc, "replay_cache");
   expert_cache<P> cache(cc, pc);
-  std::vector<std::uint64_t> next_use;
-  if (detail::reads_future(cache)) {
-    next_use = next_use_positions(replay_accesses(t, rc), cc.num_layers, cc.num_experts);
-  }
+  std::vector<std::uint64_t> storage;
+  const auto future = detail::future_of(t, cache, cc, rc, next_use, storage, "replay_cache");
   const auto nothing = [](const auto&...) {};
-  return detail::replay_loop(t, cache, rc, next_use, nothing, nothing, nothing, nothing);
+  return detail::replay_loop(t, cache, rc, future, nothing, nothing, nothing, nothing);
 }
 
-/// Replays `t` through the policy `pc` names (see `eviction_config_by_name`).
-[[nodiscard]] inline cache_replay_result replay_cache(const routing_trace& t, const cache_config& cc,
-                                                      const any_eviction_config& pc,
-                                                      const cache_replay_config& rc = {}) {
-  return replay_cache<any_eviction_policy>(t, cc, pc, rc);
+/// Replays `t` through the policy `pc` names (see `eviction_config_by_name`). `next_use`:
+/// as above.
+template <replay_source T>
+[[nodiscard]] cache_replay_result replay_cache(const T& t, const cache_config& cc, const any_eviction_config& pc,
+                                               const cache_replay_config& rc = {},
+                                               std::span<const std::uint64_t> next_use = {}) {
+  return replay_cache<any_eviction_policy>(t, cc, pc, rc, next_use);
 }
 
 /// Replays `t` through an `expert_cache<P>` whose policy hears `predictor`'s hints before
 /// every batch (see the header comment): demand accesses only, nothing is loaded ahead. The
-/// predictor observes every replayed batch.
+/// predictor observes every replayed batch. `next_use`: as `replay_cache`.
 ///
 /// Throws: as `replay_cache`.
-template <EvictionPolicy P, PrefetchPredictor Predictor>
-[[nodiscard]] cache_replay_result replay_cache_with_hints(const routing_trace& t, const cache_config& cc,
+template <EvictionPolicy P, PrefetchPredictor Predictor, replay_source T>
+[[nodiscard]] cache_replay_result replay_cache_with_hints(const T& t, const cache_config& cc,
                                                           const typename P::config_type& pc, Predictor& predictor,
-                                                          const cache_replay_config& rc = {}) {
+                                                          const cache_replay_config& rc = {},
+                                                          std::span<const std::uint64_t> next_use = {}) {
   detail::check_replay(t, cc, rc, "replay_cache_with_hints");
   expert_cache<P> cache(cc, pc);
-  std::vector<std::uint64_t> next_use;
-  if (detail::reads_future(cache)) {
-    next_use = next_use_positions(replay_accesses(t, rc), cc.num_layers, cc.num_experts);
-  }
+  std::vector<std::uint64_t> storage;
+  const auto future = detail::future_of(t, cache, cc, rc, next_use, storage, "replay_cache_with_hints");
   const std::size_t E = t.info().num_experts;
   std::vector<float> scores(E, 0.0f);
   const auto before = [&](const batch_view& b) {
@@ -269,7 +347,7 @@ template <EvictionPolicy P, PrefetchPredictor Predictor>
   const auto after = [&](const batch_view& b) { predictor.observe(b); };
   const auto new_request = [&]() { predictor.begin_request(); };
   const auto step_end = [&]() { predictor.end_step(); };
-  return detail::replay_loop(t, cache, rc, next_use, before, after, new_request, step_end);
+  return detail::replay_loop(t, cache, rc, future, before, after, new_request, step_end);
 }
 
 /// How `replay_cache_with_prefetch` prefetches.
@@ -409,8 +487,8 @@ template <PrefetchPredictor Predictor>
 /// (see cache/stack_distance.hpp).
 ///
 /// Throws: `invalid_argument` when `shape` is smaller than the trace or no phase is kept.
-[[nodiscard]] inline hit_curve lru_hit_curve(const routing_trace& t, const cache_shape& shape,
-                                             const cache_replay_config& rc = {}) {
+template <replay_source T>
+[[nodiscard]] hit_curve lru_hit_curve(const T& t, const cache_shape& shape, const cache_replay_config& rc = {}) {
   detail::check_replay(t, cache_config{.num_layers = shape.num_layers, .num_experts = shape.num_experts}, rc,
                        "lru_hit_curve");
   return lru_hit_curve(replay_accesses(t, rc), shape);

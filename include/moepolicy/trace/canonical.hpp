@@ -50,7 +50,7 @@
 //   each (request, step, layer, position) at most once, and all rows of one step of a
 //   request have the same phase. Nothing follows the padding of SCOR.
 //
-//   Checksum, version 2: XXH64 of the P payload bytes with seed 0 (xxhash.com; in Python
+//   Checksum, version 2: XXH64 of the P payload bytes with a seed of 0 (xxhash.com; in Python
 //   `xxhash.xxh64(payload).intdigest()`), a strong 64-bit hash that runs near memory
 //   speed: every change of the payload is missed with a chance of about 2^-64.
 //
@@ -83,6 +83,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -95,6 +96,7 @@
 #include <ios>
 #include <istream>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -109,6 +111,7 @@
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/detail/file_input.hpp"
 #include "moepolicy/detail/file_output.hpp"
+#include "moepolicy/detail/mapped_file.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
 namespace moepolicy {
@@ -427,10 +430,9 @@ void emit_string(Sink& sink, const std::string& s) {
   sink.put(std::as_bytes(std::span<const char>(s)));
 }
 
+/// The elements of `v`, little-endian, no header or padding.
 template <class Sink, class T>
-void emit_column(Sink& sink, section s, const std::vector<T>& v) {
-  const std::uint64_t n = v.size() * sizeof(T);
-  emit_section_header(sink, s, n);
+void emit_elements(Sink& sink, const std::vector<T>& v) {
   if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1) {
     sink.put(std::as_bytes(std::span<const T>(v)));
   } else {
@@ -443,6 +445,13 @@ void emit_column(Sink& sink, section s, const std::vector<T>& v) {
       sink.put(std::span<const std::byte>(buf).first(m * sizeof(T)));
     }
   }
+}
+
+template <class Sink, class T>
+void emit_column(Sink& sink, section s, const std::vector<T>& v) {
+  const std::uint64_t n = v.size() * sizeof(T);
+  emit_section_header(sink, s, n);
+  emit_elements(sink, v);
   emit_padding(sink, n);
 }
 
@@ -510,17 +519,26 @@ inline void write_unchecked(const routing_trace& t, std::ostream& os) {
 /// Reads one canonical trace from memory; see `read_canonical`.
 class reader {
  public:
-  reader(std::span<const std::byte> data, std::string_view name) noexcept : d_(data), name_(name) {}
+  /// `file`, when given, is the mapping `data` lies in: pages are given back to it as
+  /// they have been read.
+  reader(std::span<const std::byte> data, std::string_view name, const mapped_file* file = nullptr) noexcept
+      : d_(data), name_(name), file_(file) {}
 
-  routing_trace read() {
+  /// Checks everything but the rows (header, counts, sections, checksum, META) and keeps
+  /// the request names.
+  void open() {
     check_header();
     check_counts();
     walk_sections();
     check_checksum();
-    std::vector<std::string> names = read_meta();
+    names_ = read_meta();
+  }
+
+  /// The whole trace. Preconditions: `open()` returned.
+  routing_trace read_opened() {
     trace_columns columns = decode();
     try {
-      return routing_trace::from_sorted(info_, std::move(names), std::move(columns));
+      return routing_trace::from_sorted(info_, std::move(names_), std::move(columns));
     } catch (const invalid_argument& e) {
       constexpr std::string_view prefix = "moepolicy::routing_trace::from_sorted: ";
       std::string_view problem = e.what();
@@ -529,7 +547,201 @@ class reader {
     }
   }
 
+  routing_trace read() {
+    open();
+    return read_opened();
+  }
+
+  [[nodiscard]] const trace_info& info() const noexcept { return info_; }
+  [[nodiscard]] std::uint64_t num_rows() const noexcept { return rows_; }
+  [[nodiscard]] std::uint32_t version() const noexcept { return version_; }
+  [[nodiscard]] std::string_view name() const noexcept { return name_; }
+  [[nodiscard]] std::span<const std::string> request_names() const noexcept { return names_; }
+  [[nodiscard]] std::span<const std::byte> payload() const noexcept {
+    return d_.subspan(header_size, static_cast<std::size_t>(payload_));
+  }
+
+  /// Walks the rows in file order; see `canonical_file::for_each_batch`.
+  template <class OnRequest, class OnBatch, class OnStepEnd>
+  void walk(std::uint64_t chunk_rows, OnRequest&& on_request, OnBatch&& on_batch, OnStepEnd&& on_step_end) const {
+    const std::uint64_t k = info_.top_k, e = info_.num_experts;
+    const bool scored = info_.has_scores;
+    const bool in_place = std::endian::native == std::endian::little && aligned<std::uint32_t>(request) &&
+                          aligned<std::uint32_t>(step) && aligned<std::uint32_t>(position) &&
+                          aligned<layer_id>(layer) && aligned<expert_id>(experts) && aligned<float>(weights) &&
+                          aligned<float>(scores);
+    chunk_rows = std::max<std::uint64_t>(chunk_rows, 1);
+    // Rows a complete walk has checked need no second check (the order is still followed).
+    const bool checked = rows_checked_.load(std::memory_order_acquire);
+    column_window w;
+    std::uint32_t announced = 0;  // requests announced so far
+    std::uint64_t batches = 0;
+    step_ref cur_step{};
+    bool in_step = false;
+    row_key prev{};
+    for (std::uint64_t r0 = 0; r0 < rows_;) {
+      // The chunk ends at the end of a batch, so every batch lies in one window.
+      std::uint64_t end = std::min(rows_, r0 + chunk_rows);
+      while (end < rows_ && same_batch(end - 1, end)) ++end;
+      w.load(*this, r0, end - r0, in_place);
+      std::uint64_t batch_start = r0;
+      for (std::uint64_t r = r0; r < end; ++r) {
+        const std::uint64_t i = r - r0;
+        const trace_row row{w.request[i],
+                            w.kind[i],
+                            w.step[i],
+                            w.position[i],
+                            w.layer[i],
+                            std::span<const expert_id>(w.experts + i * k, k),
+                            std::span<const float>(w.weights + i * k, k),
+                            scored ? std::span<const float>(w.scores + i * e, e) : std::span<const float>()};
+        if (auto why = checked ? std::nullopt : check_row(info_, requests_, row))
+          fail(bad_entry(r, row), "row " + std::to_string(r) + ": " + *why);
+        const row_key key{row.request, row.step, row.layer, row.position};
+        const bool first = r == 0;
+        if (!first && !(prev < key)) {
+          fail(at(request, r),
+               prev == key
+                   ? "row " + std::to_string(r) + " repeats the (request, step, layer, position) of the row before"
+                   : "row " + std::to_string(r) + " is out of (request, step, layer, position) order");
+        }
+        const bool new_request = first || row.request != std::get<0>(prev);
+        const bool new_step = new_request || row.step != std::get<1>(prev);
+        const bool new_batch = new_step || row.layer != std::get<2>(prev);
+        if (!new_step && row.kind != cur_step.kind) {
+          fail(at(kind, r), "row " + std::to_string(r) + ": step " + std::to_string(row.step) + " of request " +
+                                std::to_string(row.request) + " mixes prefill and decode rows");
+        }
+        if (new_batch && r > batch_start) {
+          emit(w, r0, batch_start, r, prev, cur_step.kind, on_batch);
+          ++batches;
+          ++cur_step.num_batches;
+          batch_start = r;
+        }
+        if (new_step) {
+          if (in_step) on_step_end(std::as_const(cur_step));
+          if (new_request) {
+            while (announced <= row.request) on_request(announced++);
+          }
+          cur_step = step_ref{row.request, row.step, row.kind, static_cast<std::uint32_t>(batches), 0};
+          in_step = true;
+        }
+        prev = key;
+      }
+      emit(w, r0, batch_start, end, prev, cur_step.kind, on_batch);
+      ++batches;
+      ++cur_step.num_batches;
+      if (in_place && file_ != nullptr) release_rows(r0, end);
+      r0 = end;
+    }
+    if (in_step) on_step_end(std::as_const(cur_step));
+    while (announced < requests_) on_request(announced++);
+    rows_checked_.store(true, std::memory_order_release);
+  }
+
  private:
+  using row_key = std::tuple<std::uint32_t, std::uint32_t, layer_id, std::uint32_t>;
+
+  template <class T>
+  [[nodiscard]] bool aligned(section s) const noexcept {
+    return reinterpret_cast<std::uintptr_t>(d_.data() + data_at_[s]) % alignof(T) == 0;
+  }
+
+  [[nodiscard]] bool same_batch(std::uint64_t a, std::uint64_t b) const noexcept {
+    return get<std::uint32_t>(at(request, a)) == get<std::uint32_t>(at(request, b)) &&
+           get<std::uint32_t>(at(step, a)) == get<std::uint32_t>(at(step, b)) &&
+           get<std::uint16_t>(at(layer, a)) == get<std::uint16_t>(at(layer, b));
+  }
+
+  /// Rows [first, first + count) of every column: in place when the columns are aligned
+  /// little-endian data, else decoded into buffers that are reused from chunk to chunk.
+  struct column_window {
+    const std::uint32_t* request = nullptr;
+    const std::uint32_t* step = nullptr;
+    const std::uint32_t* position = nullptr;
+    const layer_id* layer = nullptr;
+    const phase* kind = nullptr;
+    const expert_id* experts = nullptr;
+    const float* weights = nullptr;
+    const float* scores = nullptr;
+    trace_columns buf;
+
+    void load(const reader& rd, std::uint64_t first, std::uint64_t count, bool in_place) {
+      const std::uint64_t k = rd.info_.top_k, e = rd.info_.num_experts;
+      if (in_place) {
+        request = rd.in_place<std::uint32_t>(section::request, first);
+        step = rd.in_place<std::uint32_t>(section::step, first);
+        position = rd.in_place<std::uint32_t>(section::position, first);
+        layer = rd.in_place<layer_id>(section::layer, first);
+        kind = rd.in_place<phase>(section::kind, first);
+        experts = rd.in_place<expert_id>(section::experts, first * k);
+        weights = rd.in_place<float>(section::weights, first * k);
+        scores = rd.info_.has_scores ? rd.in_place<float>(section::scores, first * e) : nullptr;
+        return;
+      }
+      rd.load_range(buf.request, section::request, first, count);
+      rd.load_range(buf.step, section::step, first, count);
+      rd.load_range(buf.position, section::position, first, count);
+      rd.load_range(buf.layer, section::layer, first, count);
+      rd.load_range(buf.kind, section::kind, first, count);
+      rd.load_range(buf.experts, section::experts, first * k, count * k);
+      rd.load_range(buf.weights, section::weights, first * k, count * k);
+      if (rd.info_.has_scores) rd.load_range(buf.scores, section::scores, first * e, count * e);
+      request = buf.request.data();
+      step = buf.step.data();
+      position = buf.position.data();
+      layer = buf.layer.data();
+      kind = buf.kind.data();
+      experts = buf.experts.data();
+      weights = buf.weights.data();
+      scores = buf.scores.data();
+    }
+  };
+
+  template <class T>
+  [[nodiscard]] const T* in_place(section s, std::uint64_t index) const noexcept {
+    return reinterpret_cast<const T*>(d_.data() + data_at_[s] + index * sizeof(T));
+  }
+
+  template <class T>
+  void load_range(std::vector<T>& v, section s, std::uint64_t first, std::uint64_t count) const {
+    v.resize(static_cast<std::size_t>(count));
+    const std::byte* p = d_.data() + data_at_[s] + first * sizeof(T);
+    if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1) {
+      if (!v.empty()) std::memcpy(v.data(), p, v.size() * sizeof(T));
+    } else {
+      using U = stored_t<T>;
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::bit_cast<T>(load<U>(p + i * sizeof(T)));
+    }
+  }
+
+  /// Calls `on_batch` with the rows [from, to) of the window that starts at row `first`.
+  template <class OnBatch>
+  void emit(const column_window& w, std::uint64_t first, std::uint64_t from, std::uint64_t to, const row_key& key,
+            phase kind, OnBatch& on_batch) const {
+    const std::uint64_t k = info_.top_k, e = info_.num_experts;
+    const std::size_t i = static_cast<std::size_t>(from - first), n = static_cast<std::size_t>(to - from);
+    batch_view v{batch_ref{std::get<0>(key), std::get<1>(key), std::get<2>(key), kind, static_cast<std::uint32_t>(from),
+                           static_cast<std::uint32_t>(n)},
+                 info_.top_k,
+                 std::span<const std::uint32_t>(w.position + i, n),
+                 std::span<const expert_id>(w.experts + i * k, n * k),
+                 std::span<const float>(w.weights + i * k, n * k),
+                 {}};
+    if (info_.has_scores) v.scores = std::span<const float>(w.scores + i * e, n * e);
+    on_batch(std::as_const(v));
+  }
+
+  /// Gives back the mapped pages of rows [from, to) of every column.
+  void release_rows(std::uint64_t from, std::uint64_t to) const noexcept {
+    const std::uint64_t k = info_.top_k, e = info_.num_experts;
+    for (std::size_t s = request; s < num_sections; ++s) {
+      const std::uint64_t per_row = element_size[s] * (s == experts || s == weights ? k : s == scores ? e : 1);
+      if (s == scores && !info_.has_scores) continue;
+      file_->release(data_at_[s] + from * per_row, (to - from) * per_row);
+    }
+  }
+
   [[noreturn]] void fail(std::uint64_t at, const std::string& problem) const { fail_at_byte(name_, at, problem); }
 
   template <class U>
@@ -679,7 +891,21 @@ class reader {
 
   void check_checksum() const {
     const auto stored = get<std::uint64_t>(field::checksum);
-    const auto actual = checksum(d_.subspan(header_size, static_cast<std::size_t>(payload_)), version_);
+    // In pieces, giving the pages of a mapped file back behind the hash.
+    constexpr std::size_t piece = std::size_t{1} << 23;
+    const auto payload = d_.subspan(header_size, static_cast<std::size_t>(payload_));
+    xxh64_state x;
+    fnv_lanes_state f;
+    for (std::size_t at = 0; at < payload.size(); at += piece) {
+      const auto part = payload.subspan(at, std::min(piece, payload.size() - at));
+      if (version_ == 1) {
+        f.update(part);
+      } else {
+        x.update(part);
+      }
+      if (file_ != nullptr) file_->release(header_size + at, part.size());
+    }
+    const std::uint64_t actual = version_ == 1 ? f.value() : x.value();
     if (stored != actual) {
       fail(field::checksum,
            "checksum mismatch: the header records " + hex(stored, 16) + ", the payload hashes to " + hex(actual, 16));
@@ -712,14 +938,8 @@ class reader {
 
   template <class T>
   void load_column(std::vector<T>& v, section s, std::uint64_t count) const {
-    v.resize(static_cast<std::size_t>(count));
-    const std::byte* p = d_.data() + data_at_[s];
-    if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1) {
-      if (!v.empty()) std::memcpy(v.data(), p, v.size() * sizeof(T));
-    } else {
-      using U = stored_t<T>;
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::bit_cast<T>(load<U>(p + i * sizeof(T)));
-    }
+    load_range(v, s, 0, count);
+    if (file_ != nullptr) file_->release(data_at_[s], count * sizeof(T));
   }
 
   trace_columns decode() const {
@@ -748,21 +968,7 @@ class reader {
     std::vector<float> w(k), sc(info_.has_scores ? e : 0);
     for (std::uint64_t r = 0; r < rows_; ++r) {
       const trace_row row = row_at(r, ids, w, sc);
-      if (!check_row(info_, requests_, row)) continue;
-      if (row.request >= requests_) return at(request, r);
-      if (static_cast<unsigned>(row.kind) > 1u) return at(kind, r);
-      if (row.layer >= info_.num_layers) return at(layer, r);
-      for (std::uint64_t i = 0; i < k; ++i) {
-        if (ids[i] >= e || std::find(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(i), ids[i]) !=
-                               ids.begin() + static_cast<std::ptrdiff_t>(i)) {
-          return at(experts, r * k + i);
-        }
-        if (!std::isfinite(w[i]) || w[i] < 0.0f) return at(weights, r * k + i);
-      }
-      for (std::uint64_t j = 0; j < sc.size(); ++j) {
-        if (!std::isfinite(sc[j])) return at(scores, r * e + j);
-      }
-      return at(request, r);
+      if (check_row(info_, requests_, row)) return bad_entry(r, row);
     }
     const auto key = [&](std::uint64_t r) {
       return std::tuple(get<std::uint32_t>(at(request, r)), get<std::uint32_t>(at(step, r)),
@@ -775,6 +981,26 @@ class reader {
       if (same_step && get<std::uint8_t>(at(kind, r)) != get<std::uint8_t>(at(kind, r - 1))) return at(kind, r);
     }
     return data_at_[request];
+  }
+
+  /// The byte offset of the entry of row `r` that `check_row` objects to.
+  [[nodiscard]] std::uint64_t bad_entry(std::uint64_t r, const trace_row& row) const {
+    const std::uint64_t k = info_.top_k, e = info_.num_experts;
+    if (row.request >= requests_) return at(request, r);
+    if (static_cast<unsigned>(row.kind) > 1u) return at(kind, r);
+    if (row.layer >= info_.num_layers) return at(layer, r);
+    const auto ids = row.experts;
+    for (std::uint64_t i = 0; i < k; ++i) {
+      if (ids[i] >= e || std::find(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(i), ids[i]) !=
+                             ids.begin() + static_cast<std::ptrdiff_t>(i)) {
+        return at(experts, r * k + i);
+      }
+      if (!std::isfinite(row.weights[i]) || row.weights[i] < 0.0f) return at(weights, r * k + i);
+    }
+    for (std::uint64_t j = 0; j < row.scores.size(); ++j) {
+      if (!std::isfinite(row.scores[j])) return at(scores, r * e + j);
+    }
+    return at(request, r);
   }
 
   [[nodiscard]] trace_row row_at(std::uint64_t r, std::vector<expert_id>& ids, std::vector<float>& w,
@@ -799,6 +1025,9 @@ class reader {
 
   std::span<const std::byte> d_;
   std::string_view name_;
+  const mapped_file* file_ = nullptr;
+  mutable std::atomic<bool> rows_checked_{false};
+  std::vector<std::string> names_;
   trace_info info_;
   std::uint64_t rows_ = 0;
   std::uint32_t requests_ = 0;
@@ -854,13 +1083,301 @@ inline void write_canonical(const routing_trace& trace, const std::filesystem::p
   return read_canonical(std::span<const std::byte>(data), name);
 }
 
-/// Reads the canonical trace file `path`.
+namespace detail::canonical {
+
+/// A header for a payload of `payload` bytes with checksum `sum`.
+[[nodiscard]] inline std::array<std::byte, header_size> make_header(const trace_info& info, std::uint64_t rows,
+                                                                    std::uint32_t requests, std::uint64_t payload,
+                                                                    std::uint64_t sum) noexcept {
+  std::array<std::byte, header_size> h{};
+  std::memcpy(h.data(), magic.data(), magic.size());
+  store<std::uint32_t>(h.data() + field::version, canonical_format_version);
+  store<std::uint32_t>(h.data() + field::byte_order, byte_order_mark);
+  store<std::uint64_t>(h.data() + field::num_rows, rows);
+  store<std::uint32_t>(h.data() + field::num_requests, requests);
+  store<std::uint32_t>(h.data() + field::num_layers, info.num_layers);
+  store<std::uint32_t>(h.data() + field::num_experts, info.num_experts);
+  store<std::uint32_t>(h.data() + field::top_k, info.top_k);
+  store<std::uint32_t>(h.data() + field::flags, info.has_scores ? flag_has_scores : 0u);
+  store<std::uint64_t>(h.data() + field::payload_bytes, payload);
+  store<std::uint64_t>(h.data() + field::checksum, sum);
+  return h;
+}
+
+/// A sink that hashes what it writes.
+struct hashing_stream_sink {
+  std::ostream& os;
+  xxh64_state state;
+  void put(std::span<const std::byte> b) {
+    state.update(b);
+    if (!b.empty()) os.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  }
+};
+
+}  // namespace detail::canonical
+
+/// A canonical trace file opened for reading through a memory map (detail/mapped_file.hpp):
+/// the header, counts, sections, checksum and request names are checked when it opens,
+/// the rows when they are read. Two ways to read it:
 ///
-/// Throws: `parse_error` naming `path` as the span overload, or when the file cannot be
-/// opened or read.
+///   - `read()`: the whole `routing_trace` (what `read_canonical` returns), its columns
+///     copied straight from the map, with no buffer of the file in between;
+///   - `for_each_batch`: a walk over the batches in file order, each a `batch_view` of
+///     the file's columns used in place (or decoded a chunk at a time where the data is
+///     not aligned little-endian), validated row by row as `routing_trace::from_sorted`
+///     validates them; the pages read are given back as the walk goes, so it holds a
+///     bounded window of the file (a chunk of rows) however large the file is. No index
+///     is built.
+///
+/// The walk makes the calls a replay over `routing_trace` makes: `on_request(q)` for
+/// every request in order (also those without rows), before its first batch;
+/// `on_batch(const batch_view&)` for every batch; `on_step_end(const step_ref&)` after
+/// the last batch of every step. `batch_ref::first_row` and `step_ref::first_batch` are
+/// the indices `routing_trace` would give.
+class canonical_file {
+ public:
+  /// Opens the file `path`, mapped. Unlike `read_canonical`, no limit applies to the
+  /// file's size (`input_limits::max_file_bytes` bounds what is held in memory; a walk
+  /// holds a chunk). The checksum pass reads the file once.
+  ///
+  /// Throws: `parse_error` naming `path` as `read_canonical` does for the header, counts,
+  /// sections, checksum and META, or when the file cannot be opened or mapped.
+  explicit canonical_file(const std::filesystem::path& path)
+      : file_(std::make_unique<detail::mapped_file>(path)), name_(path.string()) {
+    file_->sequential();
+    reader_.emplace(file_->bytes(), name_, file_.get());
+    reader_->open();
+  }
+
+  /// Opens a canonical trace held in memory (any alignment; not copied: `data` must
+  /// outlive this object); `name` labels it in errors.
+  canonical_file(std::span<const std::byte> data, std::string_view name) : name_(name) {
+    reader_.emplace(data, name_, nullptr);
+    reader_->open();
+  }
+
+  canonical_file(canonical_file&&) = delete;
+  canonical_file& operator=(canonical_file&&) = delete;
+
+  [[nodiscard]] const trace_info& info() const noexcept { return reader_->info(); }
+  [[nodiscard]] std::uint64_t num_rows() const noexcept { return reader_->num_rows(); }
+  [[nodiscard]] std::span<const std::string> request_names() const noexcept { return reader_->request_names(); }
+  /// The format version of the file (1 or 2).
+  [[nodiscard]] std::uint32_t version() const noexcept { return reader_->version(); }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+
+  /// The whole trace; may be called once.
+  ///
+  /// Throws: `parse_error` as `read_canonical`.
+  [[nodiscard]] routing_trace read() {
+    MOEPOLICY_ASSERT(!read_);
+    read_ = true;
+    return reader_->read_opened();
+  }
+
+  /// Walks every batch (see the class comment), `chunk_rows` rows at a time (the window
+  /// held, extended to the end of a batch). Safe to run from several threads at once.
+  /// Rows are checked until one walk has completed; later walks skip the per-row check.
+  ///
+  /// Throws: `parse_error` naming the file, the byte offset of the offending entry and the
+  /// row, for a row `routing_trace::from_sorted` would reject (rows are checked in file
+  /// order, so where a file has several problems the first in file order is named);
+  /// anything the callbacks throw. Batches before the problem have been walked.
+  template <class OnRequest, class OnBatch, class OnStepEnd>
+  void for_each_batch(OnRequest&& on_request, OnBatch&& on_batch, OnStepEnd&& on_step_end,
+                      std::uint64_t chunk_rows = default_chunk_rows) const {
+    reader_->walk(chunk_rows, on_request, on_batch, on_step_end);
+  }
+
+  /// Writes this trace as a canonical file of the current version to `out` in bounded
+  /// memory: every row is checked by a walk first, then the payload (the same bytes in
+  /// every version) is copied from the map under a fresh header and checksum, replacing
+  /// `out` atomically. What `write_canonical(read(), out)` writes, without holding the trace.
+  ///
+  /// Throws: `parse_error` as `for_each_batch`; `std::filesystem::filesystem_error` as
+  /// `write_canonical`.
+  void write_current_version(const std::filesystem::path& out) const {
+    namespace c = detail::canonical;
+    const auto nothing = [](const auto&) {};
+    for_each_batch(nothing, nothing, nothing);
+    const auto payload = reader_->payload();
+    detail::write_file_atomically(out, "moepolicy::write_canonical", [&](std::ostream& os) {
+      const std::array<std::byte, c::header_size> blank{};
+      os.write(reinterpret_cast<const char*>(blank.data()), static_cast<std::streamsize>(blank.size()));
+      c::hashing_stream_sink sink{os, c::xxh64_state(0)};
+      constexpr std::size_t piece = std::size_t{1} << 24;
+      for (std::size_t at = 0; at < payload.size(); at += piece) {
+        const auto part = payload.subspan(at, std::min(piece, payload.size() - at));
+        sink.put(part);
+        if (file_) file_->release(c::header_size + at, part.size());
+      }
+      const auto h = c::make_header(info(), num_rows(), static_cast<std::uint32_t>(request_names().size()),
+                                    payload.size(), sink.state.value());
+      os.seekp(0);
+      os.write(reinterpret_cast<const char*>(h.data()), static_cast<std::streamsize>(h.size()));
+      if (!os) throw std::ios_base::failure("moepolicy::write_canonical: the stream failed while writing");
+    });
+  }
+
+  /// Rows per chunk of a walk unless told: 2^18 (about 7 MB of a top-2 trace).
+  static constexpr std::uint64_t default_chunk_rows = std::uint64_t{1} << 18;
+
+ private:
+  std::unique_ptr<detail::mapped_file> file_;
+  std::string name_;
+  std::optional<detail::canonical::reader> reader_;
+  bool read_ = false;
+};
+
+/// Reads the canonical trace file `path`, through a memory map: the columns are copied
+/// from the map, never through a buffer of the whole file.
+///
+/// Throws: `parse_error` naming `path` as the span overload, when the file cannot be
+/// opened or read, or when it is larger than `input_limits::max_file_bytes`.
 [[nodiscard]] inline routing_trace read_canonical(const std::filesystem::path& path) {
-  const std::vector<std::byte> data = detail::read_all_bytes(path);
-  return read_canonical(std::span<const std::byte>(data), path.string());
+  if (const std::size_t size = detail::file_size_or_zero(path); size > detail::file_limit().bytes) {
+    detail::fail_too_large(path.string(), detail::file_limit());
+  }
+  canonical_file f(path);
+  return f.read();
+}
+
+/// Writes a canonical file of `num_rows` rows that `fill` produces in order, without ever
+/// holding the trace: `fill(first, count, columns)` sets `columns` to the rows [first,
+/// first + count) (every column, `count` entries per row). The file is written column by
+/// column, so `fill` is called for every chunk once per column (nine passes; it must give
+/// the same rows each time); rows are checked as `routing_trace::from_sorted` checks them
+/// on the first pass. The file replaces `path` atomically once complete. Memory: one
+/// chunk of `chunk_rows` rows.
+///
+/// Throws: `invalid_argument` naming `write_canonical_rows` and the row for a row the
+/// reader would reject, or for `fill` giving columns of the wrong length (the file is then
+/// not written); `std::filesystem::filesystem_error` as `write_canonical`.
+template <class Fill>
+void write_canonical_rows(const std::filesystem::path& path, const trace_info& info,
+                          std::span<const std::string> request_names, std::uint64_t num_rows, Fill&& fill,
+                          std::uint64_t chunk_rows = std::uint64_t{1} << 16) {
+  namespace c = detail::canonical;
+  constexpr std::string_view fn = "write_canonical_rows";
+  detail::check_info(info, fn);
+  if (num_rows > std::numeric_limits<std::uint32_t>::max()) {
+    detail::throw_invalid(fn, "num_rows must be at most 4294967295", num_rows);
+  }
+  chunk_rows = std::max<std::uint64_t>(chunk_rows, 1);
+  const std::uint64_t k = info.top_k, e = info.num_experts;
+  std::uint64_t meta = 8 + info.model.size() + info.source.size();
+  for (const auto& n : request_names) meta += 4 + n.size();
+  const std::array<std::uint64_t, c::num_sections> bytes = {meta,
+                                                            4 * num_rows,
+                                                            4 * num_rows,
+                                                            4 * num_rows,
+                                                            2 * num_rows,
+                                                            num_rows,
+                                                            2 * k * num_rows,
+                                                            4 * k * num_rows,
+                                                            info.has_scores ? 4 * e * num_rows : 0};
+  std::uint64_t payload = 0;
+  for (const std::uint64_t n : bytes) payload += c::section_header_size + c::pad8(n);
+  detail::write_file_atomically(path, fn, [&](std::ostream& os) {
+    const std::array<std::byte, c::header_size> blank{};
+    os.write(reinterpret_cast<const char*>(blank.data()), static_cast<std::streamsize>(blank.size()));
+    c::hashing_stream_sink sink{os, c::xxh64_state(0)};
+    c::emit_section_header(sink, c::meta, meta);
+    c::emit_string(sink, info.model);
+    c::emit_string(sink, info.source);
+    for (const auto& n : request_names) c::emit_string(sink, n);
+    c::emit_padding(sink, meta);
+    trace_columns cols;
+    using row_key_t = std::tuple<std::uint32_t, std::uint32_t, layer_id, std::uint32_t>;
+    row_key_t prev{};
+    phase prev_kind = phase::prefill;
+    for (std::size_t s = c::request; s < c::num_sections; ++s) {
+      const auto sec = static_cast<c::section>(s);
+      c::emit_section_header(sink, sec, bytes[s]);
+      for (std::uint64_t first = 0; first < num_rows; first += chunk_rows) {
+        const std::uint64_t n = std::min(chunk_rows, num_rows - first);
+        fill(first, n, cols);
+        const auto need = [&](std::size_t got, std::uint64_t want, const char* what) {
+          if (got != want) {
+            detail::throw_invalid(fn,
+                                  std::string(what) + " column of rows from " + std::to_string(first) + " must have " +
+                                      std::to_string(want) + " entries",
+                                  got);
+          }
+        };
+        need(cols.request.size(), n, "request");
+        need(cols.step.size(), n, "step");
+        need(cols.position.size(), n, "position");
+        need(cols.layer.size(), n, "layer");
+        need(cols.kind.size(), n, "phase");
+        need(cols.experts.size(), n * k, "experts");
+        need(cols.weights.size(), n * k, "weights");
+        need(cols.scores.size(), info.has_scores ? n * e : 0, "scores");
+        if (sec == c::request) {
+          for (std::uint64_t i = 0; i < n; ++i) {
+            const trace_row row{
+                cols.request[i],
+                cols.kind[i],
+                cols.step[i],
+                cols.position[i],
+                cols.layer[i],
+                std::span<const expert_id>(cols.experts).subspan(i * k, k),
+                std::span<const float>(cols.weights).subspan(i * k, k),
+                info.has_scores ? std::span<const float>(cols.scores).subspan(i * e, e) : std::span<const float>()};
+            const std::uint64_t r = first + i;
+            if (auto why = detail::check_row(info, request_names.size(), row)) {
+              detail::throw_invalid(fn, "row " + std::to_string(r) + ": " + *why);
+            }
+            const row_key_t key{row.request, row.step, row.layer, row.position};
+            if (r > 0 && !(prev < key)) {
+              detail::throw_invalid(fn, "row " + std::to_string(r) +
+                                            " is out of (request, step, layer, position) order "
+                                            "or repeats the row before");
+            }
+            if (r > 0 && std::get<0>(prev) == row.request && std::get<1>(prev) == row.step && prev_kind != row.kind) {
+              detail::throw_invalid(fn, "row " + std::to_string(r) + ": step " + std::to_string(row.step) +
+                                            " of request " + std::to_string(row.request) +
+                                            " mixes prefill and decode rows");
+            }
+            prev = key;
+            prev_kind = row.kind;
+          }
+        }
+        switch (sec) {
+          case c::request:
+            c::emit_elements(sink, cols.request);
+            break;
+          case c::step:
+            c::emit_elements(sink, cols.step);
+            break;
+          case c::position:
+            c::emit_elements(sink, cols.position);
+            break;
+          case c::layer:
+            c::emit_elements(sink, cols.layer);
+            break;
+          case c::kind:
+            c::emit_elements(sink, cols.kind);
+            break;
+          case c::experts:
+            c::emit_elements(sink, cols.experts);
+            break;
+          case c::weights:
+            c::emit_elements(sink, cols.weights);
+            break;
+          default:
+            c::emit_elements(sink, cols.scores);
+            break;
+        }
+      }
+      c::emit_padding(sink, bytes[s]);
+    }
+    const auto h =
+        c::make_header(info, num_rows, static_cast<std::uint32_t>(request_names.size()), payload, sink.state.value());
+    os.seekp(0);
+    os.write(reinterpret_cast<const char*>(h.data()), static_cast<std::streamsize>(h.size()));
+    if (!os) throw std::ios_base::failure("moepolicy::write_canonical_rows: the stream failed while writing");
+  });
 }
 
 /// Whether `first_bytes` (at least the first 8 bytes of a file) start with the canonical

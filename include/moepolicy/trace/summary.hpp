@@ -4,6 +4,8 @@
 // expert received, and derives the skew figures the papers use to motivate placement:
 // the largest and smallest expert share of selections, their ratio, and the entropy of
 // the activation distribution (log2; a uniform router reaches log2(num_experts)).
+// A canonical file is summarised from its memory map in one walk, holding a chunk of it
+// and O(layers × experts + requests) counters.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "moepolicy/core/ids.hpp"
+#include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
 namespace moepolicy {
@@ -50,6 +53,8 @@ struct request_summary {
 /// The whole-trace view that `moepolicy inspect` prints.
 struct trace_summary {
   std::uint64_t rows = 0;
+  /// Forward passes (steps of all requests).
+  std::uint64_t steps = 0;
   std::vector<request_summary> requests;
   /// One entry per layer that has rows, ascending.
   std::vector<layer_skew> layers;
@@ -81,6 +86,7 @@ struct trace_summary {
   const auto& info = trace.info();
   trace_summary s;
   s.rows = trace.num_rows();
+  s.steps = trace.steps().size();
 
   std::vector<layer_skew> per_layer(info.num_layers);
   for (std::size_t l = 0; l < per_layer.size(); ++l) {
@@ -106,8 +112,8 @@ struct trace_summary {
     }
     L.max_share = static_cast<double>(hi) / static_cast<double>(total);
     L.min_share = static_cast<double>(lo) / static_cast<double>(total);
-    L.max_min_ratio = lo == 0 ? std::numeric_limits<double>::infinity()
-                              : static_cast<double>(hi) / static_cast<double>(lo);
+    L.max_min_ratio =
+        lo == 0 ? std::numeric_limits<double>::infinity() : static_cast<double>(hi) / static_cast<double>(lo);
     L.entropy_bits = entropy_bits(L.selections);
     s.min_layer_tokens = first ? tokens : std::min(s.min_layer_tokens, tokens);
     s.max_layer_tokens = std::max(s.max_layer_tokens, tokens);
@@ -130,6 +136,82 @@ struct trace_summary {
     s.decode_tokens += rs.decode_tokens;
     s.requests.push_back(std::move(rs));
   }
+  return s;
+}
+
+namespace detail {
+
+/// The per-layer figures of `per_layer` (selections and tokens counted), into `s`.
+inline void finish_layers(std::vector<layer_skew>& per_layer, trace_summary& s) {
+  bool first = true;
+  for (auto& L : per_layer) {
+    const std::uint64_t tokens = L.prefill_tokens + L.decode_tokens;
+    if (tokens == 0) continue;
+    std::uint64_t total = 0, hi = 0, lo = std::numeric_limits<std::uint64_t>::max();
+    for (auto c : L.selections) {
+      total += c;
+      hi = std::max(hi, c);
+      lo = std::min(lo, c);
+      if (c > 0) ++L.experts_used;
+    }
+    L.max_share = static_cast<double>(hi) / static_cast<double>(total);
+    L.min_share = static_cast<double>(lo) / static_cast<double>(total);
+    L.max_min_ratio =
+        lo == 0 ? std::numeric_limits<double>::infinity() : static_cast<double>(hi) / static_cast<double>(lo);
+    L.entropy_bits = entropy_bits(L.selections);
+    s.min_layer_tokens = first ? tokens : std::min(s.min_layer_tokens, tokens);
+    s.max_layer_tokens = std::max(s.max_layer_tokens, tokens);
+    first = false;
+    s.layers.push_back(std::move(L));
+  }
+}
+
+}  // namespace detail
+
+/// Summarises the canonical file `file` in one walk of its map (bounded memory); equal to
+/// `summarize(file.read())`.
+///
+/// Throws: `parse_error` as `canonical_file::for_each_batch`.
+/// Complexity: O(rows × top_k + requests × layers + layers × experts).
+[[nodiscard]] inline trace_summary summarize(const canonical_file& file) {
+  const auto& info = file.info();
+  trace_summary s;
+  s.rows = file.num_rows();
+  std::vector<layer_skew> per_layer(info.num_layers);
+  for (std::size_t l = 0; l < per_layer.size(); ++l) {
+    per_layer[l].layer = static_cast<layer_id>(l);
+    per_layer[l].selections.assign(info.num_experts, 0);
+  }
+  std::vector<std::uint64_t> pre(info.num_layers, 0), dec(info.num_layers, 0);
+  const auto names = file.request_names();
+  const auto close_request = [&] {
+    if (s.requests.empty()) return;
+    request_summary& rs = s.requests.back();
+    rs.prefill_tokens = *std::max_element(pre.begin(), pre.end());
+    rs.decode_tokens = *std::max_element(dec.begin(), dec.end());
+    s.prefill_tokens += rs.prefill_tokens;
+    s.decode_tokens += rs.decode_tokens;
+    std::fill(pre.begin(), pre.end(), 0);
+    std::fill(dec.begin(), dec.end(), 0);
+  };
+  file.for_each_batch(
+      [&](std::uint32_t q) {
+        close_request();
+        s.requests.push_back(request_summary{names[q], 0, 0, 0, 0});
+      },
+      [&](const batch_view& b) {
+        auto& L = per_layer[b.ref.layer];
+        (b.ref.kind == phase::prefill ? L.prefill_tokens : L.decode_tokens) += b.ref.num_rows;
+        for (expert_id e : b.experts) ++L.selections[e];
+        (b.ref.kind == phase::prefill ? pre : dec)[b.ref.layer] += b.ref.num_rows;
+        s.requests.back().rows += b.ref.num_rows;
+      },
+      [&](const step_ref&) {
+        ++s.steps;
+        ++s.requests.back().steps;
+      });
+  close_request();
+  detail::finish_layers(per_layer, s);
   return s;
 }
 

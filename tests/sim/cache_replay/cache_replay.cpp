@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -197,4 +198,44 @@ TEST_CASE("golden: demand hit counts of every policy on the bundled Granite trac
     const hit_curve& curve = points[i].scope == capacity_scope::shared ? shared_lru : layer_lru;
     CHECK(curve.hits_at(points[i].capacity) == hits[lru]);  // Mattson agrees with the LRU replay
   }
+}
+
+TEST_CASE("a canonical file replays from its map exactly as the trace, with next uses computed once") {
+  const auto path =
+      std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
+  const routing_trace t = test::granite_trace();
+  const canonical_file f(path);
+  CHECK(replay_accesses(f) == replay_accesses(t));
+  CHECK(replay_accesses(f, {.prefill = false}) == replay_accesses(t, {.prefill = false}));
+  const std::vector<std::uint64_t> next = replay_next_uses(f);
+  CHECK(next == next_use_positions(replay_accesses(t), 24, 32));
+  for (const auto& scope : {capacity_scope::shared, capacity_scope::per_layer}) {
+    const cache_config cc = granite_cache(scope == capacity_scope::shared ? 128 : 8, scope);
+    for (const auto& e : eviction_policies) {
+      CAPTURE(e.name);
+      const cache_replay_result a = replay_cache(t, cc, e.defaults);
+      const cache_replay_result b = replay_cache(f, cc, e.defaults, {}, next);
+      CHECK(b.stats.hits == a.stats.hits);
+      CHECK(b.stats.accesses == a.stats.accesses);
+      CHECK(b.steps == a.steps);
+      CHECK(b.batches == a.batches);
+      for (std::size_t l = 0; l < a.layers.size(); ++l) CHECK(b.layers[l].hits == a.layers[l].hits);
+      const cache_replay_config cold{.prefill = false, .reset_between_requests = true};
+      CHECK(replay_cache(f, cc, e.defaults, cold).stats.hits == replay_cache(t, cc, e.defaults, cold).stats.hits);
+    }
+    short_horizon_predictor p1({.num_layers = 24, .num_experts = 32, .top_k = 8});
+    short_horizon_predictor p2({.num_layers = 24, .num_experts = 32, .top_k = 8});
+    CHECK(replay_cache_with_hints<sticky_lru_policy>(f, cc, {}, p1).stats.hits ==
+          replay_cache_with_hints<sticky_lru_policy>(t, cc, {}, p2).stats.hits);
+    const cache_shape shape{24, 32, scope};
+    CHECK(lru_hit_curve(f, shape).hits == lru_hit_curve(t, shape).hits);
+  }
+  // Next uses of another sequence are refused.
+  const cache_config cc = granite_cache(64);
+  const std::vector<std::uint64_t> short_next(next.begin(), next.end() - 1);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_cache<belady_policy>(f, cc, {}, {}, short_next)),
+                       ("moepolicy::replay_cache: next_use has fewer entries than the replay's accesses, got " +
+                        std::to_string(short_next.size()))
+                           .c_str(),
+                       invalid_argument);
 }

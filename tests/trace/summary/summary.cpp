@@ -4,6 +4,10 @@
 
 #include <array>
 #include <cmath>
+#include <filesystem>
+#include <span>
+#include <sstream>
+#include <string>
 #include <vector>
 
 using namespace moepolicy;
@@ -46,8 +50,8 @@ TEST_CASE("counts tokens per phase and selections per expert for each layer") {
   CHECK(l0.max_share == doctest::Approx(5.0 / 12));
   CHECK(l0.min_share == doctest::Approx(1.0 / 12));
   CHECK(l0.max_min_ratio == doctest::Approx(5.0));
-  const double h = -(5.0 / 12 * std::log2(5.0 / 12) + 4.0 / 12 * std::log2(4.0 / 12) +
-                     2.0 / 12 * std::log2(2.0 / 12) + 1.0 / 12 * std::log2(1.0 / 12));
+  const double h = -(5.0 / 12 * std::log2(5.0 / 12) + 4.0 / 12 * std::log2(4.0 / 12) + 2.0 / 12 * std::log2(2.0 / 12) +
+                     1.0 / 12 * std::log2(1.0 / 12));
   CHECK(l0.entropy_bits == doctest::Approx(h));
 
   const auto& l1 = s.layers[1];
@@ -77,4 +81,43 @@ TEST_CASE("entropy of a uniform distribution is log2 of its size; zero counts gi
   CHECK(entropy_bits({3, 3, 3, 3}) == doctest::Approx(2.0));
   CHECK(entropy_bits({7, 0, 0}) == doctest::Approx(0.0));
   CHECK(entropy_bits({0, 0}) == 0.0);
+}
+
+TEST_CASE("a canonical file is summarised from its map as the trace in memory") {
+  const auto check_same = [](const trace_summary& a, const trace_summary& b) {
+    CHECK(a.rows == b.rows);
+    CHECK(a.steps == b.steps);
+    CHECK(a.prefill_tokens == b.prefill_tokens);
+    CHECK(a.decode_tokens == b.decode_tokens);
+    CHECK(a.min_layer_tokens == b.min_layer_tokens);
+    CHECK(a.max_layer_tokens == b.max_layer_tokens);
+    REQUIRE(a.requests.size() == b.requests.size());
+    for (std::size_t i = 0; i < a.requests.size(); ++i) {
+      CHECK(a.requests[i].name == b.requests[i].name);
+      CHECK(a.requests[i].rows == b.requests[i].rows);
+      CHECK(a.requests[i].prefill_tokens == b.requests[i].prefill_tokens);
+      CHECK(a.requests[i].decode_tokens == b.requests[i].decode_tokens);
+      CHECK(a.requests[i].steps == b.requests[i].steps);
+    }
+    REQUIRE(a.layers.size() == b.layers.size());
+    for (std::size_t i = 0; i < a.layers.size(); ++i) {
+      CHECK(a.layers[i].layer == b.layers[i].layer);
+      CHECK(a.layers[i].selections == b.layers[i].selections);
+      CHECK(a.layers[i].prefill_tokens == b.layers[i].prefill_tokens);
+      CHECK(a.layers[i].decode_tokens == b.layers[i].decode_tokens);
+      CHECK(a.layers[i].entropy_bits == b.layers[i].entropy_bits);
+      CHECK(a.layers[i].experts_used == b.layers[i].experts_used);
+    }
+  };
+  const routing_trace t = make_trace();
+  std::ostringstream os(std::ios::binary);
+  write_canonical(t, os);
+  const std::string bytes = os.str();
+  const canonical_file f(std::as_bytes(std::span<const char>(bytes)), "t");
+  const trace_summary s = summarize(f);
+  CHECK(s.steps == 4);
+  check_same(s, summarize(t));
+  const auto granite =
+      std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
+  check_same(summarize(canonical_file(granite)), summarize(read_canonical(granite)));
 }
