@@ -81,64 +81,6 @@ struct trace_summary {
   return h;
 }
 
-/// Summarises `trace`. Complexity: O(rows × top_k + layers × experts).
-[[nodiscard]] inline trace_summary summarize(const routing_trace& trace) {
-  const auto& info = trace.info();
-  trace_summary s;
-  s.rows = trace.num_rows();
-  s.steps = trace.steps().size();
-
-  std::vector<layer_skew> per_layer(info.num_layers);
-  for (std::size_t l = 0; l < per_layer.size(); ++l) {
-    per_layer[l].layer = static_cast<layer_id>(l);
-    per_layer[l].selections.assign(info.num_experts, 0);
-  }
-  for (const auto& b : trace.batches()) {
-    auto& L = per_layer[b.layer];
-    (b.kind == phase::prefill ? L.prefill_tokens : L.decode_tokens) += b.num_rows;
-    const auto v = trace.view(b);
-    for (expert_id e : v.experts) ++L.selections[e];
-  }
-  bool first = true;
-  for (auto& L : per_layer) {
-    const std::uint64_t tokens = L.prefill_tokens + L.decode_tokens;
-    if (tokens == 0) continue;
-    std::uint64_t total = 0, hi = 0, lo = std::numeric_limits<std::uint64_t>::max();
-    for (auto c : L.selections) {
-      total += c;
-      hi = std::max(hi, c);
-      lo = std::min(lo, c);
-      if (c > 0) ++L.experts_used;
-    }
-    L.max_share = static_cast<double>(hi) / static_cast<double>(total);
-    L.min_share = static_cast<double>(lo) / static_cast<double>(total);
-    L.max_min_ratio =
-        lo == 0 ? std::numeric_limits<double>::infinity() : static_cast<double>(hi) / static_cast<double>(lo);
-    L.entropy_bits = entropy_bits(L.selections);
-    s.min_layer_tokens = first ? tokens : std::min(s.min_layer_tokens, tokens);
-    s.max_layer_tokens = std::max(s.max_layer_tokens, tokens);
-    first = false;
-    s.layers.push_back(std::move(L));
-  }
-
-  for (const auto& r : trace.requests()) {
-    request_summary rs{r.name, r.num_rows, 0, 0, r.num_steps};
-    // Tokens per layer within this request, by phase; report the most populated layer.
-    std::vector<std::uint64_t> pre(info.num_layers, 0), dec(info.num_layers, 0);
-    for (const auto& st : trace.steps_of(r)) {
-      for (const auto& b : trace.batches_of(st)) {
-        (b.kind == phase::prefill ? pre : dec)[b.layer] += b.num_rows;
-      }
-    }
-    rs.prefill_tokens = *std::max_element(pre.begin(), pre.end());
-    rs.decode_tokens = *std::max_element(dec.begin(), dec.end());
-    s.prefill_tokens += rs.prefill_tokens;
-    s.decode_tokens += rs.decode_tokens;
-    s.requests.push_back(std::move(rs));
-  }
-  return s;
-}
-
 namespace detail {
 
 /// The per-layer figures of `per_layer` (selections and tokens counted), into `s`.
@@ -167,6 +109,44 @@ inline void finish_layers(std::vector<layer_skew>& per_layer, trace_summary& s) 
 }
 
 }  // namespace detail
+
+/// Summarises `trace`. Complexity: O(rows × top_k + layers × experts).
+[[nodiscard]] inline trace_summary summarize(const routing_trace& trace) {
+  const auto& info = trace.info();
+  trace_summary s;
+  s.rows = trace.num_rows();
+  s.steps = trace.steps().size();
+
+  std::vector<layer_skew> per_layer(info.num_layers);
+  for (std::size_t l = 0; l < per_layer.size(); ++l) {
+    per_layer[l].layer = static_cast<layer_id>(l);
+    per_layer[l].selections.assign(info.num_experts, 0);
+  }
+  for (const auto& b : trace.batches()) {
+    auto& L = per_layer[b.layer];
+    (b.kind == phase::prefill ? L.prefill_tokens : L.decode_tokens) += b.num_rows;
+    const auto v = trace.view(b);
+    for (expert_id e : v.experts) ++L.selections[e];
+  }
+  detail::finish_layers(per_layer, s);
+
+  for (const auto& r : trace.requests()) {
+    request_summary rs{r.name, r.num_rows, 0, 0, r.num_steps};
+    // Tokens per layer within this request, by phase; report the most populated layer.
+    std::vector<std::uint64_t> pre(info.num_layers, 0), dec(info.num_layers, 0);
+    for (const auto& st : trace.steps_of(r)) {
+      for (const auto& b : trace.batches_of(st)) {
+        (b.kind == phase::prefill ? pre : dec)[b.layer] += b.num_rows;
+      }
+    }
+    rs.prefill_tokens = *std::max_element(pre.begin(), pre.end());
+    rs.decode_tokens = *std::max_element(dec.begin(), dec.end());
+    s.prefill_tokens += rs.prefill_tokens;
+    s.decode_tokens += rs.decode_tokens;
+    s.requests.push_back(std::move(rs));
+  }
+  return s;
+}
 
 /// Summarises the canonical file `file` in one walk of its map (bounded memory); equal to
 /// `summarize(file.read())`.
