@@ -1267,17 +1267,17 @@ void write_canonical_rows(const std::filesystem::path& path, const trace_info& i
   const std::uint64_t k = info.top_k, e = info.num_experts;
   std::uint64_t meta = 8 + info.model.size() + info.source.size();
   for (const auto& n : request_names) meta += 4 + n.size();
-  const std::array<std::uint64_t, c::num_sections> bytes = {meta,
-                                                            4 * num_rows,
-                                                            4 * num_rows,
-                                                            4 * num_rows,
-                                                            2 * num_rows,
-                                                            num_rows,
-                                                            2 * k * num_rows,
-                                                            4 * k * num_rows,
-                                                            info.has_scores ? 4 * e * num_rows : 0};
+  const std::array<std::uint64_t, c::num_sections> section_bytes = {meta,
+                                                                    4 * num_rows,
+                                                                    4 * num_rows,
+                                                                    4 * num_rows,
+                                                                    2 * num_rows,
+                                                                    num_rows,
+                                                                    2 * k * num_rows,
+                                                                    4 * k * num_rows,
+                                                                    info.has_scores ? 4 * e * num_rows : 0};
   std::uint64_t payload = 0;
-  for (const std::uint64_t n : bytes) payload += c::section_header_size + c::pad8(n);
+  for (const std::uint64_t n : section_bytes) payload += c::section_header_size + c::pad8(n);
   detail::write_file_atomically(path, fn, [&](std::ostream& os) {
     const std::array<std::byte, c::header_size> blank{};
     os.write(reinterpret_cast<const char*>(blank.data()), static_cast<std::streamsize>(blank.size()));
@@ -1293,7 +1293,7 @@ void write_canonical_rows(const std::filesystem::path& path, const trace_info& i
     phase prev_kind = phase::prefill;
     for (std::size_t s = c::request; s < c::num_sections; ++s) {
       const auto sec = static_cast<c::section>(s);
-      c::emit_section_header(sink, sec, bytes[s]);
+      c::emit_section_header(sink, sec, section_bytes[s]);
       for (std::uint64_t first = 0; first < num_rows; first += chunk_rows) {
         const std::uint64_t n = std::min(chunk_rows, num_rows - first);
         fill(first, n, cols);
@@ -1370,7 +1370,7 @@ void write_canonical_rows(const std::filesystem::path& path, const trace_info& i
             break;
         }
       }
-      c::emit_padding(sink, bytes[s]);
+      c::emit_padding(sink, section_bytes[s]);
     }
     const auto h =
         c::make_header(info, num_rows, static_cast<std::uint32_t>(request_names.size()), payload, sink.state.value());
