@@ -158,6 +158,9 @@ TEST_CASE("replica-count search: never above EPLB's greedy replication, >= the b
   // and 1.48: it could not take replicas away from an expert doubled up on one GPU).
   CHECK(optimal_search >= 255);
   CHECK(worst <= 1.1);
+  // A block of one expert: no other expert can take a replica it gives up.
+  ep_rebalancer single(1, 1, {.replicas = 4, .gpus = 2}, {.replica_search_rounds = 4});
+  CHECK(single.rebalance(ep_load_view(std::vector<double>{10.0}, 1, 1)).max_load[0] == 5.0);
   // Larger random instances, hierarchical and global: never above EPLB, never below the bound.
   for (int t = 0; t < 60; ++t) {
     const std::uint32_t g = 4u << (rng() % 3);

@@ -556,6 +556,7 @@ class ep_rebalancer {
             if (e == x) continue;
             if (to == m || expert_load_[e] * counts_[to] > expert_load_[to] * counts_[e]) to = e;
           }
+          if (to == m) break;  // x is the block's only expert (its counts are restored below)
           ++counts_[to];
           improved = try_counts();
         }
