@@ -12,18 +12,27 @@
 //   2. Replication in each block: the greedy of ep/lower_bound.hpp (each extra replica to
 //      the largest load per replica), which minimises the largest replica (EPLB's rule).
 //   2b. Optionally (`replica_search_rounds` > 0), a replica-count search with the packer in
-//      the loop: the greedy minimises the largest replica, not the packed max, so an expert
-//      on the max-loaded GPU gains a replica taken from the expert whose per-replica load
-//      grows least (staying below that GPU's load), the block is packed again (step 3), and
-//      the change is kept when the max falls; up to 4 experts of that GPU are tried per
-//      round, and the search stops when none helps. It starts from EPLB's counts and keeps
-//      only improvements, so it is never above step 2's result.
+//      the loop: the greedy minimises the largest replica, not the packed max. For up to 4
+//      experts of the max-loaded GPU, largest replica first: (a) the expert gains a replica
+//      taken from the expert whose per-replica load grows least (staying below that GPU's
+//      load), or else (b) it gives up k = 1 … 4 replicas, each to the expert with the largest
+//      load per replica (a count the GPUs cannot spread evenly, say 5 replicas on 4 GPUs,
+//      doubles up on one GPU; 4 spread); after each move the block is packed again (step 3)
+//      and the first move that lowers the max is kept. The search stops when none helps. It
+//      starts from EPLB's counts and keeps only improvements, so it is never above step 2's
+//      result. On 278 tiny instances against the exact optimum (tests/ep/rebalancer.cpp) it
+//      is optimal on 260 and within 1.071× on all (the greedy alone: 216, 1.48×).
 //   3. Packing: longest processing time first with a cardinality constraint (replicas
 //      largest first, each to the lightest GPU with a free slot; EPLB's packing), then
 //      improving swaps: while some swap of a replica on the max-loaded GPU with a smaller one
 //      on a lighter GPU lowers the pair's max below the old max, make the best such swap
 //      with the lightest GPU that has one (a local search for k-partitioning; at most
 //      `max_swap_rounds` swaps per block).
+//   3b. Hierarchical case: the nodes are solved from the heaviest (load ÷ speed) down, and a
+//      node is polished (swaps, and the search of 2b) only when its LPT max is above the
+//      layer's max so far. Polishing only ever lowers a node's max, so on the other nodes it
+//      cannot lower the layer's max: the layer's max (and balancedness) is exactly the one
+//      polishing every node gives (`polish_every_node`), at about half the time.
 // Since the swaps only lower a block's max, and EPLB's partition is among those tried, the
 // max GPU load is never above EPLB's up to float32 rounding (the tests check it on random
 // and real matrices).
@@ -83,6 +92,10 @@ struct ep_rebalance_config {
   /// Rounds of the replica-count search per block and layer (step 2b), at most; 0 keeps
   /// EPLB's greedy replication.
   std::uint32_t replica_search_rounds = 0;
+  /// Hierarchical case: polish (swaps and search) every node, not only those whose LPT max
+  /// is above the layer's max so far (step 3b). The layer's max is the same either way; this
+  /// only evens the GPUs inside the other nodes, at about twice the time.
+  bool polish_every_node = false;
 };
 
 /// The placement of every layer and what it achieves on the loads it was made for: the
@@ -147,10 +160,22 @@ class ep_rebalancer {
     counts_.resize(experts);
     heap_.resize(experts);
     ids_.resize(experts);
+    sorted_.resize(experts);
+    layer_order_.resize(experts);
+    radix_a_.resize(experts);
+    radix_b_.resize(experts);
+    radix_count_.resize(4 * 256);
+    group_of_.resize(experts);
+    for (std::size_t e = 0; e < experts; ++e) group_of_[e] = static_cast<std::uint32_t>(e / (experts / k));
+    local_base_.resize(k);
+    node_fill_.resize(cluster.nodes);
+    node_rank_.resize(cluster.nodes);
+    node_max_.resize(cluster.nodes);
     items_.resize(r);
     bin_load_.resize(std::max(g, k));
     bin_fill_.resize(std::max(g, k));
     bin_items_.resize(std::max(r, k));
+    bin_size_.resize(std::max(r, k));
     order_.resize(std::max(g, k));
     gpu_heap_.resize(g);
     slots_a_.resize(r);
@@ -187,6 +212,7 @@ class ep_rebalancer {
     by_load_.resize(experts);
     multi_.resize(experts);
     cand_.resize(search_candidates);
+    counts_save_.resize(experts);
     slots_c_.resize(r);
     swap_buf_.resize(r);
     bin_time_.resize(std::max(g, k));
@@ -204,7 +230,8 @@ class ep_rebalancer {
   ///
   /// Throws: `invalid_argument` naming `ep_rebalancer::rebalance` when the load matrix's
   /// shape differs from the solver's, or a load is negative or not finite.
-  /// Complexity: per layer about O(R log R + (R − E) log E + swaps · (G log G + S²));
+  /// Complexity: per layer about O(E + R log G + (R − E) log E + swaps · (G + S)), the
+  /// swaps on the polished nodes only (step 3b);
   /// no allocation.
   const ep_rebalance_result& rebalance(const ep_load_view& loads) {
     check(loads);
@@ -262,9 +289,14 @@ class ep_rebalancer {
   /// load. Preconditions: shapes as the solver's, loads finite and >= 0. No allocation.
   double solve_fresh(std::span<const double> w, std::span<std::int32_t> slots) noexcept {
     const std::size_t r = cluster_.replicas;
+    sort_layer(w);
     if (nodes_ == 1) {
-      for (std::size_t e = 0; e < experts_; ++e) ids_[e] = static_cast<std::int32_t>(e);
-      return solve_block(w, std::span<const std::int32_t>(ids_.data(), experts_), r, cluster_.gpus, slots);
+      for (std::size_t e = 0; e < experts_; ++e) {
+        ids_[e] = static_cast<std::int32_t>(e);
+        sorted_[e] = static_cast<std::int32_t>(layer_order_[e]);
+      }
+      return solve_block(w, std::span<const std::int32_t>(ids_.data(), experts_),
+                         std::span<const std::int32_t>(sorted_.data(), experts_), r, cluster_.gpus, slots);
     }
     const std::size_t k = cluster_.groups;
     const std::size_t gs = experts_ / k;
@@ -295,13 +327,24 @@ class ep_rebalancer {
       }
       for (std::size_t q = 0; q < k; ++q) {
         const auto n = static_cast<std::size_t>(part_[q]);
+        bin_size_[n * per + bin_fill_[n]] = group_load_[q];
         bin_items_[n * per + bin_fill_[n]++] = static_cast<std::int32_t>(q);
         bin_load_[n] += group_load_[q];
         item_size_[q] = group_load_[q];
       }
-      // Each node's groups largest first, as the swaps keep their bins.
+      // Each node's groups largest first, as the swaps keep their bins (an insertion sort:
+      // each group moves left past the smaller ones before it).
       for (std::size_t n = 0; n < nodes_; ++n) {
-        for (std::size_t j = 1; j < per; ++j) resort(n * per, j, per);
+        std::int32_t* b = bin_items_.data() + n * per;
+        double* z = bin_size_.data() + n * per;
+        for (std::size_t j = 1; j < per; ++j) {
+          const std::int32_t v = b[j];
+          const double sv = z[j];
+          std::size_t pos = j;
+          for (; pos > 0 && z[pos - 1] < sv; --pos) b[pos] = b[pos - 1], z[pos] = z[pos - 1];
+          b[pos] = v;
+          z[pos] = sv;
+        }
       }
       if (improve_by_swaps(nodes_, per) > 0) {
         for (std::size_t n = 0; n < nodes_; ++n) {
@@ -337,6 +380,9 @@ class ep_rebalancer {
     double load;
     std::uint32_t gpu;
   };
+  static bool before(const gpu_entry& a, const gpu_entry& b) noexcept {
+    return a.load < b.load || (a.load == b.load && a.gpu < b.gpu);
+  }
   struct pair_entry {
     std::uint32_t overlap;
     std::uint32_t a;
@@ -383,38 +429,78 @@ class ep_rebalancer {
     const std::size_t epn = experts_ / nodes_;
     const std::size_t rpn = cluster_.replicas / nodes_;
     const std::size_t gpn = cluster_.gpus / nodes_;
-    double mx = 0.0;
+    // Each node's experts (its groups in order; a node's local index follows the global
+    // one), and the layer's load order split by node, in local indices: a stable split, so
+    // each node's list is by load, ties to the lower expert.
+    std::fill(node_fill_.begin(), node_fill_.begin() + static_cast<std::ptrdiff_t>(nodes_), 0u);
+    for (std::size_t q = 0; q < k; ++q) {
+      const auto n = static_cast<std::size_t>(part_[q]);
+      local_base_[q] = node_fill_[n];
+      for (std::size_t j = 0; j < gs; ++j) ids_[n * epn + node_fill_[n] + j] = static_cast<std::int32_t>(q * gs + j);
+      node_fill_[n] += static_cast<std::uint32_t>(gs);
+    }
+    std::fill(node_fill_.begin(), node_fill_.begin() + static_cast<std::ptrdiff_t>(nodes_), 0u);
+    for (std::size_t i = 0; i < experts_; ++i) {
+      const std::uint32_t e = layer_order_[i];
+      const std::uint32_t q = group_of_[e];
+      const auto n = static_cast<std::size_t>(part_[q]);
+      sorted_[n * epn + node_fill_[n]++] = static_cast<std::int32_t>(local_base_[q] + (e - q * gs));
+    }
+    // The nodes from the heaviest (load ÷ speed) down, each polished (improving swaps and
+    // the replica-count search) only when its LPT max is above the layer's max so far: on
+    // any other node polishing cannot lower the layer's max (it only ever lowers a node's
+    // max), so the layer's max is the one polishing every node gives, at a fraction of the
+    // work (usually one node in four is polished).
     for (std::size_t n = 0; n < nodes_; ++n) {
-      std::size_t m = 0;
-      for (std::size_t q = 0; q < k; ++q) {
-        if (static_cast<std::size_t>(part_[q]) != n) continue;
-        for (std::size_t j = 0; j < gs; ++j) ids_[m++] = static_cast<std::int32_t>(q * gs + j);
-      }
-      MOEPOLICY_ASSERT(m == epn);
-      mx = std::max(mx, solve_block(w, std::span<const std::int32_t>(ids_.data(), epn), rpn, gpn,
-                                    slots.subspan(n * rpn, rpn), n * gpn));
+      MOEPOLICY_ASSERT(node_fill_[n] == epn);
+      node_max_[n] = 0.0;
+      node_rank_[n] = static_cast<std::uint32_t>(n);
+    }
+    for (std::size_t q = 0; q < k; ++q) node_max_[static_cast<std::size_t>(part_[q])] += group_load_[q];
+    for (std::size_t n = 0; n < nodes_; ++n) {
+      double sp = 0.0;
+      for (std::size_t q = n * gpn; q < (n + 1) * gpn; ++q) sp += 1.0 / inv_speed_[q];
+      node_max_[n] /= sp;
+    }
+    std::sort(node_rank_.begin(), node_rank_.begin() + static_cast<std::ptrdiff_t>(nodes_),
+              [&](std::uint32_t a, std::uint32_t b) {
+                return node_max_[a] > node_max_[b] || (node_max_[a] == node_max_[b] && a < b);
+              });
+    double mx = 0.0;
+    for (std::size_t i = 0; i < nodes_; ++i) {
+      const std::size_t n = node_rank_[i];
+      mx = std::max(mx, solve_block(w, std::span<const std::int32_t>(ids_.data() + n * epn, epn),
+                                    std::span<const std::int32_t>(sorted_.data() + n * epn, epn), rpn, gpn,
+                                    slots.subspan(n * rpn, rpn), n * gpn, cfg_.polish_every_node ? -1.0 : mx));
     }
     return mx;
   }
 
   /// Replicates the experts `ids` into `r` slots and packs them on the `g` GPUs from
   /// `first_gpu` on; writes the slots (GPU-major) and returns the max GPU time (load ÷ speed).
-  double solve_block(std::span<const double> w, std::span<const std::int32_t> ids, std::size_t r, std::size_t g,
-                     std::span<std::int32_t> slots, std::size_t first_gpu = 0) noexcept {
+  /// `sorted` lists the block's local indices (into `ids`) by load, largest first, ties to
+  /// the lower index.
+  /// The improving swaps and the replica-count search run only when the LPT max is above
+  /// `polish_above` (the layer's max so far).
+  double solve_block(std::span<const double> w, std::span<const std::int32_t> ids, std::span<const std::int32_t> sorted,
+                     std::size_t r, std::size_t g, std::span<std::int32_t> slots, std::size_t first_gpu = 0,
+                     double polish_above = -1.0) noexcept {
     const std::size_t m = ids.size();
     const std::size_t per = r / g;
     for (std::size_t b = 0; b < g; ++b) bin_inv_speed_[b] = inv_speed_[first_gpu + b];
     // Replication (counts_ and expert_load_ are indexed by the block's local expert).
-    // The experts by load, largest first (ties to the lower expert), sorted once: the
-    // greedy replication runs on the heaviest R − E of them only (the others can never take
-    // an extra replica, see `ep_replicate`), and packing merges this order with the few
-    // replicated experts instead of sorting again.
+    // The experts by load, largest first (ties to the lower expert), from the layer's one
+    // sort: the greedy replication runs on the heaviest R − E of them only (the others can
+    // never take an extra replica, see `ep_replicate`), and packing merges this order with
+    // the few replicated experts instead of sorting again.
     for (std::size_t i = 0; i < m; ++i) {
       expert_load_[i] = w[static_cast<std::size_t>(ids[i])];
-      by_load_[i] = {expert_load_[i], static_cast<std::int32_t>(i)};
       counts_[i] = 1;
     }
-    std::sort(by_load_.begin(), by_load_.begin() + static_cast<std::ptrdiff_t>(m), larger_first);
+    for (std::size_t i = 0; i < m; ++i) {
+      const auto loc = static_cast<std::size_t>(sorted[i]);
+      by_load_[i] = {expert_load_[loc], static_cast<std::int32_t>(loc)};
+    }
     const std::size_t extra = r - m;
     const std::size_t k = std::min(extra, m);
     if (k > 0) {
@@ -431,37 +517,115 @@ class ep_rebalancer {
         std::push_heap(heap_.begin(), end, detail::ep::replica_less{});
       }
     }
-    double best = pack(ids, g, per, slots);
-    // Replica-count search (step 2b): an expert on the max-time GPU gains a replica, taken
-    // from the expert that loses least by it; the block is packed again and the move kept
-    // if the max time falls. Up to `search_candidates` experts of that GPU are tried, largest
-    // replica first; the search ends when none helps.
+    double best = pack(ids, g, per, slots, polish_above);
+    if (!(best > polish_above)) return best;
+    // Replica-count search (step 2b): for each of up to `search_candidates` experts on the
+    // max-time GPU (largest replica first), (a) it gains a replica, taken from the expert
+    // that loses least by it, or else (b) it gives up k = 1 … `search_give` replicas, each
+    // to the expert with the largest load per replica then; the block is packed again after
+    // each move and the first move that lowers the max time is kept. The search ends when
+    // none helps.
+    auto try_counts = [&]() {
+      const double now = pack(ids, g, per, std::span<std::int32_t>(slots_c_.data(), r));
+      if (!(now < best * (1.0 - 1e-12))) return false;
+      best = now;
+      std::copy(slots_c_.begin(), slots_c_.begin() + static_cast<std::ptrdiff_t>(r), slots.begin());
+      return true;
+    };
     for (std::uint32_t round = 0; round < cfg_.replica_search_rounds && m < r; ++round) {
       const std::size_t nc = search_candidates_of(g, per);
       bool improved = false;
       for (std::size_t ci = 0; ci < nc && !improved; ++ci) {
-        const auto gain = static_cast<std::size_t>(cand_[ci]);
-        const std::size_t lose = least_harm(m, gain, cand_top_);
-        if (lose == m) continue;
-        ++counts_[gain];
-        --counts_[lose];
-        const double now = pack(ids, g, per, std::span<std::int32_t>(slots_c_.data(), r));
-        if (now < best * (1.0 - 1e-12)) {
-          best = now;
-          std::copy(slots_c_.begin(), slots_c_.begin() + static_cast<std::ptrdiff_t>(r), slots.begin());
-          improved = true;
-        } else {
-          --counts_[gain];
+        const auto x = static_cast<std::size_t>(cand_[ci]);
+        const std::size_t lose = least_harm(m, x, cand_top_);
+        if (lose != m) {
+          ++counts_[x];
+          --counts_[lose];
+          improved = try_counts();
+          if (improved) break;
+          --counts_[x];
           ++counts_[lose];
         }
+        // (b): a replica count that GPUs cannot spread evenly (say 5 on 4 GPUs) doubles up
+        // on one GPU; fewer replicas of x and more of the others can spread better.
+        std::copy(counts_.begin(), counts_.begin() + static_cast<std::ptrdiff_t>(m), counts_save_.begin());
+        for (std::int32_t give = 1; give <= search_give && give < counts_save_[x] && !improved; ++give) {
+          --counts_[x];
+          std::size_t to = m;
+          for (std::size_t e = 0; e < m; ++e) {
+            if (e == x) continue;
+            if (to == m || expert_load_[e] * counts_[to] > expert_load_[to] * counts_[e]) to = e;
+          }
+          if (to == m) break;  // x is the block's only expert (its counts are restored below)
+          ++counts_[to];
+          improved = try_counts();
+        }
+        if (!improved)
+          std::copy(counts_save_.begin(), counts_save_.begin() + static_cast<std::ptrdiff_t>(m), counts_.begin());
       }
       if (!improved) break;
     }
     return best;
   }
 
+  /// Layers of at least this many experts are sorted by radix, smaller ones by comparison.
+  static constexpr std::size_t radix_min_experts = 48;
+
+  /// The experts of `w` by load, largest first, ties to the lower expert, into
+  /// `layer_order_`. Large layers: an LSD radix sort (4 passes of 8 bits) on the upper 32 bits
+  /// of each load (sign, exponent and 20 mantissa bits; loads are >= 0 so their bits order
+  /// as the values do), stable so that equal keys keep the expert order, then an insertion
+  /// pass that orders the loads whose upper bits agree (none, for counts below 2^21; the pass
+  /// costs one comparison per expert on the nearly sorted result). A comparison sort of
+  /// random loads mispredicts about half its branches; the radix sort has none to miss.
+  void sort_layer(std::span<const double> w) noexcept {
+    const std::size_t n = experts_;
+    std::uint32_t* out = layer_order_.data();
+    auto first = [&](std::uint32_t a, std::uint32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
+    if (n < radix_min_experts) {
+      for (std::size_t e = 0; e < n; ++e) out[e] = static_cast<std::uint32_t>(e);
+      std::sort(out, out + n, first);
+      return;
+    }
+    std::uint64_t* a = radix_a_.data();
+    std::uint64_t* b = radix_b_.data();
+    std::uint32_t* count = radix_count_.data();
+    std::fill(radix_count_.begin(), radix_count_.end(), 0u);
+    for (std::size_t e = 0; e < n; ++e) {
+      // Ascending keys: the complement of the upper bits (larger loads first); -0 made +0.
+      const auto key = static_cast<std::uint32_t>(~(std::bit_cast<std::uint64_t>(w[e] + 0.0) >> 32));
+      a[e] = (std::uint64_t{key} << 32) | e;
+      ++count[key & 255u];
+      ++count[256 + ((key >> 8) & 255u)];
+      ++count[512 + ((key >> 16) & 255u)];
+      ++count[768 + (key >> 24)];
+    }
+    for (unsigned d = 0; d < 4; ++d) {
+      std::uint32_t* c = count + 256 * d;
+      const unsigned shift = 32 + 8 * d;
+      if (c[(a[0] >> shift) & 255u] == n) continue;  // a digit every key shares orders nothing
+      std::uint32_t sum = 0;
+      for (std::size_t v = 0; v < 256; ++v) {
+        const std::uint32_t t = c[v];
+        c[v] = sum;
+        sum += t;
+      }
+      for (std::size_t i = 0; i < n; ++i) b[c[(a[i] >> shift) & 255u]++] = a[i];
+      std::swap(a, b);
+    }
+    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::uint32_t>(a[i]);
+    for (std::size_t i = 1; i < n; ++i) {
+      const std::uint32_t v = out[i];
+      std::size_t j = i;
+      for (; j > 0 && first(v, out[j - 1]); --j) out[j] = out[j - 1];
+      out[j] = v;
+    }
+  }
+
   /// Experts tried per round of the replica-count search.
   static constexpr std::size_t search_candidates = 4;
+  /// The most replicas one expert gives up in one move of the search.
+  static constexpr std::int32_t search_give = 4;
 
   /// The distinct experts on the max-time GPU of the last packing, largest replica first
   /// (at most `search_candidates`), into `cand_`; sets `cand_top_` to that GPU's load.
@@ -498,9 +662,10 @@ class ep_rebalancer {
   }
 
   /// Packs the replicas given by `counts_` (block-local) onto `g` GPUs of `per` slots: LPT
-  /// with cardinality, then improving swaps; writes the slots and returns the max GPU time.
-  double pack(std::span<const std::int32_t> ids, std::size_t g, std::size_t per,
-              std::span<std::int32_t> slots) noexcept {
+  /// with cardinality, then improving swaps when the LPT max is above `swaps_above`; writes
+  /// the slots and returns the max GPU time.
+  double pack(std::span<const std::int32_t> ids, std::size_t g, std::size_t per, std::span<std::int32_t> slots,
+              double swaps_above = -1.0) noexcept {
     const std::size_t m = ids.size();
     // The experts by replica size, largest first (ties to the lower expert), then each
     // expert's replicas in a row: the replicas sorted without sorting them one by one. The
@@ -537,10 +702,16 @@ class ep_rebalancer {
     } else {
       lpt_speeds(n, g, per);
     }
-    improve_by_swaps(g, per);
     double mx = 0.0;
+    for (std::size_t b = 0; b < g; ++b) mx = std::max(mx, bin_load_[b] * bin_inv_speed_[b]);
+    if (mx > swaps_above) {
+      for (std::size_t s = 0; s < n; ++s) bin_size_[s] = item_size_[static_cast<std::size_t>(bin_items_[s])];
+      if (improve_by_swaps(g, per) > 0) {
+        mx = 0.0;
+        for (std::size_t b = 0; b < g; ++b) mx = std::max(mx, bin_load_[b] * bin_inv_speed_[b]);
+      }
+    }
     for (std::size_t b = 0; b < g; ++b) {
-      mx = std::max(mx, bin_load_[b] * bin_inv_speed_[b]);
       for (std::size_t j = 0; j < per; ++j) {
         const std::int32_t e = item_expert_[static_cast<std::size_t>(bin_items_[b * per + j])];
         slots[b * per + j] = ids[static_cast<std::size_t>(e)];
@@ -618,10 +789,6 @@ class ep_rebalancer {
     }
   }
 
-  static bool before(const gpu_entry& a, const gpu_entry& b) noexcept {
-    return a.load < b.load || (a.load == b.load && a.gpu < b.gpu);
-  }
-
   /// Improving swaps between the max-time bin and faster-finishing ones over `bins` bins of
   /// `per` items (bin_items_, bin_load_, item_size_, bin_inv_speed_). Returns the swaps made.
   std::size_t improve_by_swaps(std::size_t bins, std::size_t per) noexcept {
@@ -669,12 +836,12 @@ class ep_rebalancer {
     const double inv_j = bin_inv_speed_[j];
     const double d_star = (load_hi * inv_hi - load_j * inv_j) / (inv_hi + inv_j);
     double best = top * (1.0 - 1e-12);
+    const double* s_hi = bin_size_.data() + hi * per;
+    const double* s_j = bin_size_.data() + j * per;
     std::size_t ba = per;
     std::size_t bb = per;
-    const std::int32_t* in_hi = bin_items_.data() + hi * per;
-    const std::int32_t* in_j = bin_items_.data() + j * per;
     auto consider = [&](std::size_t x, double sa, std::size_t y) {
-      const double d = sa - item_size_[static_cast<std::size_t>(in_j[y])];
+      const double d = sa - s_j[y];
       if (!(d > 0.0)) return;
       const double now = std::max((load_hi - d) * inv_hi, (load_j + d) * inv_j);
       if (now < best) best = now, ba = x, bb = y;
@@ -683,33 +850,36 @@ class ep_rebalancer {
     // fall with a, so y only moves forward.
     std::size_t y = 0;
     for (std::size_t x = 0; x < per; ++x) {
-      const double sa = item_size_[static_cast<std::size_t>(in_hi[x])];
+      const double sa = s_hi[x];
       const double target = sa - d_star;
-      while (y < per && item_size_[static_cast<std::size_t>(in_j[y])] > target) ++y;
+      while (y < per && s_j[y] > target) ++y;
       if (y < per) consider(x, sa, y);
       if (y > 0) consider(x, sa, y - 1);
     }
     if (ba == per) return false;
-    const std::int32_t a = in_hi[ba];
-    const std::int32_t b = in_j[bb];
-    const double d = item_size_[static_cast<std::size_t>(a)] - item_size_[static_cast<std::size_t>(b)];
+    const std::int32_t a = bin_items_[hi * per + ba];
+    const std::int32_t b = bin_items_[j * per + bb];
+    const double sa = s_hi[ba];
+    const double sb = s_j[bb];
+    const double d = sa - sb;
     bin_items_[hi * per + ba] = b;
     bin_items_[j * per + bb] = a;
     bin_load_[hi] -= d;
     bin_load_[j] += d;
-    resort(hi * per, ba, per);
-    resort(j * per, bb, per);
+    resort(hi * per, ba, per, b, sb);
+    resort(j * per, bb, per, a, sa);
     return true;
   }
 
-  /// Restores the largest-first order of the bin at `base` after its item at `pos` changed.
-  void resort(std::size_t base, std::size_t pos, std::size_t per) noexcept {
+  /// Puts item `v` of size `sv` at `pos` of the bin at `base` and restores the bin's
+  /// largest-first order (items and their sizes in `bin_size_`).
+  void resort(std::size_t base, std::size_t pos, std::size_t per, std::int32_t v, double sv) noexcept {
     std::int32_t* b = bin_items_.data() + base;
-    const std::int32_t v = b[pos];
-    const double sv = item_size_[static_cast<std::size_t>(v)];
-    while (pos > 0 && item_size_[static_cast<std::size_t>(b[pos - 1])] < sv) b[pos] = b[pos - 1], --pos;
-    while (pos + 1 < per && item_size_[static_cast<std::size_t>(b[pos + 1])] > sv) b[pos] = b[pos + 1], ++pos;
+    double* z = bin_size_.data() + base;
+    while (pos > 0 && z[pos - 1] < sv) b[pos] = b[pos - 1], z[pos] = z[pos - 1], --pos;
+    while (pos + 1 < per && z[pos + 1] > sv) b[pos] = b[pos + 1], z[pos] = z[pos + 1], ++pos;
     b[pos] = v;
+    z[pos] = sv;
   }
 
   /// Relabels the GPUs (and nodes) of `fresh` to match `cur`, keeping replicas in their
@@ -918,11 +1088,15 @@ class ep_rebalancer {
   double cand_top_ = 0.0;
   double speed_sum_ = 1.0;
   bool uniform_ = true;
-  std::vector<std::int32_t> counts_, ids_, bin_items_, slots_a_, slots_b_, group_pack_, group_rank_, part_, cur_counts_,
-      head_, next_, gpu_map_, node_map_;
+  std::vector<std::uint32_t> layer_order_, radix_count_, group_of_, local_base_, node_fill_, node_rank_;
+  std::vector<double> node_max_;
+  std::vector<std::uint64_t> radix_a_, radix_b_;
+  std::vector<std::int32_t> counts_save_;
+  std::vector<std::int32_t> counts_, ids_, sorted_, bin_items_, slots_a_, slots_b_, group_pack_, group_rank_, part_,
+      cur_counts_, head_, next_, gpu_map_, node_map_;
   std::vector<detail::ep::replica_entry> heap_;
   std::vector<item> items_, by_load_, multi_;
-  std::vector<double> bin_load_, group_load_, item_size_, cur_loads_, new_loads_, saved_;
+  std::vector<double> bin_load_, bin_size_, group_load_, item_size_, cur_loads_, new_loads_, saved_;
   std::vector<std::uint32_t> bin_fill_, order_, pack_items_, overlap_, node_overlap_, touched_;
   std::vector<float> group_loadf_, packf_;
   std::vector<detail::ep::eplb_sort_item> sort_scratch_;
