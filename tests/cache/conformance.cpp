@@ -268,6 +268,8 @@ TEST_CASE("the variant behaves exactly as the policy it holds") {
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("lru"), o), drive<lru_policy>(t, cc, {}, o));
   same(drive<any_eviction_policy>(t, cc, lfu_config{.decay = 0.8}, o), drive<lfu_policy>(t, cc, {.decay = 0.8}, o));
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("fifo"), o), drive<fifo_policy>(t, cc, {}, o));
+  same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("gated-prefetch"), o),
+       drive<gated_prefetch_policy>(t, cc, {}, o));
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("belady"), o), drive<belady_policy>(t, cc, {}, o));
 }
 
