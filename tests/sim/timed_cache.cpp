@@ -291,7 +291,8 @@ TEST_CASE("timed replay by hand: a prefetch gets only the link's idle time and i
   CHECK(f.total_seconds == 2.25);
 }
 
-TEST_CASE("timed replay on the bundled trace: an unlimited link reproduces the untimed walk; time takes hits away") {
+TEST_CASE(
+    "timed replay on the bundled trace: an unlimited link reproduces the untimed walk, and time takes hits away") {
   const routing_trace t =
       read_canonical(test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace");
   const trace_info& i = t.info();
