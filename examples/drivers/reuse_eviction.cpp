@@ -251,7 +251,8 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
       << accesses << " demand accesses:\n";
   out << "  left out: the KV cache's and activations' traffic, kernel launch overheads, overlap of a layer's "
          "experts with the next layer's attention, the predictor's own compute, batching of several sequences, "
-         "and pinned-memory or DMA setup; a prefetch never preempts a demand transfer beyond one chunk.\n";
+         "and pinned-memory or DMA setup; a prefetch never delays a demand transfer (it gets only idle link time, "
+         "in 1 MiB chunks, as a DMA engine that yields at chunk grain).\n";
   text_table table({"capacity", "predictor", "policy", "hits untimed", "hits timed", "late prefetches",
                     "prefetched untimed", "prefetched timed", "wasted untimed", "wasted prefetch MB timed", "stall s",
                     "link busy s", "total s", "decode ms/step"});
