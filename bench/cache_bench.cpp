@@ -40,6 +40,7 @@
 #include "moepolicy/cache/lru.hpp"
 #include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
+#include "moepolicy/cache/size_aware_reuse.hpp"
 #include "moepolicy/cache/stack_distance.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/core/model_shape.hpp"
@@ -234,6 +235,13 @@ void evict_belady(benchmark::State& s) { cache_access<belady_policy>(s, {}); }
 void evict_hawkeye(benchmark::State& s) { cache_access<hawkeye_policy>(s, {}); }
 void evict_predicted_reuse(benchmark::State& s) { cache_access<predicted_reuse_policy>(s, {}); }
 void evict_gated_prefetch(benchmark::State& s) { cache_access<gated_prefetch_policy>(s, {}); }
+/// Two size classes (every fourth expert at four times the bytes): the victim compares the
+/// oldest resident of each class with the largest size x interval.
+void evict_size_aware_reuse(benchmark::State& s) {
+  std::vector<bytes> sizes(24 * 32, 17);
+  for (std::size_t f = 0; f < sizes.size(); f += 4) sizes[f] = 64;
+  cache_access<size_aware_reuse_policy>(s, {.footprints = sizes});
+}
 void evict_any_lru(benchmark::State& s) { cache_access<any_eviction_policy>(s, lru_config{}); }
 
 /// The floor: read each batch's ids and the access keys once.
@@ -266,6 +274,7 @@ BENCHMARK(evict_belady);
 BENCHMARK(evict_hawkeye);
 BENCHMARK(evict_predicted_reuse);
 BENCHMARK(evict_gated_prefetch);
+BENCHMARK(evict_size_aware_reuse);
 BENCHMARK(evict_any_lru);
 BENCHMARK(evict_floor);
 

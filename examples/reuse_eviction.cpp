@@ -30,13 +30,15 @@ int main(int argc, char** argv) {
   std::string scope = "both";
   app.add_option("--scope", scope, "per-layer, shared or both")->check(CLI::IsMember({"per-layer", "shared", "both"}));
   app.add_flag("--counts", opt.counts, "Print hit counts instead of ratios");
-  bool no_prefetch = false, no_bytes = false;
+  bool no_prefetch = false, no_bytes = false, no_timed = false;
   app.add_flag("--no-prefetch", no_prefetch, "Skip the prefetching table");
+  app.add_flag("--no-timed", no_timed, "Skip the timed prefetching table");
   app.add_flag("--no-bytes", no_bytes, "Skip the byte-capacity table");
   CLI11_PARSE(app, argc, argv);
   opt.per_layer = scope != "shared";
   opt.shared = scope != "per-layer";
   opt.prefetch = !no_prefetch;
+  opt.timed = !no_timed;
   opt.byte_capacity = !no_bytes;
   if (traces.empty()) traces.push_back(examples::bundled_granite(here).string());
   if (all_shared) {

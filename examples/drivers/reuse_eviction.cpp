@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/model_match.hpp"
 #include "common/table.hpp"
 #include "moepolicy/cache/belady.hpp"
 #include "moepolicy/cache/ema_score.hpp"
@@ -18,14 +19,20 @@
 #include "moepolicy/cache/lru.hpp"
 #include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
+#include "moepolicy/cache/size_aware_reuse.hpp"
 #include "moepolicy/cache/space_time_bound.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/core/model_shape.hpp"
+#include "moepolicy/cost/presets.hpp"
+#include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/markov_predictor.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 #include "moepolicy/predict/transition_predictor.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
+#include "moepolicy/sim/forward_pass.hpp"
+#include "moepolicy/sim/timed_cache.hpp"
 
 namespace moepolicy::examples::reuse_eviction {
 namespace {
@@ -170,6 +177,121 @@ void run_prefetch(const routing_trace& t, const std::vector<std::uint64_t>& per_
   table.print(out, "    ");
 }
 
+/// The GPU work of one MoE layer of a forward pass, from the model's shape on the GPU
+/// (sim/forward_pass.hpp): attention over the tokens' positions and the router before the
+/// experts (the dense layers too before the first MoE layer), each routed expert at FP16 on
+/// its tokens, the shared experts after them (and the output head after the last layer). One
+/// sequence per batch, as the traces record them.
+struct model_layer_cost {
+  forward_pass_cost<roofline_cost> fp;
+  std::uint32_t dense_layers = 0, moe_layers = 0;
+
+  static std::uint64_t cached_reads(const batch_view& b) noexcept {
+    std::uint64_t s = 0;
+    for (std::uint32_t p : b.positions) s += std::uint64_t{p} + 1;
+    return s;
+  }
+  [[nodiscard]] seconds before_experts(const batch_view& b) const {
+    const std::size_t n = b.tokens();
+    const std::uint64_t reads = cached_reads(b);
+    seconds s = fp.attention_seconds(dense_layers + b.ref.layer, n, reads, 1) + fp.router_seconds(n);
+    if (b.ref.layer == 0) {
+      for (std::uint32_t d = 0; d < dense_layers; ++d) s += fp.dense_layer_seconds(d, n, reads, 1);
+    }
+    return s;
+  }
+  [[nodiscard]] seconds expert_seconds(expert_key k, std::size_t tokens) const noexcept {
+    return fp.device().compute_seconds(k, fp16, tokens);
+  }
+  [[nodiscard]] seconds after_experts(const batch_view& b) const {
+    seconds s = fp.shared_experts_seconds(b.ref.layer, b.tokens());
+    if (std::uint32_t{b.ref.layer} + 1 == moe_layers) s += fp.output_head_seconds(b.tokens());
+    return s;
+  }
+};
+static_assert(LayerCost<model_layer_cost>);
+
+std::string fixed_str(double x, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+/// The timed prefetching table (see the header).
+void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_layer, std::ostream& out) {
+  const std::uint32_t L = t.info().num_layers, E = t.info().num_experts, k = t.info().top_k;
+  std::vector<std::uint64_t> caps;
+  for (std::uint64_t c : {std::uint64_t{E / 8}, std::uint64_t{E / 4}, std::uint64_t{E / 2}}) {
+    if (c == 0 || std::find(per_layer.begin(), per_layer.end(), c) == per_layer.end()) continue;
+    if (std::find(caps.begin(), caps.end(), c) == caps.end()) caps.push_back(c);
+  }
+  if (caps.empty()) return;
+  const std::optional<model_shape> shape = preset_for(t.info());
+  if (!shape || !shape->describes_forward_pass() || shape->num_moe_layers() != L) {
+    out << "  timed prefetching: skipped, no model preset matches " << t.info().model << " (" << L << " layers x " << E
+        << " experts, top-" << k << "): the GPU's work cannot be priced\n";
+    return;
+  }
+  const device_spec gpu = presets::h100_host_pcie5();
+  const model_layer_cost cost{forward_pass_cost<roofline_cost>(roofline_cost(gpu, *shape), *shape),
+                              shape->num_dense_layers, L};
+  const bytes size = expert_bytes(*shape, fp16);
+  const std::uint64_t accesses = replay_accesses(t).size();
+  const short_horizon_config sh = cxl_moe_short_horizon(L, E, k);
+  const markov_config mk{.num_layers = L, .num_experts = E, .top_k = k};
+  const transition_config tr{.num_layers = L, .num_experts = E, .top_k = k};
+  out << "  timed prefetching, per-layer pools (sim/timed_cache.hpp): " << shape->name << " on " << gpu.name
+      << ", experts at FP16 (" << size << " B) over its host link (" << fixed_str(gpu.weight_link.bandwidth / 1e9, 0)
+      << " GB/s, " << fixed_str(gpu.weight_link.latency_seconds * 1e6, 1)
+      << " us a transfer); the same walk and predictions as the untimed table, but every prefetch and every miss "
+         "is a transfer on the link, a prefetch is usable only once landed and gets only the link time demand "
+         "misses leave (it is queued at the previous layer's router output; late: its rest crosses on demand), "
+         "and each layer's attention, router, experts and shared experts run on the GPU (roofline). Stall: the "
+         "GPU's idle time waiting for weights. Of "
+      << accesses << " demand accesses:\n";
+  out << "  left out: the KV cache's and activations' traffic, kernel launch overheads, overlap of a layer's "
+         "experts with the next layer's attention, the predictor's own compute, batching of several sequences, "
+         "and pinned-memory or DMA setup; a prefetch never delays a demand transfer (it gets only idle link time, "
+         "in 1 MiB chunks, as a DMA engine that yields at chunk grain).\n";
+  text_table table({"capacity", "predictor", "policy", "hits untimed", "hits timed", "late prefetches",
+                    "prefetched untimed", "prefetched timed", "wasted untimed", "wasted prefetch MB timed", "stall s",
+                    "link busy s", "total s", "decode ms/step"});
+  const auto add = [&](std::uint64_t c, const std::string& pred, const std::string& pol, const cache_stats& u,
+                       const timed_prefetch_result& r) {
+    table.add({std::to_string(c), pred, pol, std::to_string(u.hits), std::to_string(r.stats.hits),
+               std::to_string(r.stats.late_prefetches), std::to_string(u.prefetches),
+               std::to_string(r.stats.prefetches), std::to_string(u.prefetch_wasted),
+               fixed_str(static_cast<double>(r.wasted_prefetch_bytes) / 1e6, 1), fixed_str(r.stall_seconds, 4),
+               fixed_str(r.link_busy_seconds, 4), fixed_str(r.total_seconds, 4),
+               fixed_str(1e3 * r.seconds_per_decode_step(), 3)});
+  };
+  for (std::uint64_t c : caps) {
+    const cache_config cc{.num_layers = L, .num_experts = E, .capacity = c, .scope = capacity_scope::per_layer};
+    timed_prefetch_config tc{.capacity = c, .expert_bytes = size, .link = gpu.weight_link};
+    for (const auto& [name, policy] :
+         {std::pair<std::string, any_eviction_config>{"LRU", lru_config{}},
+          std::pair<std::string, any_eviction_config>{"pred-reuse", predicted_reuse_config{}}}) {
+      tc.policy = policy;
+      add(c, "-", name + ", no prefetch", replay_cache(t, cc, policy).stats, replay_timed_prefetch(t, cost, tc));
+    }
+    const auto rows = [&](const std::string& pname, auto make) {
+      for (const auto& [name, policy] :
+           {std::pair<std::string, any_eviction_config>{"LRU", lru_config{}},
+            std::pair<std::string, any_eviction_config>{"gated (ours)", gated_prefetch_config{}}}) {
+        tc.policy = policy;
+        auto p = make();
+        const cache_stats u = replay_cache_with_prefetch<any_eviction_policy>(t, cc, policy, p).stats;
+        auto q = make();
+        add(c, pname, name, u, replay_timed_prefetch(t, cost, tc, &q));
+      }
+    };
+    rows("short-horizon", [&] { return short_horizon_predictor(sh); });
+    rows("Markov", [&] { return markov_predictor(mk); });
+    rows("transition", [&] { return transition_predictor(tr); });
+  }
+  table.print(out, "    ");
+}
+
 /// Bytes of an expert of 2^20 parameters at 16 and at 4 bits (4.25 bits a parameter with one
 /// 16-bit scale and one 16-bit zero point per group of 128): the ratio is what matters.
 constexpr std::uint64_t fp16_bytes = (std::uint64_t{1} << 20) * 2;
@@ -201,10 +323,12 @@ void run_bytes(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
       << " B, 4.25 bits a parameter); capacity = c FP16 experts' bytes per layer. MIN's rule (evict the "
          "farthest next use, size-blind) is a heuristic here, not the optimum (NP-hard with unequal sizes); "
          "the space-time bound (cache/space_time_bound.hpp, PFOO-U) is an upper bound on any demand "
-         "policy, so the optimum lies between the best row and it. Hit ratio % of "
+         "policy, so the optimum lies between the best row and it. size-aware (ours, "
+         "cache/size_aware_reuse.hpp) evicts the largest bytes x predicted reuse distance, the bound's greedy "
+         "rule online. Hit ratio % of "
       << accesses.size() << " demand accesses:\n";
   text_table table({"capacity (FP16 experts)", "LRU", "LFU", "score-aware", "ema-score", "hawkeye", "pred-reuse",
-                    "MIN's rule (heuristic)", "space-time bound", "best online", "gap to bound"});
+                    "size-aware", "MIN's rule (heuristic)", "space-time bound", "best online", "gap to bound"});
   const double a = static_cast<double>(accesses.size());
   for (std::uint64_t c : per_layer) {
     const std::uint64_t cap = c * fp16_bytes;
@@ -215,20 +339,25 @@ void run_bytes(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
                           .unit = capacity_unit::byte_count,
                           .scope = capacity_scope::per_layer,
                           .footprints = sizes};
-    const std::array<std::uint64_t, 7> h = {
-        replay_cache<lru_policy>(t, cc).stats.hits,         replay_cache<lfu_policy>(t, cc).stats.hits,
-        replay_cache<score_aware_policy>(t, cc).stats.hits, replay_cache<ema_score_policy>(t, cc).stats.hits,
-        replay_cache<hawkeye_policy>(t, cc).stats.hits,     replay_cache<predicted_reuse_policy>(t, cc).stats.hits,
+    // The online policies (size-aware last), then MIN's rule.
+    const std::array<std::uint64_t, 8> h = {
+        replay_cache<lru_policy>(t, cc).stats.hits,
+        replay_cache<lfu_policy>(t, cc).stats.hits,
+        replay_cache<score_aware_policy>(t, cc).stats.hits,
+        replay_cache<ema_score_policy>(t, cc).stats.hits,
+        replay_cache<hawkeye_policy>(t, cc).stats.hits,
+        replay_cache<predicted_reuse_policy>(t, cc).stats.hits,
+        replay_cache<size_aware_reuse_policy>(t, cc, {.footprints = sizes}).stats.hits,
         replay_cache<belady_policy>(t, cc).stats.hits};
     const std::uint64_t bound = space_time_hit_bound(accesses, cc);
     std::vector<std::string> row{std::to_string(c)};
     for (std::uint64_t x : h) row.push_back(pct(static_cast<double>(x) / a));
     row.push_back(pct(static_cast<double>(bound) / a));
     std::size_t best = 0;
-    for (std::size_t p = 1; p < 6; ++p) {
+    for (std::size_t p = 1; p < 7; ++p) {
       if (h[p] > h[best]) best = p;
     }
-    row.emplace_back(names[best]);
+    row.emplace_back(best == 6 ? std::string_view("size-aware") : names[best]);
     row.push_back(pct(static_cast<double>(bound - std::min(bound, h[best])) / a));
     table.add(std::move(row));
   }
@@ -264,6 +393,7 @@ void run(const routing_trace& t, const std::string& label, const options& opt, s
   if (opt.per_layer) run_scope(t, capacity_scope::per_layer, caps, opt, out);
   if (opt.shared) run_scope(t, capacity_scope::shared, caps, opt, out);
   if (opt.prefetch) run_prefetch(t, caps, out);
+  if (opt.timed) run_timed(t, caps, out);
   if (opt.byte_capacity) run_bytes(t, caps, out);
 }
 

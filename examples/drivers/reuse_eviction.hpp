@@ -9,10 +9,19 @@
 //     cross-layer transition counts): LRU, CXL-MoE's sticky LRU, predicted reuse, and ours,
 //     the prediction-gated policy (cache/gated_prefetch.hpp), with every prefetched expert
 //     counted as moved and the unused ones as wasted (untimed: prefetches land in time);
+//   - the same prefetching on the timed model (sim/timed_cache.hpp, `replay_timed_prefetch`):
+//     every prefetch and every miss a transfer on the host-to-GPU link of an H100 fetching from
+//     host DRAM over PCIe 5 (the CPU-offload device of CXL-MoE §4, cost/presets.hpp), a
+//     prefetched expert usable only once its transfer lands, a demand access to an expert
+//     still on its way waiting for it, prefetches given only the link time demand misses
+//     leave, and every layer's compute charged on the GPU from the model's shape
+//     (sim/forward_pass.hpp); per policy the stall, link busy and decode time beside the
+//     untimed counts (traces without a model preset are skipped, with a note);
 //   - the byte-capacity variant: experts of two sizes (the hottest quarter of each layer at
 //     FP16, the rest at 4 bits), a cache whose capacity is in bytes, every demand policy
-//     beside Belady's rule (a heuristic here, not the optimum: with unequal sizes the
-//     optimum is NP-hard) and the space-time upper bound (cache/space_time_bound.hpp).
+//     and the size-aware policy (cache/size_aware_reuse.hpp) beside Belady's rule (a heuristic
+//     here, not the optimum: with unequal sizes the optimum is NP-hard) and the space-time
+//     upper bound (cache/space_time_bound.hpp).
 // The library holds the policies and the replays (sim/cache_replay.hpp); this file only
 // chooses them and prints.
 #pragma once
@@ -37,8 +46,9 @@ struct options {
   bool shared = true;
   /// Print the hit counts (not only the ratios).
   bool counts = false;
-  /// Print the prefetching table and the byte-capacity table.
+  /// Print the prefetching table, its timed counterpart and the byte-capacity table.
   bool prefetch = true;
+  bool timed = true;
   bool byte_capacity = true;
 };
 

@@ -244,7 +244,8 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
   const cache_shape shape{info.num_layers, info.num_experts, scope};
   const std::vector<std::string> names = policy_names(o, false);
   const bool show_lru_exact = o.policy == "lru" || o.policy == "all";
-  const bool sticky = std::find(names.begin(), names.end(), "sticky-lru") != names.end();
+  const bool sticky = std::find(names.begin(), names.end(), "sticky-lru") != names.end() ||
+                      std::find(names.begin(), names.end(), "gated-prefetch") != names.end();
   const std::string hints = predictor_label(o, info);
   hit_curve lru_curve;
   std::vector<std::uint64_t> next_use;
@@ -274,7 +275,7 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
       const std::string n = names[pi];
       tasks.emplace_back([&o, &t, whole, cc, out, n, &next_use] {
         const any_eviction_config pc = eviction_config_by_name(n);
-        if (n == "sticky-lru" && o.predictor != "none") {
+        if ((n == "sticky-lru" || n == "gated-prefetch") && o.predictor != "none") {
           const auto hinted = [&](const auto& trace) {
             with_predictor(o, trace.info(), whole, [&](auto& p) {
               *out = replay_cache_with_hints<any_eviction_policy>(trace, cc, pc, p, {}, next_use).stats.hit_ratio();
@@ -373,7 +374,8 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
   std::cout << "  demand hit ratio (untimed; --link replays on the timed model with prefetch):\n";
   table.print(std::cout, "    ");
   if (sticky) {
-    std::cout << "  sticky-lru caches only experts a predictor flagged (CXL-MoE's gated admission); its hints here: "
+    std::cout << "  sticky-lru caches only experts a predictor flagged (CXL-MoE's gated admission), gated-prefetch "
+                 "only those flagged when caching would evict; the predictor and its hints here: "
               << hints << '\n';
   }
   if (quality) {

@@ -9,11 +9,13 @@
 //   - prefill ↔ decode cosine similarity of expert activation counts per layer, one line per
 //     request with a prefill (Context-Aware GPU-NDP §3.2);
 //   - demand hit ratio against cache capacity (per-layer pools) for every eviction policy of
-//     cache/any_eviction_policy.hpp beside Belady's MIN; the sticky LRU admits only
-//     predicted experts (CXL-MoE §3), so it hears the hints of CXL-MoE's predictor as the
+//     cache/any_eviction_policy.hpp beside Belady's MIN; the sticky LRU and the gated policy
+//     admit only predicted experts (CXL-MoE §3), so they hear the hints of CXL-MoE's predictor as the
 //     library defines it (`cxl_moe_short_horizon`, the definition `moepolicy replay` uses,
 //     printed with the figure); nothing is prefetched (that needs time: the CXL-MoE and
 //     edge drivers replay on the timed model);
+//   - the timed prefetching table of the reuse_eviction driver (LRU and the gated policy with
+//     each predictor, and no prefetch, every transfer on the link) at a quarter of a layer;
 //   - the five drivers' comparisons (drivers/*.hpp), their tables verbatim, with plots of the
 //     TriMoE per-layer makespan by device and of DynaExq's high-precision share and
 //     transitions per interval.
@@ -55,6 +57,7 @@
 #include "drivers/cxl_prefetch.hpp"
 #include "drivers/dynaexq.hpp"
 #include "drivers/edge_offload.hpp"
+#include "drivers/reuse_eviction.hpp"
 #include "drivers/trimoe.hpp"
 #include "moepolicy/cache/any_eviction_policy.hpp"
 #include "moepolicy/io/machine_json.hpp"
@@ -338,7 +341,8 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
   d.hints = describe(hints);
   for (const auto& e : eviction_policies) {
     if (e.name == "belady") continue;
-    const bool sticky = e.name == "sticky-lru";
+    // The policies whose admission reads the predictor's flags hear its hints.
+    const bool sticky = e.name == "sticky-lru" || e.name == "gated-prefetch";
     d.policies.push_back(sticky ? std::string(e.name) + " + predictor hints" : std::string(e.name));
     std::vector<double> row;
     for (std::uint64_t c : d.capacities) {
@@ -514,7 +518,7 @@ void run_report(const report_options& o) {
         "outputs (examples/), the plots are SVG files beside this page.\n\n"
      << dev.description;
 
-  constexpr std::size_t stages_per_trace = 8;
+  constexpr std::size_t stages_per_trace = 9;
   progress bar(o.traces.size() * stages_per_trace);
   std::vector<std::string> used;
   for (const auto& trace_path : o.traces) {
@@ -604,7 +608,8 @@ void run_report(const report_options& o) {
       md << "### Expert caching: hit ratio against capacity\n\n"
          << "![hit ratio against capacity](" << name << "/hit-ratio.svg)\n\n"
          << h.accesses << " demand accesses (one per distinct expert of each layer's batch), untimed; the sticky "
-         << "LRU admits only experts its predictor flagged, so it hears the hints of CXL-MoE's predictor (" << h.hints
+         << "LRU admits only experts its predictor flagged, and the gated policy those whose caching would evict, "
+         << "so both hear the hints of CXL-MoE's predictor (" << h.hints
          << "; the same definition as `moepolicy replay`); nothing is prefetched here — the CXL-MoE and edge "
             "sections below replay prefetching on the timed model.\n\n| capacity |";
       for (const auto& p : h.policies) md << ' ' << p << " |";
@@ -625,6 +630,17 @@ void run_report(const report_options& o) {
       bar.note(family + " did not run: --skip-timed");
       return {false, "left out (--skip-timed)"};
     };
+    bar.stage(name + ": prefetch on the timed model", [&] {
+      // The reuse_eviction driver's timed prefetching table at a quarter of a layer.
+      examples::reuse_eviction::options opt;
+      opt.capacities = {std::max<std::uint64_t>(1, info.num_experts / 4)};
+      opt.per_layer = opt.shared = opt.prefetch = opt.byte_capacity = false;
+      const section_text s = timed("reuse_eviction", [&](std::ostream& os) {
+        examples::reuse_eviction::run(*trace, path.filename().string(), opt, os);
+      });
+      md << "### Prefetch with confidence-gated admission on the timed model (reuse_eviction)\n\n";
+      code_block(md, s);
+    });
     bar.stage(name + ": TriMoE scheduling", [&] {
       examples::trimoe::result r;
       const section_text s =
@@ -701,9 +717,11 @@ void add_report(CLI::App& app) {
                       std::string(report_manifest_name) + ")")
       ->capture_default_str();
   cmd->add_flag("--force", opt->force, "Replace --out even when it holds files no earlier report wrote");
-  cmd->add_flag("--skip-timed", opt->skip_timed,
-                "Leave out the families priced on the timed model (TriMoE, Context-Aware GPU-NDP, CXL-MoE, Edge-MoE); "
-                "each is listed as not run");
+  cmd->add_flag(
+      "--skip-timed", opt->skip_timed,
+      "Leave out the families priced on the timed model (timed prefetch, TriMoE, Context-Aware GPU-NDP, CXL-MoE, "
+      "Edge-MoE); "
+      "each is listed as not run");
   cmd->callback([opt] {
     report_options o = *opt;
     if (o.traces.empty()) o.traces = default_traces();

@@ -25,7 +25,7 @@ TEST_CASE("every policy has a name, and names give default configurations") {
   CHECK_THROWS_WITH_AS(static_cast<void>(eviction_config_by_name("arc")),
                        "moepolicy::eviction_config_by_name: unknown eviction policy (known: score-aware, sticky-lru, "
                        "ema-score, "
-                       "lru, lfu, fifo, hawkeye, pred-reuse, belady), got \"arc\"",
+                       "lru, lfu, fifo, hawkeye, pred-reuse, gated-prefetch, belady), got \"arc\"",
                        invalid_argument);
 }
 
@@ -41,4 +41,21 @@ TEST_CASE("the variant forwards configuration errors and hooks") {
   expert_cache<any_eviction_policy> lru({.num_layers = 1, .num_experts = 4, .capacity = 2},
                                         eviction_config_by_name("lru"));
   CHECK(lru.get({0, 1}).inserted);
+}
+
+TEST_CASE("the variant forwards prefetch admission: the gated policy refuses weak prefetches, others admit all") {
+  const cache_config cc{.num_layers = 1, .num_experts = 4, .capacity = 2};
+  expert_cache<any_eviction_policy> gated(cc, eviction_config_by_name("gated-prefetch"));
+  CHECK(gated.prefetch({0, 1}, 0.4f) == prefetch_outcome::rejected);
+  CHECK(gated.prefetch({0, 1}, 0.5f) == prefetch_outcome::inserted);
+  CHECK(gated.stats().prefetch_rejected == 1);
+  CHECK(gated.stats().prefetches == 1);
+  // An evicting demand miss is cached only when a hint flagged it in this forward pass.
+  CHECK(gated.get({0, 2}).inserted);  // free room: admitted
+  CHECK(!gated.get({0, 3}).inserted);
+  gated.hint({0, 3}, 0.9f);
+  CHECK(gated.get({0, 3}).inserted);
+  expert_cache<any_eviction_policy> lru(cc, eviction_config_by_name("lru"));
+  CHECK(lru.prefetch({0, 1}, 0.0f) == prefetch_outcome::inserted);
+  CHECK(lru.stats().prefetch_rejected == 0);
 }

@@ -25,6 +25,7 @@
 #include "moepolicy/cache/lru.hpp"
 #include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
+#include "moepolicy/cache/size_aware_reuse.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
 
@@ -195,7 +196,8 @@ std::vector<cache_config> configurations(const routing_trace& t) {
 
 TEST_CASE_TEMPLATE("eviction policy conformance: capacity, victims, stability, statistics", P, lru_policy, fifo_policy,
                    lfu_policy, score_aware_policy, sticky_lru_policy, ema_score_policy, belady_policy,
-                   any_eviction_policy, hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy) {
+                   any_eviction_policy, hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy,
+                   size_aware_reuse_policy) {
   const routing_trace synthetic = test::synthetic_trace(7);
   const routing_trace granite = test::first_requests(test::granite_trace(), 3);
   for (const routing_trace* t : {&synthetic, &granite}) {
@@ -210,7 +212,7 @@ TEST_CASE_TEMPLATE("eviction policy conformance: capacity, victims, stability, s
 
 TEST_CASE_TEMPLATE("Belady's optimum is at least every policy's hits on the same demand trace", P, lru_policy,
                    fifo_policy, lfu_policy, score_aware_policy, sticky_lru_policy, ema_score_policy, hawkeye_policy,
-                   predicted_reuse_policy, gated_prefetch_policy) {
+                   predicted_reuse_policy, gated_prefetch_policy, size_aware_reuse_policy) {
   const routing_trace synthetic = test::synthetic_trace(11, {.layers = 3, .experts = 12, .top_k = 3, .batch = 2});
   const routing_trace granite = test::granite_trace();
   for (const routing_trace* t : {&synthetic, &granite}) {
@@ -228,8 +230,8 @@ TEST_CASE_TEMPLATE("Belady's optimum is at least every policy's hits on the same
 }
 
 TEST_CASE_TEMPLATE("the in-layer shield: experts selected for the layer in progress are never the victim", P,
-                   score_aware_policy, ema_score_policy, hawkeye_policy, predicted_reuse_policy,
-                   gated_prefetch_policy) {
+                   score_aware_policy, ema_score_policy, hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy,
+                   size_aware_reuse_policy) {
   // One pool of 2 holding the first batch's two experts; expert 0 (not in that batch) asks
   // for room. Edge-MoE §5.3: while the layer runs, nothing can be evicted for it.
   const routing_trace t = test::synthetic_trace(
@@ -268,12 +270,14 @@ TEST_CASE("the variant behaves exactly as the policy it holds") {
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("lru"), o), drive<lru_policy>(t, cc, {}, o));
   same(drive<any_eviction_policy>(t, cc, lfu_config{.decay = 0.8}, o), drive<lfu_policy>(t, cc, {.decay = 0.8}, o));
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("fifo"), o), drive<fifo_policy>(t, cc, {}, o));
+  same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("gated-prefetch"), o),
+       drive<gated_prefetch_policy>(t, cc, {}, o));
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("belady"), o), drive<belady_policy>(t, cc, {}, o));
 }
 
 TEST_CASE_TEMPLATE("per-decision calls allocate nothing after construction", P, lru_policy, fifo_policy, lfu_policy,
                    score_aware_policy, sticky_lru_policy, ema_score_policy, belady_policy, any_eviction_policy,
-                   hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy) {
+                   hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy, size_aware_reuse_policy) {
   if (!test::allocation_counting) {
     MESSAGE("allocation counting is off under AddressSanitizer; the build without it checks this");
     return;

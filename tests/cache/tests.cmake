@@ -15,3 +15,4 @@ moepolicy_add_test(test_cache_stack_distance SOURCES ${CMAKE_CURRENT_LIST_DIR}/s
 moepolicy_add_test(test_cache_conformance SOURCES ${CMAKE_CURRENT_LIST_DIR}/conformance.cpp)
 moepolicy_add_test(test_cache_gated_prefetch SOURCES ${CMAKE_CURRENT_LIST_DIR}/gated_prefetch.cpp)
 moepolicy_add_test(test_cache_space_time_bound SOURCES ${CMAKE_CURRENT_LIST_DIR}/space_time_bound.cpp)
+moepolicy_add_test(test_cache_size_aware_reuse SOURCES ${CMAKE_CURRENT_LIST_DIR}/size_aware_reuse.cpp)

@@ -5,9 +5,17 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
+#include <limits>
 #include <random>
+#include <span>
+#include <utility>
 
 #include "moepolicy/cache/lru.hpp"
+#include "moepolicy/predict/transition_predictor.hpp"
+#include "moepolicy/sim/cache_replay.hpp"
+#include "moepolicy/trace/canonical.hpp"
+#include "test_support.hpp"
 
 using namespace moepolicy;
 
@@ -175,4 +183,185 @@ TEST_CASE("bad arguments name the function and the value") {
                        "moepolicy::timed_expert_cache: Belady's policy needs the future; replay it untimed, got "
                        "\"belady\"",
                        invalid_argument);
+}
+
+namespace {
+
+/// One request, one layer of 3 experts, top-1: decode steps selecting experts `seq` in turn.
+routing_trace sequence(std::span<const expert_id> seq) {
+  routing_trace_builder b({.model = "toy", .source = "test", .num_layers = 1, .num_experts = 3, .top_k = 1});
+  const auto r = b.add_request("r");
+  const std::array<float, 1> w{1.0f};
+  for (std::uint32_t i = 0; i < seq.size(); ++i) {
+    const std::array<expert_id, 1> e{seq[i]};
+    b.add({r, phase::decode, i, i, 0, e, w, {}});
+  }
+  return std::move(b).finish();
+}
+
+/// Predicts, at its `call`-th prediction (from 0), `expert` with confidence 0.9; nothing else.
+struct scripted_predictor {
+  std::uint32_t call = 0;
+  expert_id expert = 0;
+  std::uint32_t calls = 0;
+  bool predict(layer_id, std::span<float> out) noexcept {
+    for (float& x : out) x = 0.0f;
+    if (calls++ != call) return false;
+    out[expert] = 0.9f;
+    return true;
+  }
+  void observe(const batch_view&) noexcept {}
+  void end_step() noexcept {}
+  void begin_request() noexcept {}
+};
+static_assert(PrefetchPredictor<scripted_predictor>);
+
+// Experts of 1024 B over a link of 1024 B/s: one second each; chunks of 128 B (1/8 s); each
+// layer's attention and router take 0.5 s, each expert 0.25 s on the GPU.
+timed_prefetch_config hand_config(std::uint64_t capacity) {
+  return {
+      .capacity = capacity, .policy = lru_config{}, .expert_bytes = 1024, .link = {1024.0, 0.0}, .chunk_bytes = 128};
+}
+constexpr fixed_layer_cost hand_cost{.before = 0.5, .expert = 0.25};
+constexpr std::array<expert_id, 3> e0_e1_e0{0, 1, 0};
+
+}  // namespace
+
+TEST_CASE("timed replay by hand: each miss stalls the GPU for its transfer") {
+  const routing_trace t = sequence(e0_e1_e0);
+  // One slot: three misses. Pass 1: attention [0, 0.5], e0 on the link [0.5, 1.5], computed
+  // [1.5, 1.75]; pass 2: [1.75, 2.25], e1 [2.25, 3.25], [3.25, 3.5]; pass 3: [3.5, 4],
+  // e0 [4, 5], [5, 5.25]. The GPU waits 1 s per pass.
+  const timed_prefetch_result one = replay_timed_prefetch(t, hand_cost, hand_config(1));
+  CHECK(one.stats.hits == 0);
+  CHECK(one.stats.misses == 3);
+  CHECK(one.total_seconds == 5.25);
+  CHECK(one.stall_seconds == 3.0);
+  CHECK(one.link_busy_seconds == 3.0);
+  CHECK(one.gpu_busy_seconds == 2.25);
+  CHECK(one.decode_steps == 3);
+  CHECK(one.seconds_per_decode_step() == 1.75);
+  // Two slots: pass 3 hits, its expert computed at once [4, 4.25].
+  const timed_prefetch_result two = replay_timed_prefetch(t, hand_cost, hand_config(2));
+  CHECK(two.stats.hits == 1);
+  CHECK(two.total_seconds == 4.25);
+  CHECK(two.stall_seconds == 2.0);
+  CHECK(two.link_busy_seconds == 2.0);
+}
+
+TEST_CASE("timed replay by hand: a prefetch gets only the link's idle time and is late") {
+  const routing_trace t = sequence(e0_e1_e0);
+  // The third prediction (before pass 3, made when pass 2's routing was known at 2.25) names
+  // e0. The link carries e1 on demand until 3.25; the prefetch then gets its idle time up to
+  // pass 3's router output at 4: 6 chunks of 1/8 s, 768 B. It takes the one slot (LRU evicts
+  // e1); at 4 the rest, 256 B, crosses on demand [4, 4.25], and e0 is computed [4.25, 4.5]:
+  // a late prefetch, the GPU waiting 0.25 s instead of 1 s.
+  scripted_predictor p{.call = 2, .expert = 0};
+  const timed_prefetch_result r = replay_timed_prefetch(t, hand_cost, hand_config(1), &p);
+  CHECK(r.stats.hits == 0);
+  CHECK(r.stats.late_prefetches == 1);
+  CHECK(r.stats.late_unstarted == 0);
+  CHECK(r.stats.misses == 2);
+  CHECK(r.stats.prefetches == 1);
+  CHECK(r.stats.late_placed_bytes == 768);
+  CHECK(r.stats.late_bytes == 256);
+  CHECK(r.stats.demand_bytes == 2 * 1024 + 256);
+  CHECK(r.wasted_prefetch_bytes == 0);
+  CHECK(r.total_seconds == 4.5);
+  CHECK(r.stall_seconds == 2.25);
+  CHECK(r.link_busy_seconds == 3.0);
+  CHECK(r.link_prefetch_seconds == 0.75);
+  // A wrong prediction (e2) is wasted: its 768 B are stopped when pass 3 selects e0 instead,
+  // and e0 is a full miss behind nothing (the stopped job left the link at 4).
+  scripted_predictor wrong{.call = 2, .expert = 2};
+  const timed_prefetch_result w = replay_timed_prefetch(t, hand_cost, hand_config(1), &wrong);
+  CHECK(w.stats.misses == 3);
+  CHECK(w.stats.prefetches_cancelled == 1);
+  CHECK(w.wasted_prefetch_bytes == 768);
+  CHECK(w.total_seconds == 5.25);
+  // An unlimited link: every transfer takes no time, nothing stalls, and the prefetch lands
+  // before its access: a hit.
+  timed_prefetch_config fast = hand_config(1);
+  fast.link = {unlimited_bandwidth, 0.0};
+  scripted_predictor q{.call = 2, .expert = 0};
+  const timed_prefetch_result f = replay_timed_prefetch(t, hand_cost, fast, &q);
+  CHECK(f.stats.hits == 1);
+  CHECK(f.stats.late_prefetches == 0);
+  CHECK(f.stall_seconds == 0.0);
+  CHECK(f.total_seconds == 2.25);
+}
+
+TEST_CASE(
+    "timed replay on the bundled trace: an unlimited link reproduces the untimed walk, and time takes hits away") {
+  const routing_trace t =
+      read_canonical(test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace");
+  const trace_info& i = t.info();
+  const cache_config cc{
+      .num_layers = i.num_layers, .num_experts = i.num_experts, .capacity = 8, .scope = capacity_scope::per_layer};
+  // Granite-3.1-1B-A400M's experts at FP16 (3 x 1024 x 512 weights) over a 50 GB/s link;
+  // 20 us of attention per layer, 5 us per expert.
+  const fixed_layer_cost cost{.before = 20e-6, .expert = 5e-6};
+  timed_prefetch_config slow{.capacity = 8, .expert_bytes = 3 * 1024 * 512 * 2, .link = {50e9, 1e-6}};
+  timed_prefetch_config fast = slow;
+  fast.link = {unlimited_bandwidth, 0.0};
+  const transition_config tc{.num_layers = i.num_layers, .num_experts = i.num_experts, .top_k = i.top_k};
+  for (const any_eviction_config& policy :
+       {any_eviction_config{lru_config{}}, eviction_config_by_name("gated-prefetch")}) {
+    CAPTURE(eviction_policy_name(policy));
+    slow.policy = fast.policy = policy;
+    {
+      // One prefetch a batch: with an unlimited link the timed replay makes the untimed one's
+      // decisions, event for event. (With several, the untimed walk may evict an expert with
+      // one prefetch and fetch it again with the next; the timed cache skips a prefetch of a
+      // resident when it is queued.)
+      transition_predictor p0(tc), p1(tc);
+      timed_prefetch_config one = fast;
+      one.depth = 1;
+      const cache_stats untimed =
+          replay_cache_with_prefetch<any_eviction_policy>(t, cc, policy, p0, {.depth = 1}).stats;
+      const timed_prefetch_result instant = replay_timed_prefetch(t, cost, one, &p1);
+      CHECK(instant.stats.hits == untimed.hits);
+      CHECK(instant.stats.prefetches == untimed.prefetches);
+      CHECK(instant.stats.prefetches_refused == untimed.prefetch_rejected);
+      CHECK(instant.stats.prefetches_unused == untimed.prefetch_wasted);
+      CHECK(instant.stall_seconds == 0.0);
+      CHECK(instant.stats.late_prefetches == 0);
+    }
+    // The top-k prefetched before each batch: on this trace time takes hits away, from the
+    // unlimited link's and from the untimed count alike.
+    transition_predictor p0(tc), p1(tc), p2(tc);
+    const cache_stats untimed = replay_cache_with_prefetch<any_eviction_policy>(t, cc, policy, p0).stats;
+    const timed_prefetch_result timed = replay_timed_prefetch(t, cost, slow, &p1);
+    const timed_prefetch_result instant = replay_timed_prefetch(t, cost, fast, &p2);
+    CHECK(timed.stats.accesses == untimed.accesses);
+    CHECK(timed.stats.hits <= untimed.hits);
+    CHECK(timed.stats.hits <= instant.stats.hits);
+    CHECK(timed.stats.late_prefetches > 0);
+    CHECK(timed.stall_seconds > 0.0);
+    CHECK(instant.stall_seconds == 0.0);
+    CHECK(instant.stats.late_prefetches == 0);
+    CHECK(instant.total_seconds < timed.total_seconds);
+    // The GPU is never idle but when it waits for weights.
+    CHECK(timed.total_seconds == doctest::Approx(timed.gpu_busy_seconds + timed.stall_seconds));
+    CHECK(timed.link_busy_seconds >= timed.link_prefetch_seconds);
+  }
+  // No predictor: nothing is prefetched, the timed hits are the demand replay's, and the link
+  // carries each miss once.
+  slow.policy = lru_config{};
+  const timed_prefetch_result none = replay_timed_prefetch(t, cost, slow);
+  CHECK(none.stats.prefetches == 0);
+  CHECK(none.stats.hits == replay_cache<lru_policy>(t, cc).stats.hits);
+  CHECK(none.link_busy_seconds ==
+        doctest::Approx(static_cast<double>(none.stats.misses) * (1e-6 + 3.0 * 1024 * 512 * 2 / 50e9)));
+}
+
+TEST_CASE("timed replay: bad arguments name the function and the value") {
+  const routing_trace t = sequence(e0_e1_e0);
+  timed_prefetch_config c = hand_config(1);
+  c.expert_bytes = 0;
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_timed_prefetch(t, hand_cost, c)),
+                       "moepolicy::replay_timed_prefetch: expert_bytes must be > 0, got 0", invalid_argument);
+  c = hand_config(1);
+  c.policy = belady_config{};
+  CHECK_THROWS_AS(static_cast<void>(replay_timed_prefetch(t, hand_cost, c)), invalid_argument);
 }

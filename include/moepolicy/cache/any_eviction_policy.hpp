@@ -6,7 +6,8 @@
 // defaults filled in), and `expert_cache<any_eviction_policy>` builds the matching
 // alternative. Every hook of every alternative is forwarded, so the variant has the union
 // of their capabilities: admission (true for alternatives without it), hints, layer and
-// step hooks. `policy_traits<any_eviction_policy>::needs_future` is true because an
+// step hooks, prefetch admission (true for alternatives without it: a prefetch is then always
+// admitted). `policy_traits<any_eviction_policy>::needs_future` is true because an
 // alternative (Belady) may read the future; `reads_future()` says whether the held one does.
 #pragma once
 
@@ -22,6 +23,7 @@
 #include "moepolicy/cache/concepts.hpp"
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/gated_prefetch.hpp"
 #include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
@@ -34,9 +36,9 @@
 namespace moepolicy {
 
 /// The configuration of one of the shipped policies; the alternative picks the policy.
-using any_eviction_config = std::variant<score_aware_config, sticky_lru_config, ema_score_config, lru_config,
-                                         lfu_config, fifo_config, hawkeye_config, predicted_reuse_config,
-                                         belady_config>;
+using any_eviction_config =
+    std::variant<score_aware_config, sticky_lru_config, ema_score_config, lru_config, lfu_config, fifo_config,
+                 hawkeye_config, predicted_reuse_config, gated_prefetch_config, belady_config>;
 
 /// One entry of the name table.
 struct eviction_policy_entry {
@@ -46,16 +48,21 @@ struct eviction_policy_entry {
 };
 
 /// Every shipped policy by name, in the order of `any_eviction_config`.
-inline const std::array<eviction_policy_entry, 9> eviction_policies = {{
+inline const std::array<eviction_policy_entry, 10> eviction_policies = {{
     {"score-aware", "lowest windowed average router score, in-layer shield (Edge-MoE §5.3)", score_aware_config{}},
     {"sticky-lru", "LRU with confidence stickiness and prediction-gated admission (CXL-MoE §3)", sticky_lru_config{}},
     {"ema-score", "HybriMoE-like: lowest moving average of the router score, in-layer shield", ema_score_config{}},
     {"lru", "least recently used", lru_config{}},
     {"lfu", "least frequently used (decay 1: no decay)", lfu_config{}},
     {"fifo", "first in, first out", fifo_config{}},
-    {"hawkeye", "learns from Belady's MIN replayed on the past (Hawkeye, ISCA 2016), in-layer shield", hawkeye_config{}},
+    {"hawkeye", "learns from Belady's MIN replayed on the past (Hawkeye, ISCA 2016), in-layer shield",
+     hawkeye_config{}},
     {"pred-reuse", "largest predicted reuse distance (LIRS-style moving average of gaps), in-layer shield",
      predicted_reuse_config{}},
+    {"gated-prefetch",
+     "pred-reuse eviction; prefetches and evicting misses admitted at predictor confidence >= 0.5 (ours, "
+     "cf. CXL-MoE §3)",
+     gated_prefetch_config{}},
     {"belady", "Belady's offline optimum (needs the future)", belady_config{}},
 }};
 
@@ -83,8 +90,9 @@ inline const std::array<eviction_policy_entry, 9> eviction_policies = {{
 class any_eviction_policy {
  public:
   using config_type = any_eviction_config;
-  using variant_type = std::variant<score_aware_policy, sticky_lru_policy, ema_score_policy, lru_policy, lfu_policy,
-                                    fifo_policy, hawkeye_policy, predicted_reuse_policy, belady_policy>;
+  using variant_type =
+      std::variant<score_aware_policy, sticky_lru_policy, ema_score_policy, lru_policy, lfu_policy, fifo_policy,
+                   hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy, belady_policy>;
   /// An alternative (Belady) may read `access_info::next_use`; feed it.
   static constexpr bool needs_future = true;
 
@@ -118,6 +126,17 @@ class any_eviction_policy {
         [&](const auto& p) {
           if constexpr (policy_traits<std::decay_t<decltype(p)>>::has_admission) {
             return static_cast<bool>(p.admit(k, i, must_evict));
+          } else {
+            return true;
+          }
+        },
+        policy_);
+  }
+  [[nodiscard]] bool admit_prefetch(expert_key k, const access_info& i, bool must_evict) const noexcept {
+    return std::visit(
+        [&](const auto& p) {
+          if constexpr (policy_traits<std::decay_t<decltype(p)>>::admits_prefetches) {
+            return static_cast<bool>(p.admit_prefetch(k, i, must_evict));
           } else {
             return true;
           }
@@ -178,6 +197,7 @@ class any_eviction_policy {
   static variant_type make(const cache_shape& s, const predicted_reuse_config& c) {
     return predicted_reuse_policy(s, c);
   }
+  static variant_type make(const cache_shape& s, const gated_prefetch_config& c) { return gated_prefetch_policy(s, c); }
   static variant_type make(const cache_shape& s, const belady_config& c) { return belady_policy(s, c); }
 
   variant_type policy_;
@@ -185,6 +205,8 @@ class any_eviction_policy {
 
 static_assert(EvictionPolicy<any_eviction_policy>);
 static_assert(policy_traits<any_eviction_policy>::needs_future && policy_traits<any_eviction_policy>::has_admission &&
-              policy_traits<any_eviction_policy>::observes_layers && policy_traits<any_eviction_policy>::takes_hints);
+              policy_traits<any_eviction_policy>::observes_layers && policy_traits<any_eviction_policy>::takes_hints &&
+              policy_traits<any_eviction_policy>::admits_prefetches &&
+              policy_traits<any_eviction_policy>::observes_prefetch);
 
 }  // namespace moepolicy

@@ -17,9 +17,9 @@
 // `lru_policy`, `fifo_policy` (cache/lru.hpp, cache/fifo.hpp), `lfu_policy` (cache/lfu.hpp),
 // `score_aware_policy` (cache/score_aware.hpp, Edge-MoE §5.3), `sticky_lru_policy`
 // (cache/sticky_lru.hpp, CXL-MoE §3), the HybriMoE-like `ema_score_policy`
-// (cache/ema_score.hpp), `belady_policy` (cache/belady.hpp) and the run-time choice
-// `any_eviction_policy` (cache/any_eviction_policy.hpp); and, outside the run-time choice, the
-// prediction-gated `gated_prefetch_policy` (cache/gated_prefetch.hpp).
+// (cache/ema_score.hpp), the prediction-gated `gated_prefetch_policy` (cache/gated_prefetch.hpp),
+// `belady_policy` (cache/belady.hpp) and the run-time choice `any_eviction_policy`
+// (cache/any_eviction_policy.hpp).
 #pragma once
 
 #include <concepts>

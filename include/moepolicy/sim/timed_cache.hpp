@@ -29,8 +29,10 @@
 // Prefetch. `prefetch(k, score, ready, priority)` queues a background job over the link;
 // the job takes a GPU slot when its first chunk is placed (the copy needs a buffer only once
 // it starts: a prefetch that never gets link time evicts nothing), asking the policy for it
-// as `expert_cache::prefetch` does — no admission test, the prefetcher's request is the
-// admission (CXL-MoE §3) — and is stopped when no slot can be freed. The copy is installed
+// as `expert_cache::prefetch` does, and is stopped when no slot can be freed. A policy that
+// gates prefetches (`admit_prefetch`: the gated policy, cache/gated_prefetch.hpp) is asked
+// when the prefetch is queued, and a refused one moves nothing (`prefetches_refused`); for
+// the others the prefetcher's request is the admission (CXL-MoE §3). The copy is installed
 // when the job lands. Both happen in `collect()`, which the caller runs after every
 // `timeline::settle`. A prefetch of an expert already resident or on its way only tells the
 // policy (`on_prefetch`: sticky LRU re-sticks it). `cancel_pending(layer,
@@ -41,13 +43,24 @@
 //
 // Conservation (tested): the link's demand and prefetch bytes = the bytes of installed
 // copies' receipts + those of copies used once and dropped + the chunks of stopped jobs.
+// Waste: the chunks of stopped jobs (`wasted_bytes`) and the landed prefetched copies that
+// left the cache, or were still there at `close()`, without a use (`unused_bytes`).
+//
+// Capacity is one pool shared by all layers, or one pool of that size per layer
+// (`capacity_scope`, as `expert_cache`'s).
+//
+// `replay_timed_prefetch` (below) replays a routing trace through this cache as
+// `replay_cache_with_prefetch` (sim/cache_replay.hpp) does untimed, with every prefetch and
+// every miss a transfer on the link and every layer's compute charged on the GPU.
 //
 // Cost. Construction allocates (the cache, the residency table, one job slot per expert);
 // accesses, prefetches and hooks allocate nothing beyond what the timeline's first jobs
 // reserve.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -64,6 +77,7 @@
 #include "moepolicy/core/units.hpp"
 #include "moepolicy/cost/concepts.hpp"
 #include "moepolicy/cost/device_spec.hpp"
+#include "moepolicy/predict/prefetch_queue.hpp"
 #include "moepolicy/sim/timed_residency.hpp"
 #include "moepolicy/sim/timeline.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
@@ -126,6 +140,10 @@ struct timed_cache_stats {
   std::uint64_t prefetches_landed = 0;
   std::uint64_t prefetches_used = 0;
   std::uint64_t prefetches_cancelled = 0;
+  /// Prefetches the policy refused when they were asked for (nothing moved).
+  std::uint64_t prefetches_refused = 0;
+  /// Landed prefetched copies that left the cache (or were resident at `close()`) unused.
+  std::uint64_t prefetches_unused = 0;
   /// Bytes moved on demand (misses and late remainders), of which late remainders.
   bytes demand_bytes = 0;
   bytes late_bytes = 0;
@@ -136,6 +154,8 @@ struct timed_cache_stats {
   bytes wasted_bytes = 0;
   /// Bytes of demand copies used once and dropped (not admitted).
   bytes transient_bytes = 0;
+  /// Bytes of the landed prefetched copies counted in `prefetches_unused`.
+  bytes unused_bytes = 0;
   /// Σ over late prefetches and misses of (ready − t0): the wait each caused on its own.
   seconds late_wait = 0.0;
   seconds miss_wait = 0.0;
@@ -160,16 +180,17 @@ class timed_expert_cache {
  public:
   static constexpr tier_id memory_tier = 0, gpu_tier = 1;
 
-  /// A cache of `capacity` experts (one pool shared by all layers) under the policy `policy`,
-  /// fetching over `link` of `tl`, priced by `link_cost`; every expert weighs `expert_size`
-  /// bytes at `bits`. Keeps a reference to `tl`, which must outlive it.
+  /// A cache of `capacity` experts (one pool shared by all layers, or with `scope ==
+  /// per_layer` one pool of `capacity` per layer) under the policy `policy`, fetching over
+  /// `link` of `tl`, priced by `link_cost`; every expert weighs `expert_size` bytes at `bits`.
+  /// Keeps a reference to `tl`, which must outlive it.
   ///
   /// Throws: `invalid_argument` naming `timed_expert_cache` when `link` is not a link of
   /// `tl`, `expert_size` is 0, or the policy is Belady's (it needs the future: compare with
   /// its untimed demand replay instead); what `expert_cache` and the policy throw.
   timed_expert_cache(timeline& tl, resource_id link, Link link_cost, std::uint32_t num_layers,
                      std::uint32_t num_experts, std::uint64_t capacity, const any_eviction_config& policy,
-                     bytes expert_size, bitwidth bits = fp16)
+                     bytes expert_size, bitwidth bits = fp16, capacity_scope scope = capacity_scope::shared)
       : tl_(&tl),
         link_(checked_link(tl, link)),
         cost_(std::move(link_cost)),
@@ -179,6 +200,7 @@ class timed_expert_cache {
         cache_(cache_config{.num_layers = num_layers,
                             .num_experts = num_experts,
                             .capacity = capacity,
+                            .scope = scope,
                             .expert_bytes = expert_size},
                checked_policy(policy)),
         res_(num_layers, num_experts, 2),
@@ -353,6 +375,12 @@ class timed_expert_cache {
       score_[f] = std::max(score_[f], score);
       return false;
     }
+    const access_info info{.confidence = score, .prefetch = true};
+    const bool must_evict = cache_.used(cache_.shape().partition_of(k)) + 1 > cache_.capacity();
+    if (!cache_.policy().admit_prefetch(k, info, must_evict)) {
+      ++stats_.prefetches_refused;
+      return false;
+    }
     const std::array<hop, 1> h{{{link_, cost_.transfer_seconds(size_), size_}}};
     job_[f] = tl_->enqueue(ready, h, size_, cost_kind::prefetch, priority, f);
     score_[f] = score;
@@ -393,6 +421,18 @@ class timed_expert_cache {
       if (held) {
         static_cast<void>(cache_.erase(key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_))));
       }
+    }
+  }
+
+  /// The end of a run: stops every prefetch still queued or on its way, and counts the landed
+  /// prefetched copies never used as unused (as `expert_cache::clear` counts them wasted).
+  void close() {
+    cancel_all_pending();
+    for (std::size_t f = 0; f < fresh_.size(); ++f) {
+      if (fresh_[f] == 0) continue;
+      fresh_[f] = 0;
+      ++stats_.prefetches_unused;
+      stats_.unused_bytes += size_;
     }
   }
 
@@ -475,7 +515,7 @@ class timed_expert_cache {
 
   /// The expert an insertion of `k` would evict now (experts weigh 1: at most one).
   [[nodiscard]] std::optional<expert_key> pending_victim(expert_key k) const noexcept {
-    if (cache_.contains(k) || cache_.used(0) < cache_.capacity()) return std::nullopt;
+    if (cache_.contains(k) || cache_.used(cache_.shape().partition_of(k)) < cache_.capacity()) return std::nullopt;
     return cache_.victim_for(k);
   }
   /// Drops the copy (or stops the prefetch) of a victim the cache evicted.
@@ -484,6 +524,10 @@ class timed_expert_cache {
     const std::size_t f = flat(*v);
     if (job_[f] != no_job) stop(f);
     res_.drop(*v, gpu_tier);
+    if (fresh_[f] != 0) {
+      ++stats_.prefetches_unused;
+      stats_.unused_bytes += size_;
+    }
     fresh_[f] = 0;
   }
   /// Stops the job of `f`: what it placed is wasted; it no longer holds a slot (the caller
@@ -516,5 +560,204 @@ class timed_expert_cache {
   std::vector<std::uint32_t> waiting_;
   timed_cache_stats stats_;
 };
+
+/// Prices the GPU work of one layer of a forward pass for `replay_timed_prefetch`: for
+/// `const C& c`, `batch_view b`, `expert_key k`, `std::size_t tokens`:
+///   `c.before_experts(b)`  the work before the layer's routing is known (attention, the
+///                          router; for the first MoE layer also the dense layers before it);
+///   `c.expert_seconds(k, tokens)`  one routed expert on its tokens;
+///   `c.after_experts(b)`   the work after the routed experts (shared experts; after the last
+///                          MoE layer also the output head).
+/// Each is finite and >= 0.
+template <class C>
+concept LayerCost = requires(const C& c, const batch_view& b, expert_key k, std::size_t tokens) {
+  { c.before_experts(b) } -> std::convertible_to<seconds>;
+  { c.expert_seconds(k, tokens) } -> std::convertible_to<seconds>;
+  { c.after_experts(b) } -> std::convertible_to<seconds>;
+};
+
+/// A `LayerCost` of fixed durations (hand-worked examples and tests): `before` per layer,
+/// `expert` per expert whatever its tokens, nothing after.
+struct fixed_layer_cost {
+  seconds before = 0.0;
+  seconds expert = 0.0;
+  [[nodiscard]] seconds before_experts(const batch_view&) const noexcept { return before; }
+  [[nodiscard]] seconds expert_seconds(expert_key, std::size_t) const noexcept { return expert; }
+  [[nodiscard]] seconds after_experts(const batch_view&) const noexcept { return 0.0; }
+};
+static_assert(LayerCost<fixed_layer_cost>);
+
+/// How `replay_timed_prefetch` runs.
+struct timed_prefetch_config {
+  /// Experts per pool, and whether one pool per layer or one shared pool.
+  std::uint64_t capacity = 0;
+  capacity_scope scope = capacity_scope::per_layer;
+  /// The eviction policy (not Belady's: it needs the future).
+  any_eviction_config policy = lru_config{};
+  /// Bytes of every expert's weights, > 0, and the host-to-GPU link that moves them.
+  bytes expert_bytes = 0;
+  link_spec link = {};
+  /// The most experts prefetched per batch, as `prefetch_replay_config::depth` (0: top_k).
+  std::uint32_t depth = 0;
+  /// Bytes per background chunk (the grain at which prefetches yield to demand transfers).
+  bytes chunk_bytes = timeline_config{}.chunk_bytes;
+};
+
+/// What `replay_timed_prefetch` measured.
+struct timed_prefetch_result {
+  timed_cache_stats stats;
+  /// Forward passes; decode passes and the sum of their durations (first layer's start to
+  /// the last layer's end).
+  std::uint64_t steps = 0;
+  std::uint64_t decode_steps = 0;
+  seconds decode_seconds = 0.0;
+  /// The end of the last pass.
+  seconds total_seconds = 0.0;
+  /// The GPU's idle time waiting for weights (the ledger's stall of the GPU).
+  seconds stall_seconds = 0.0;
+  /// The GPU's busy time; the link's busy time, all of it and that of prefetches (chunks of
+  /// landed, late and stopped prefetches alike).
+  seconds gpu_busy_seconds = 0.0;
+  seconds link_busy_seconds = 0.0;
+  seconds link_prefetch_seconds = 0.0;
+  /// Bytes of prefetches spent without a use: stopped jobs' chunks and unused landed copies.
+  bytes wasted_prefetch_bytes = 0;
+
+  /// Mean decode pass, seconds (0 without decode passes).
+  [[nodiscard]] seconds seconds_per_decode_step() const noexcept {
+    return decode_steps == 0 ? 0.0 : decode_seconds / static_cast<double>(decode_steps);
+  }
+};
+
+namespace detail {
+struct no_prefetch_predictor {
+  [[nodiscard]] bool predict(layer_id, std::span<float>) noexcept { return false; }
+  void observe(const batch_view&) noexcept {}
+  void end_step() noexcept {}
+  void begin_request() noexcept {}
+};
+}  // namespace detail
+
+/// Replays `t` on the timed model: a GPU and its host-to-GPU link on one timeline, the GPU's
+/// expert cache a `timed_expert_cache` (a hit is resident and landed). The walk and the
+/// prediction are those of `replay_cache_with_prefetch` (sim/cache_replay.hpp), so the two
+/// see the same events; here every byte takes link time. Per batch (layer l of a pass), in
+/// the trace's order:
+///   1. the predictor, having observed the batches before this one, scores layer l: every
+///      expert with a score > 0 is hinted, and the `depth` best are prefetched — background
+///      jobs ready at the previous batch's router output (when the routing it observed last
+///      was known), placed in the link's idle time, behind every demand transfer (the
+///      timeline's rule: prefetches never delay a demand transfer, and compete with the
+///      misses for the link);
+///   2. the GPU runs `cost.before_experts(b)` from the end of the previous layer; its end is
+///      the router's output t0; the link's idle time up to t0 goes to the queued prefetches;
+///      prefetches of layer l the batch does not select are then stopped (their chunks are
+///      wasted);
+///   3. each distinct expert of the batch, in order of first selection, is served at t0 (a
+///      hit, a late prefetch whose rest crosses on demand, or a miss crossing on demand,
+///      first in first out on the link); the GPU computes the hits, then the others in the
+///      order their weights land, each when its weights are usable; then
+///      `cost.after_experts(b)`.
+/// At the end the prefetches still queued are stopped and unused prefetched copies counted.
+/// With a link of unlimited bandwidth and no latency every transfer takes no time: nothing
+/// stalls and no prefetch is late.
+///
+/// Throws: `invalid_argument` naming `replay_timed_prefetch` when the trace is empty or
+/// `expert_bytes` is 0; what `timed_expert_cache` throws (Belady's policy).
+/// Complexity: as `replay_cache_with_prefetch` plus the timeline's operations; the
+/// per-batch work allocates nothing beyond what the timeline's first jobs reserve.
+template <LayerCost Cost, PrefetchPredictor Predictor = detail::no_prefetch_predictor>
+[[nodiscard]] timed_prefetch_result replay_timed_prefetch(const routing_trace& t, const Cost& cost,
+                                                          const timed_prefetch_config& cfg,
+                                                          Predictor* predictor = nullptr) {
+  constexpr std::string_view fn = "replay_timed_prefetch";
+  const trace_info& info = t.info();
+  if (info.num_layers == 0 || info.num_experts == 0 || t.steps().empty()) {
+    detail::throw_invalid(fn, "the trace has no forward pass, steps", t.steps().size());
+  }
+  if (cfg.expert_bytes == 0) detail::throw_invalid(fn, "expert_bytes must be > 0", cfg.expert_bytes);
+  const std::uint32_t E = info.num_experts;
+  timeline tl(timeline_config{.chunk_bytes = cfg.chunk_bytes,
+                              .reserved_jobs = static_cast<std::size_t>(info.num_layers) * E,
+                              .reserved_hops = 1});
+  const resource_id gpu = tl.add_resource("gpu", resource_kind::processor);
+  const resource_id link = tl.add_resource("host to GPU link", resource_kind::link);
+  timed_expert_cache<> cache(tl, link, link_cost{cfg.link}, info.num_layers, E, cfg.capacity, cfg.policy,
+                             cfg.expert_bytes, fp16, cfg.scope);
+  const std::size_t depth = std::min<std::size_t>(cfg.depth == 0 ? info.top_k : cfg.depth, E);
+  std::vector<float> scores(E, 0.0f);
+  std::vector<std::uint32_t> order(E), tokens(E, 0);
+  std::vector<std::uint8_t> selected(E, 0);
+  std::vector<std::pair<expert_key, seconds>> served;
+  served.reserve(E);
+  timed_prefetch_result out;
+  seconds last_t0 = 0.0;
+  const auto prefetch_for = [&](layer_id l) {
+    if (predictor == nullptr || !predictor->predict(l, scores)) return;
+    for (std::uint32_t e = 0; e < E; ++e) {
+      order[e] = e;
+      if (scores[e] > 0.0f) cache.hint(expert_key{l, static_cast<expert_id>(e)}, scores[e]);
+    }
+    const auto better = [&](std::uint32_t x, std::uint32_t y) {
+      return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
+    };
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(depth), order.end(), better);
+    for (std::size_t i = 0; i < depth && scores[order[i]] > 0.0f; ++i) {
+      static_cast<void>(cache.prefetch(expert_key{l, static_cast<expert_id>(order[i])}, scores[order[i]], last_t0, 0));
+    }
+  };
+  for (const request_ref& r : t.requests()) {
+    if (predictor != nullptr) predictor->begin_request();
+    for (const step_ref& s : t.steps_of(r)) {
+      const seconds step_start = tl.free_at(gpu);
+      for (const batch_ref& ref : t.batches_of(s)) {
+        const batch_view b = t.view(ref);
+        const layer_id l = ref.layer;
+        prefetch_for(l);
+        const seconds t0 = tl.run(tl.free_at(gpu), gpu, cost.before_experts(b), cost_kind::attention).end;
+        tl.settle(t0);
+        cache.collect();
+        // The batch's experts, in order of first selection, with their tokens.
+        served.clear();
+        for (expert_id e : b.experts) {
+          if (tokens[e]++ == 0) served.emplace_back(expert_key{l, e}, 0.0);
+        }
+        for (const auto& [k, unused] : served) selected[k.expert] = 1;
+        static_cast<void>(cache.cancel_pending(l, [&](expert_id e) { return selected[e] != 0; }));
+        cache.begin_layer(b);
+        for (auto& [k, ready] : served) ready = cache.serve(k, t0).ready;
+        // Hits first, then the others in the order their weights land.
+        std::stable_sort(served.begin(), served.end(),
+                         [](const auto& x, const auto& y) { return x.second < y.second; });
+        for (const auto& [k, ready] : served) {
+          static_cast<void>(tl.run(ready, gpu, cost.expert_seconds(k, tokens[k.expert]), cost_kind::expert));
+          tokens[k.expert] = 0;
+          selected[k.expert] = 0;
+        }
+        static_cast<void>(tl.run(tl.free_at(gpu), gpu, cost.after_experts(b), cost_kind::dense));
+        cache.end_layer(l);
+        if (predictor != nullptr) predictor->observe(b);
+        last_t0 = t0;
+      }
+      cache.end_step();
+      if (predictor != nullptr) predictor->end_step();
+      ++out.steps;
+      if (s.kind == phase::decode) {
+        ++out.decode_steps;
+        out.decode_seconds += tl.free_at(gpu) - step_start;
+      }
+    }
+  }
+  cache.close();
+  out.stats = cache.stats();
+  const ledger& led = tl.accounts();
+  out.total_seconds = tl.free_at(gpu);
+  out.stall_seconds = led[gpu].stall_seconds;
+  out.gpu_busy_seconds = led[gpu].busy();
+  out.link_busy_seconds = led[link].busy();
+  out.link_prefetch_seconds = led[link].busy(cost_kind::prefetch);
+  out.wasted_prefetch_bytes = out.stats.wasted_bytes + out.stats.unused_bytes;
+  return out;
+}
 
 }  // namespace moepolicy
