@@ -28,13 +28,17 @@
 //                              bytes and waste counted in full);
 //   evaluate_predictor         precision and recall of a predictor's top-scored experts
 //                              against the experts of the next `horizon` batches per layer;
-//   lru_hit_curve              the LRU hit count at every capacity in one pass.
+//   lru_hit_curve              the LRU hit count at every capacity in one pass;
+//   next_use_index             the next uses of a canonical file's replay, rebuilt a chunk
+//                              at a time, for replays in bounded memory at any length.
 //
 // The demand replays, `replay_accesses` and `lru_hit_curve` take a `routing_trace` or a
 // `canonical_file` (trace/canonical.hpp), which they walk straight from its memory map in
 // bounded memory; both give identical results. Policies that read the future take the
 // next uses from `next_use_positions`, computed per replay unless a caller that replays
-// one trace many times (every capacity) computes them once and passes them in.
+// one trace many times (every capacity) computes them once and passes them in — held whole
+// (8 bytes per access), or for a canonical file as a `next_use_index`, which holds a few
+// bytes per chunk of millions of accesses and gives each replay the same positions.
 #pragma once
 
 #include <algorithm>
