@@ -15,8 +15,9 @@
 // `--json` prints the results as one JSON document instead of tables.
 //
 // Untimed, one canonical file is replayed straight from its memory map (canonical_file), in
-// bounded memory apart from the access sequence the bounds need (Belady's next uses, the
-// exact LRU curve: 8 bytes per access kept); `--jobs N` runs the replays on N threads.
+// bounded memory at any length: Belady's next uses are rebuilt a chunk at a time from an
+// index (sim/cache_replay.hpp, `next_use_index`) and the exact LRU curve is taken in one
+// pass; `--jobs N` runs the replays on N threads.
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -28,9 +29,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -247,15 +250,38 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
   const bool sticky = std::find(names.begin(), names.end(), "sticky-lru") != names.end() ||
                       std::find(names.begin(), names.end(), "gated-prefetch") != names.end();
   const std::string hints = predictor_label(o, info);
+  // The future Belady reads: a trace in memory holds its next uses (8 bytes per access); a
+  // mapped file gets an index that rebuilds them a chunk at a time, so its replay runs in
+  // bounded memory at any length. The LRU curve comes from the same pass.
+  constexpr bool mapped = std::is_same_v<Trace, canonical_file>;
+  using future_type = std::conditional_t<mapped, std::unique_ptr<next_use_index>, std::vector<std::uint64_t>>;
   hit_curve lru_curve;
-  std::vector<std::uint64_t> next_use;
-  std::size_t accesses = 0;
+  future_type next_use;
+  std::uint64_t accesses = 0;
   {
-    const std::vector<expert_key> sequence = replay_accesses(t);
-    accesses = sequence.size();
-    if (show_lru_exact) lru_curve = lru_hit_curve(sequence, shape);
-    next_use = next_use_positions(sequence, info.num_layers, info.num_experts);
+    lru_curve_builder lru(shape);
+    if constexpr (mapped) {
+      next_use = std::make_unique<next_use_index>(t, cache_replay_config{}, 0, [&](expert_key k) {
+        if (show_lru_exact) lru.add(k);
+      });
+      accesses = next_use->accesses();
+    } else {
+      const std::vector<expert_key> sequence = replay_accesses(t);
+      accesses = sequence.size();
+      if (show_lru_exact) {
+        for (const expert_key& k : sequence) lru.add(k);
+      }
+      next_use = next_use_positions(sequence, info.num_layers, info.num_experts);
+    }
+    if (show_lru_exact) lru_curve = lru.curve();
   }
+  const auto future = [&]() -> decltype(auto) {
+    if constexpr (mapped) {
+      return static_cast<const next_use_index&>(*next_use);
+    } else {
+      return std::span<const std::uint64_t>(next_use);
+    }
+  };
 
   // One task per (capacity, column): the policies, then Belady.
   const std::size_t columns = names.size() + 1;
@@ -267,18 +293,18 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
     for (std::size_t pi = 0; pi < columns; ++pi) {
       double* out = &ratio[ci * columns + pi];
       if (pi == names.size()) {
-        tasks.emplace_back([&t, cc, out, &next_use] {
-          *out = replay_cache<belady_policy>(t, cc, {}, {}, next_use).stats.hit_ratio();
-        });
+        tasks.emplace_back(
+            [&t, cc, out, &future] { *out = replay_cache<belady_policy>(t, cc, {}, {}, future()).stats.hit_ratio(); });
         continue;
       }
       const std::string n = names[pi];
-      tasks.emplace_back([&o, &t, whole, cc, out, n, &next_use] {
+      tasks.emplace_back([&o, &t, whole, cc, out, n, &future] {
         const any_eviction_config pc = eviction_config_by_name(n);
         if ((n == "sticky-lru" || n == "gated-prefetch") && o.predictor != "none") {
+          // The sticky LRU and the gated prefetch read no future.
           const auto hinted = [&](const auto& trace) {
             with_predictor(o, trace.info(), whole, [&](auto& p) {
-              *out = replay_cache_with_hints<any_eviction_policy>(trace, cc, pc, p, {}, next_use).stats.hit_ratio();
+              *out = replay_cache_with_hints<any_eviction_policy>(trace, cc, pc, p).stats.hit_ratio();
             });
           };
           if (o.predictor == "oracle") {
@@ -287,7 +313,7 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
             hinted(t);
           }
         } else {
-          *out = replay_cache(t, cc, pc, {}, next_use).stats.hit_ratio();
+          *out = replay_cache(t, cc, pc, {}, future()).stats.hit_ratio();
         }
       });
     }

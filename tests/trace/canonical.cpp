@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "peak_rss.hpp"
 #include "trace_compare.hpp"
 
 #include <algorithm>
@@ -844,35 +845,9 @@ std::string walk_error_of(const bytes& b, std::string_view name = "t.mtrace") {
   return "(no error)";
 }
 
-/// Peak resident memory of this process in bytes (VmHWM), or -1 where /proc cannot say.
-long long peak_rss_bytes() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  }
-  return -1;
-}
-
-/// Resets VmHWM to the current resident size; false where the system does not allow it.
-bool reset_peak_rss() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  out.flush();
-  return static_cast<bool>(out);
-}
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool sanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool sanitized = true;
-#else
-constexpr bool sanitized = false;
-#endif
-#else
-constexpr bool sanitized = false;
-#endif
+using moepolicy::test::peak_rss_bytes;
+using moepolicy::test::reset_peak_rss;
+using moepolicy::test::sanitized;
 
 }  // namespace
 
@@ -895,6 +870,67 @@ TEST_CASE("canonical_file walks every batch as routing_trace holds it, in place,
       CHECK(file_walk(aligned, chunk).lines == want.lines);
       CHECK(file_walk(odd, chunk).lines == want.lines);
     }
+  }
+}
+
+TEST_CASE("canonical_file walks the batches of a range of rows as the whole walk passes them") {
+  for (const routing_trace& t : {trace_a(), trace_b(), trace_random()}) {
+    const bytes b = to_bytes(t);
+    bytes shifted(b.size() + 1);
+    std::memcpy(shifted.data() + 1, b.data(), b.size());
+    const canonical_file aligned(std::span<const std::byte>(b), "t.mtrace");
+    const canonical_file odd(std::span<const std::byte>(shifted).subspan(1), "t.mtrace");
+    // Rows are checked by a whole walk first.
+    CHECK_THROWS_WITH_AS(aligned.for_each_batch_in_rows(0, t.num_rows(), [](const batch_view&) {}),
+                         "moepolicy::canonical_file::for_each_batch_in_rows: the rows are checked by a walk of the "
+                         "whole file, and none has completed yet on t.mtrace",
+                         moepolicy::invalid_argument);
+    walk_log whole;
+    std::vector<std::uint64_t> starts;  // every batch's first row
+    aligned.for_each_batch([](std::uint32_t) {},
+                           [&](const batch_view& v) {
+                             whole.batch(v);
+                             starts.push_back(v.ref.first_row);
+                           },
+                           [](const step_ref&) {});
+    static_cast<void>(file_walk(odd, 5));
+    starts.push_back(t.num_rows());
+    // Any cut at batch starts, any chunk: the pieces' batches, in order, are the walk's.
+    for (const std::size_t cut : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
+      for (const std::uint64_t chunk : {std::uint64_t{1}, std::uint64_t{4}, canonical_file::default_chunk_rows}) {
+        CAPTURE(cut);
+        CAPTURE(chunk);
+        walk_log a, o;
+        for (std::size_t i = 0; i + 1 < starts.size(); i += cut) {
+          const std::uint64_t first = starts[i], last = starts[std::min(i + cut, starts.size() - 1)];
+          aligned.for_each_batch_in_rows(
+              first, last, [&](const batch_view& v) { a.batch(v); }, chunk);
+          odd.for_each_batch_in_rows(
+              first, last, [&](const batch_view& v) { o.batch(v); }, chunk);
+        }
+        CHECK(a.lines == whole.lines);
+        CHECK(o.lines == whole.lines);
+      }
+    }
+    aligned.for_each_batch_in_rows(starts[1], starts[1],
+                                   [](const batch_view&) { FAIL("an empty range has no batch"); });
+    // A bound inside a batch, or past the rows, is refused.
+    for (std::size_t i = 0; i + 1 < starts.size(); ++i) {
+      if (starts[i + 1] - starts[i] < 2) continue;
+      const std::uint64_t inside = starts[i] + 1;
+      CHECK_THROWS_WITH_AS(aligned.for_each_batch_in_rows(inside, t.num_rows(), [](const batch_view&) {}),
+                           ("moepolicy::canonical_file::for_each_batch_in_rows: row " + std::to_string(inside) +
+                            " of t.mtrace is inside a batch, not at its start")
+                               .c_str(),
+                           moepolicy::invalid_argument);
+      break;
+    }
+    CHECK_THROWS_WITH_AS(
+        aligned.for_each_batch_in_rows(0, t.num_rows() + 1, [](const batch_view&) {}),
+        ("moepolicy::canonical_file::for_each_batch_in_rows: the rows [0, " + std::to_string(t.num_rows() + 1) +
+         ") must lie within the " + std::to_string(t.num_rows()) + " rows of t.mtrace")
+            .c_str(),
+        moepolicy::invalid_argument);
   }
 }
 
@@ -1044,6 +1080,19 @@ TEST_CASE("a walk of a 10^7-row file holds a bounded window of it") {
     const long long grew = peak_rss_bytes() - before;
     MESSAGE("walk of a " << file_bytes << "-byte file: peak resident memory grew by " << grew << " bytes");
     CHECK(grew < 64ll << 20);  // the file is 210 MB; the walk holds a chunk (about 5 MB), the checksum an 8 MiB piece
+    // Chunks of 100 rows span less than a page of most columns: the pages they touch are
+    // still given back.
+    static_cast<void>(reset_peak_rss());
+    const long long small_before = peak_rss_bytes();
+    std::uint64_t small_batches = 0;
+    {
+      const canonical_file f(path);
+      f.for_each_batch([](std::uint32_t) {}, [&](const batch_view&) { ++small_batches; }, [](const step_ref&) {}, 100);
+    }
+    CHECK(small_batches == rows);
+    const long long small_grew = peak_rss_bytes() - small_before;
+    MESSAGE("walk in chunks of 100 rows: peak resident memory grew by " << small_grew << " bytes");
+    CHECK(small_grew < 64ll << 20);
   } else {
     MESSAGE("peak resident memory not measured (sanitizer build or no /proc)");
   }

@@ -41,6 +41,23 @@
 
 namespace moepolicy {
 
+namespace detail {
+
+/// trunc(x · 2^32) for finite |x| < 2^31, exactly as `static_cast<std::int64_t>(double(x)
+/// * 2^32)` gives it, from three 32-bit truncations that vectorise: hi = trunc(x); the
+/// fraction r = x − hi is exact in float, and so are y = r · 2^16 and its fraction
+/// r2 = y − trunc(y); as hi, trunc(y) and r2 share the sign of x,
+/// trunc(x · 2^32) = hi · 2^32 + trunc(y) · 2^16 + trunc(r2 · 2^16).
+[[nodiscard]] inline std::int64_t fixed_32(float x) noexcept {
+  const auto hi = static_cast<std::int32_t>(x);
+  const float y = (x - static_cast<float>(hi)) * 65536.0f;
+  const auto mid = static_cast<std::int32_t>(y);
+  const auto lo = static_cast<std::int32_t>((y - static_cast<float>(mid)) * 65536.0f);
+  return std::int64_t{hi} * 4294967296 + std::int64_t{mid} * 65536 + std::int64_t{lo};
+}
+
+}  // namespace detail
+
 /// Configuration of `score_aware_policy`.
 struct score_aware_config {
   /// Iterations n the average covers, the current one included; >= 1. The paper does not
@@ -58,10 +75,14 @@ struct score_aware_config {
 /// per batch and O(L · E) per step end as in the first implementation
 /// (cache/detail/score_aware_reference.hpp); the victims are the same.
 ///
+/// The iteration that leaves the window at a step end is retired from a layer's sums when
+/// the layer is next touched (its next batch, fused with adding the batch's scores, or a
+/// read of one of its averages), not from all L · E sums at the step end.
+///
 /// Complexity per access, pools per layer of n residents, E experts, k selected per token:
-/// O(E) per batch for the scores (shared by its k·tokens accesses), O(n) per batch for
-/// the first victim of a pool, O(log n) or O(1) per event; O(L · E) per step end for the
-/// window.
+/// O(E) per batch for the scores and the retired iteration (shared by its k·tokens
+/// accesses), O(n) per batch for the first victim of a pool, O(log n) or O(1) per event;
+/// O(pools) per step end.
 class score_aware_policy {
  public:
   using config_type = score_aware_config;
@@ -74,7 +95,8 @@ class score_aware_policy {
         ring_(window_ * shape.slots(), 0),
         ring_tokens_(window_ * shape.num_layers, 0),
         sums_(shape.slots(), 0),
-        tokens_(shape.num_layers, 0) {}
+        tokens_(shape.num_layers, 0),
+        retired_(shape.num_layers, 0) {}
 
   [[nodiscard]] std::uint32_t window() const noexcept { return static_cast<std::uint32_t>(window_); }
 
@@ -98,14 +120,36 @@ class score_aware_policy {
     const std::size_t base = static_cast<std::size_t>(l) * E;
     std::int64_t* slot = ring_.data() + cur_ * shape_.slots() + base;
     const std::size_t tokens = b.tokens();
+    // The layer's row of the iteration in progress still holds the iteration that left the
+    // window at the last step end (see `retire`): when that is all it has to retire, the
+    // first token's scores replace it in the same pass.
+    std::size_t t0 = 0;
+    if (steps_ - retired_[l] == 1 && !b.scores.empty() && tokens > 0) {
+      retired_[l] = steps_;
+      MOEPOLICY_ASSERT(b.scores.size() == tokens * E);
+      std::int64_t* sum = sums_.data() + base;
+      const float* s = b.scores.data();
+      for (std::size_t e = 0; e < E; ++e) {
+        const std::int64_t x = fixed(s[e]);
+        sum[e] += x - slot[e];
+        slot[e] = x;
+      }
+      std::uint64_t& row_tokens = ring_tokens_[cur_ * shape_.num_layers + l];
+      tokens_[l] -= row_tokens;
+      row_tokens = 0;
+      t0 = 1;
+    } else {
+      retire(l);
+    }
     if (!b.scores.empty()) {
       MOEPOLICY_ASSERT(b.scores.size() == tokens * E);
-      for (std::size_t t = 0; t < tokens; ++t) {
+      std::int64_t* sum = sums_.data() + base;
+      for (std::size_t t = t0; t < tokens; ++t) {
         const float* s = b.scores.data() + t * E;
         for (std::size_t e = 0; e < E; ++e) {
           const std::int64_t x = fixed(s[e]);
           slot[e] += x;
-          sums_[base + e] += x;
+          sum[e] += x;
         }
       }
     } else {
@@ -123,23 +167,15 @@ class score_aware_policy {
   }
   /// Revokes the shields of layer `l`'s experts. Complexity: O(shielded · log n).
   void on_layer_end(layer_id l) noexcept { ranking_.end_layer(l, ranker()); }
-  /// Closes the iteration and retires the one that leaves the window. Sums are kept in
-  /// fixed point (units of 2^-32), so retiring subtracts exactly: an expert whose scores
-  /// all left the window averages exactly 0, and rounding never reorders equal averages.
-  /// Complexity: O(num_layers · num_experts).
+  /// Closes the iteration; the one that leaves the window is retired from each layer's
+  /// sums when that layer is next read or written (`retire`), which gives the sums eager
+  /// retirement would give. Sums are kept in fixed point (units of 2^-32), so retiring
+  /// subtracts exactly: an expert whose scores all left the window averages exactly 0, and
+  /// rounding never reorders equal averages.
+  /// Complexity: O(pools); O(num_experts) per layer, paid at its next batch or read.
   void on_step_end() noexcept {
     cur_ = (cur_ + 1) % window_;
-    const std::size_t slots = shape_.slots();
-    std::int64_t* oldest = ring_.data() + cur_ * slots;
-    for (std::size_t f = 0; f < slots; ++f) {
-      sums_[f] -= oldest[f];
-      oldest[f] = 0;
-    }
-    std::uint64_t* oldest_tokens = ring_tokens_.data() + cur_ * shape_.num_layers;
-    for (std::size_t l = 0; l < shape_.num_layers; ++l) {
-      tokens_[l] -= oldest_tokens[l];
-      oldest_tokens[l] = 0;
-    }
+    ++steps_;
     ranking_.rerank_all(ranker());
   }
 
@@ -163,9 +199,34 @@ class score_aware_policy {
     return w;
   }
   static constexpr double fixed_one = 4294967296.0;  // 2^32
-  static std::int64_t fixed(float x) noexcept { return static_cast<std::int64_t>(static_cast<double>(x) * fixed_one); }
+  static std::int64_t fixed(float x) noexcept { return detail::fixed_32(x); }
+  /// Retires from layer `l`'s sums the iterations that left the window since it was last
+  /// read or written: each step end retires one row of the ring, so after `window` rows
+  /// every row of the layer is retired. Logically const: the sums are those of eager
+  /// retirement.
+  void retire(std::size_t l) const noexcept {
+    const std::uint64_t behind = steps_ - retired_[l];
+    if (behind == 0) return;
+    retired_[l] = steps_;
+    const std::size_t E = shape_.num_experts, slots = shape_.slots(), L = shape_.num_layers;
+    const std::size_t base = l * E;
+    std::int64_t* sum = sums_.data() + base;
+    const std::size_t n = behind < window_ ? static_cast<std::size_t>(behind) : window_;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t pos = (cur_ + window_ - i) % window_;  // the row step end steps_ − i retired
+      std::int64_t* row = ring_.data() + pos * slots + base;
+      for (std::size_t e = 0; e < E; ++e) {
+        sum[e] -= row[e];
+        row[e] = 0;
+      }
+      tokens_[l] -= ring_tokens_[pos * L + l];
+      ring_tokens_[pos * L + l] = 0;
+    }
+  }
   [[nodiscard]] double average(std::size_t f) const noexcept {
-    const std::uint64_t n = tokens_[layer_of_.divide(f)];
+    const std::size_t l = layer_of_.divide(f);
+    retire(l);
+    const std::uint64_t n = tokens_[l];
     return n == 0 ? 0.0 : static_cast<double>(sums_[f]) / fixed_one / static_cast<double>(n);
   }
   /// Ranks a slot by (average, last use).
@@ -180,12 +241,14 @@ class score_aware_policy {
   cache_shape shape_;
   detail::slot_divider layer_of_{shape_.num_experts};  // slot → layer
   std::size_t window_;
-  std::size_t cur_ = 0;
-  detail::shielded_ranking ranking_;        // unshielded residents by (average, last use); the shield
-  std::vector<std::int64_t> ring_;          // window × slots score sums per iteration (fixed point)
-  std::vector<std::uint64_t> ring_tokens_;  // window × layers tokens per iteration
-  std::vector<std::int64_t> sums_;
-  std::vector<std::uint64_t> tokens_;
+  std::size_t cur_ = 0;                             // the ring's row of the iteration in progress
+  std::uint64_t steps_ = 0;                         // step ends so far
+  detail::shielded_ranking ranking_;                // unshielded residents by (average, last use); the shield
+  mutable std::vector<std::int64_t> ring_;          // window × slots score sums per iteration (fixed point)
+  mutable std::vector<std::uint64_t> ring_tokens_;  // window × layers tokens per iteration
+  mutable std::vector<std::int64_t> sums_;
+  mutable std::vector<std::uint64_t> tokens_;
+  mutable std::vector<std::uint64_t> retired_;  // per layer: the step ends retired from its sums
 };
 
 static_assert(EvictionPolicy<score_aware_policy>);

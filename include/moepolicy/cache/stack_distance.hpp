@@ -49,100 +49,144 @@ struct hit_curve {
 
 namespace detail {
 
-/// Adds the stack distances of `stream` (dense indices below `slots`) to `histogram[d]`;
-/// returns the number of first accesses.
+/// The stack distances of a stream of dense keys below `slots`, fed one access at a time
+/// into `histogram[d]` (grown as needed); first accesses are counted apart.
 ///
 /// A Fenwick tree marks the time of the last access of every key seen; the distance of an
 /// access is the number of keys marked since its key's last access, plus one. Times are
 /// renumbered 0, 1, … in order whenever they reach the tree's width (twice the keys, at
 /// least 64), so the tree and the tables hold O(slots) entries — they stay in cache, and a
 /// stream of any length costs no memory beyond them.
-inline std::uint64_t add_stack_distances(std::span<const std::uint32_t> stream, std::size_t slots,
-                                         std::vector<std::uint64_t>& histogram) {
-  const std::size_t width = std::max<std::size_t>(64, 2 * slots);
-  std::vector<std::uint32_t> tree(width + 1, 0);  // Fenwick tree over times 1..width
-  constexpr std::uint32_t none = static_cast<std::uint32_t>(-1);
-  std::vector<std::uint32_t> last(slots, none);    // time of each key's last access
-  std::vector<std::uint32_t> key_at(width, none);  // the key marked at each time
-  const auto add = [&](std::size_t pos, int delta) {
-    for (std::size_t i = pos + 1; i <= width; i += i & (~i + 1)) {
-      tree[i] = static_cast<std::uint32_t>(static_cast<int>(tree[i]) + delta);
-    }
-  };
-  const auto prefix = [&](std::size_t pos) {  // markers at times [0, pos)
-    std::uint64_t s = 0;
-    for (std::size_t i = pos; i > 0; i -= i & (~i + 1)) s += tree[i];
-    return s;
-  };
-  std::size_t now = 0, live = 0;
-  std::uint64_t cold = 0;
-  for (const std::uint32_t f : stream) {
-    if (now == width) {  // renumber the marked times 0..live-1, keeping their order
-      std::size_t t = 0;
-      for (std::size_t old = 0; old < width; ++old) {
-        const std::uint32_t k = key_at[old];
-        if (k == none) continue;
-        key_at[old] = none;
-        key_at[t] = k;
-        last[k] = static_cast<std::uint32_t>(t);
-        ++t;
-      }
-      std::fill(tree.begin(), tree.end(), 0u);
-      for (std::size_t i = 1; i <= width; ++i) {  // linear build: the times below t are marked
-        if (i <= t) tree[i] += 1;
-        const std::size_t up = i + (i & (~i + 1));
-        if (up <= width) tree[up] += tree[i];
-      }
-      now = t;
-    }
-    if (last[f] == none) {
-      ++cold;
-      ++live;
+class stack_distance_counter {
+ public:
+  explicit stack_distance_counter(std::size_t slots)
+      : width_(std::max<std::size_t>(64, 2 * slots)), tree_(width_ + 1, 0), last_(slots, none), key_at_(width_, none) {}
+
+  /// Adds the access to key `f` (< slots) to `histogram`.
+  void push(std::uint32_t f, std::vector<std::uint64_t>& histogram) {
+    if (now_ == width_) renumber();
+    if (last_[f] == none) {
+      ++cold_;
+      ++live_;
     } else {
       // Distinct keys used strictly after the key's last access, plus this one.
-      const std::uint64_t d = live - prefix(last[f] + 1) + 1;
+      const std::uint64_t d = live_ - prefix(last_[f] + 1) + 1;
       if (d >= histogram.size()) histogram.resize(d + 1, 0);
       ++histogram[d];
-      add(last[f], -1);
-      key_at[last[f]] = none;
+      add(last_[f], -1);
+      key_at_[last_[f]] = none;
     }
-    add(now, +1);
-    key_at[now] = f;
-    last[f] = static_cast<std::uint32_t>(now);
-    ++now;
+    add(now_, +1);
+    key_at_[now_] = f;
+    last_[f] = static_cast<std::uint32_t>(now_);
+    ++now_;
   }
-  return cold;
+
+  /// First accesses so far.
+  [[nodiscard]] std::uint64_t cold() const noexcept { return cold_; }
+
+ private:
+  static constexpr std::uint32_t none = static_cast<std::uint32_t>(-1);
+
+  void add(std::size_t pos, int delta) noexcept {
+    for (std::size_t i = pos + 1; i <= width_; i += i & (~i + 1)) {
+      tree_[i] = static_cast<std::uint32_t>(static_cast<int>(tree_[i]) + delta);
+    }
+  }
+  [[nodiscard]] std::uint64_t prefix(std::size_t pos) const noexcept {  // markers at times [0, pos)
+    std::uint64_t s = 0;
+    for (std::size_t i = pos; i > 0; i -= i & (~i + 1)) s += tree_[i];
+    return s;
+  }
+  void renumber() noexcept {  // the marked times become 0..live-1, keeping their order
+    std::size_t t = 0;
+    for (std::size_t old = 0; old < width_; ++old) {
+      const std::uint32_t k = key_at_[old];
+      if (k == none) continue;
+      key_at_[old] = none;
+      key_at_[t] = k;
+      last_[k] = static_cast<std::uint32_t>(t);
+      ++t;
+    }
+    std::fill(tree_.begin(), tree_.end(), 0u);
+    for (std::size_t i = 1; i <= width_; ++i) {  // linear build: the times below t are marked
+      if (i <= t) tree_[i] += 1;
+      const std::size_t up = i + (i & (~i + 1));
+      if (up <= width_) tree_[up] += tree_[i];
+    }
+    now_ = t;
+  }
+
+  std::size_t width_;
+  std::vector<std::uint32_t> tree_;    // Fenwick tree over times 1..width
+  std::vector<std::uint32_t> last_;    // time of each key's last access
+  std::vector<std::uint32_t> key_at_;  // the key marked at each time
+  std::size_t now_ = 0, live_ = 0;
+  std::uint64_t cold_ = 0;
+};
+
+/// Adds the stack distances of `stream` (dense indices below `slots`) to `histogram[d]`;
+/// returns the number of first accesses (see `stack_distance_counter`).
+inline std::uint64_t add_stack_distances(std::span<const std::uint32_t> stream, std::size_t slots,
+                                         std::vector<std::uint64_t>& histogram) {
+  stack_distance_counter counter(slots);
+  for (const std::uint32_t f : stream) counter.push(f, histogram);
+  return counter.cold();
 }
 
 }  // namespace detail
+
+/// The LRU hit curve of an access sequence fed one access at a time, in memory bounded by
+/// the cache's shape (not the sequence's length): `add` every access in order, then
+/// `curve`. With per-layer pools each layer keeps its own stack.
+class lru_curve_builder {
+ public:
+  /// Throws: `invalid_argument` when `shape` has a dimension of 0 or above 65536.
+  explicit lru_curve_builder(const cache_shape& shape) : shape_((shape.validate("lru_hit_curve"), shape)) {
+    histogram_.assign(shape_.partition_slots() + 1, 0);
+    if (shape_.scope == capacity_scope::shared) {
+      counters_.emplace_back(shape_.slots());
+    } else {
+      counters_.assign(shape_.num_layers, detail::stack_distance_counter(shape_.num_experts));
+    }
+  }
+
+  /// Adds the next access. Preconditions: `k` lies within the shape.
+  void add(expert_key k) {
+    ++accesses_;
+    if (shape_.scope == capacity_scope::shared) {
+      counters_.front().push(static_cast<std::uint32_t>(shape_.flat(k)), histogram_);
+    } else {
+      counters_[k.layer].push(k.expert, histogram_);
+    }
+  }
+
+  /// The hits at every capacity of the accesses added so far.
+  [[nodiscard]] hit_curve curve() const {
+    hit_curve out;
+    out.accesses = accesses_;
+    for (const auto& c : counters_) out.cold_misses += c.cold();
+    out.hits.assign(histogram_.size(), 0);
+    for (std::size_t c = 1; c < histogram_.size(); ++c) out.hits[c] = out.hits[c - 1] + histogram_[c];
+    return out;
+  }
+
+ private:
+  cache_shape shape_;
+  std::vector<detail::stack_distance_counter> counters_;
+  std::vector<std::uint64_t> histogram_;
+  std::uint64_t accesses_ = 0;
+};
 
 /// The hits of a demand LRU cache of shape `shape` on `accesses`, at every capacity.
 ///
 /// Preconditions: every key lies within `shape`.
 /// Throws: `invalid_argument` when `shape` has a dimension of 0 or above 65536.
-/// Complexity: O(n log n) time, O(n + slots) memory, for n accesses.
+/// Complexity: O(n log slots) time, O(slots) memory, for n accesses.
 [[nodiscard]] inline hit_curve lru_hit_curve(std::span<const expert_key> accesses, const cache_shape& shape) {
-  shape.validate("lru_hit_curve");
-  hit_curve out;
-  out.accesses = accesses.size();
-  std::vector<std::uint64_t> histogram(shape.partition_slots() + 1, 0);
-  std::vector<std::uint32_t> stream;
-  stream.reserve(accesses.size());
-  if (shape.scope == capacity_scope::shared) {
-    for (const expert_key& k : accesses) stream.push_back(static_cast<std::uint32_t>(shape.flat(k)));
-    out.cold_misses = detail::add_stack_distances(stream, shape.slots(), histogram);
-  } else {
-    for (std::uint32_t l = 0; l < shape.num_layers; ++l) {
-      stream.clear();
-      for (const expert_key& k : accesses) {
-        if (k.layer == l) stream.push_back(k.expert);
-      }
-      out.cold_misses += detail::add_stack_distances(stream, shape.num_experts, histogram);
-    }
-  }
-  out.hits.assign(histogram.size(), 0);
-  for (std::size_t c = 1; c < histogram.size(); ++c) out.hits[c] = out.hits[c - 1] + histogram[c];
-  return out;
+  lru_curve_builder b(shape);
+  for (const expert_key& k : accesses) b.add(k);
+  return b.curve();
 }
 
 }  // namespace moepolicy

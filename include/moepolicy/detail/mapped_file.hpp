@@ -108,10 +108,15 @@ class mapped_file {
     // A file under `keep_whole` bytes stays mapped whole: faulting its pages in a second
     // time (the checksum, then the rows) costs more than holding them.
     if (base_ == nullptr || length == 0 || offset >= size_ || size_ < keep_whole) return;
+    // The pages the range touches, partial ones at its ends included: the mapping is only
+    // read, so a page that also holds bytes still to be read is faulted in again from the
+    // page cache. Rounding inwards instead kept the two end pages of every range of every
+    // column, which over a long walk adds up to memory that grows with the file.
     const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-    std::uint64_t begin = (offset + page - 1) / page * page;
-    std::uint64_t end = std::min<std::uint64_t>(offset + length, size_);
-    end = end == size_ ? end : end / page * page;
+    const std::uint64_t behind = offset > fault_around ? offset - fault_around : 0;
+    const std::uint64_t begin = behind / page * page;
+    const std::uint64_t end = std::min<std::uint64_t>((std::min(offset + length, size_) + page - 1) / page * page,
+                                                      (size_ + page - 1) / page * page);
     if (end <= begin) return;
     ::madvise(base_ + begin, static_cast<std::size_t>(end - begin), MADV_DONTNEED);
 #else
@@ -119,6 +124,11 @@ class mapped_file {
     static_cast<void>(length);
 #endif
   }
+
+  /// The system maps up to this many bytes of cached pages around a faulting address
+  /// (Linux's fault-around, 64 KiB by default), pages already given back included, so
+  /// `release` gives back that much before the range as well.
+  static constexpr std::uint64_t fault_around = std::uint64_t{1} << 16;
 
   /// Files smaller than this are never released piecewise.
   static constexpr std::uint64_t keep_whole = std::uint64_t{1} << 26;

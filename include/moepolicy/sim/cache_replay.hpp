@@ -28,13 +28,17 @@
 //                              bytes and waste counted in full);
 //   evaluate_predictor         precision and recall of a predictor's top-scored experts
 //                              against the experts of the next `horizon` batches per layer;
-//   lru_hit_curve              the LRU hit count at every capacity in one pass.
+//   lru_hit_curve              the LRU hit count at every capacity in one pass;
+//   next_use_index             the next uses of a canonical file's replay, rebuilt a chunk
+//                              at a time, for replays in bounded memory at any length.
 //
 // The demand replays, `replay_accesses` and `lru_hit_curve` take a `routing_trace` or a
 // `canonical_file` (trace/canonical.hpp), which they walk straight from its memory map in
 // bounded memory; both give identical results. Policies that read the future take the
 // next uses from `next_use_positions`, computed per replay unless a caller that replays
-// one trace many times (every capacity) computes them once and passes them in.
+// one trace many times (every capacity) computes them once and passes them in — held whole
+// (8 bytes per access), or for a canonical file as a `next_use_index`, which holds a few
+// bytes per chunk of millions of accesses and gives each replay the same positions.
 #pragma once
 
 #include <algorithm>
@@ -183,10 +187,9 @@ void distinct_experts(const batch_view& b, std::vector<std::uint8_t>& seen, Each
 /// The replay loop shared by the demand and hint replays. `before(b)` runs before the
 /// batch's accesses, `after(b)` after its `end_layer`, `new_request()` when a request
 /// starts, `step_end()` after each kept step.
-template <EvictionPolicy P, replay_source T, class Before, class After, class NewRequest, class StepEnd>
-cache_replay_result replay_loop(const T& t, expert_cache<P>& cache, const cache_replay_config& rc,
-                                std::span<const std::uint64_t> next_use, Before&& before, After&& after,
-                                NewRequest&& new_request, StepEnd&& step_end) {
+template <EvictionPolicy P, replay_source T, class Future, class Before, class After, class NewRequest, class StepEnd>
+cache_replay_result replay_loop(const T& t, expert_cache<P>& cache, const cache_replay_config& rc, Future&& future,
+                                Before&& before, After&& after, NewRequest&& new_request, StepEnd&& step_end) {
   cache_replay_result out;
   out.layers.assign(t.info().num_layers, {});
   std::vector<std::uint8_t> seen(t.info().num_experts, 0);
@@ -203,12 +206,7 @@ cache_replay_result replay_loop(const T& t, expert_cache<P>& cache, const cache_
         cache.begin_layer(b);
         distinct_experts(b, seen, [&](expert_key k) {
           access_info info;
-          if (!next_use.empty()) {
-            if (position >= next_use.size()) {
-              throw_invalid("replay_cache", "next_use has fewer entries than the replay's accesses", next_use.size());
-            }
-            info.next_use = next_use[position];
-          }
+          if (future.active()) info.next_use = future.next(position);
           ++position;
           const access_outcome o = cache.get(k, info);
           ++out.layers[k.layer].accesses;
@@ -224,13 +222,30 @@ cache_replay_result replay_loop(const T& t, expert_cache<P>& cache, const cache_
         step_end();
         ++out.steps;
       });
-  if (!next_use.empty() && position != next_use.size()) {
-    throw_invalid("replay_cache", "next_use has " + std::to_string(next_use.size()) + " entries, the replay made " +
-                                      std::to_string(position) + " accesses");
-  }
+  if (future.active()) future.finish(position);
   out.stats = cache.stats();
   return out;
 }
+
+/// The next uses a replay reads from a span (none when it is empty), checked against the
+/// replay's accesses.
+struct span_future {
+  std::span<const std::uint64_t> next_use;
+
+  [[nodiscard]] bool active() const noexcept { return !next_use.empty(); }
+  [[nodiscard]] std::uint64_t next(std::uint64_t position) const {
+    if (position >= next_use.size()) {
+      throw_invalid("replay_cache", "next_use has fewer entries than the replay's accesses", next_use.size());
+    }
+    return next_use[position];
+  }
+  void finish(std::uint64_t positions) const {
+    if (positions != next_use.size()) {
+      throw_invalid("replay_cache", "next_use has " + std::to_string(next_use.size()) + " entries, the replay made " +
+                                        std::to_string(positions) + " accesses");
+    }
+  }
+};
 
 /// The next uses a replay of `cache` on `t` reads: `given` when not empty (checked against
 /// the replay's accesses), else computed, or none when the policy does not read the future.
@@ -279,6 +294,180 @@ template <replay_source T>
   return next_use_positions(replay_accesses(t, rc), t.info().num_layers, t.info().num_experts);
 }
 
+/// The next uses of every demand access of a replay of a canonical file, in memory bounded
+/// however long the file is: what `replay_next_uses(f, rc)` returns, given out one access
+/// at a time by a `cursor` instead of held whole.
+///
+/// Building it walks the file once (checking every row). The access sequence is cut into
+/// chunks of about `chunk_accesses` accesses, each starting at a batch; for every chunk the
+/// index keeps its first row and access position and, for every expert (layer × experts
+/// keys), the position of its first access after the chunk (a forward pass finds them:
+/// an access settles the chunks its key had not been seen after). A cursor rebuilds one
+/// chunk's next uses at a time: it reads the chunk's rows again from the map
+/// (`canonical_file::for_each_batch_in_rows`) and runs `next_use_positions`' backward
+/// pass over them, starting from the positions kept for the chunk's end. So a replay with
+/// a cursor reads the file twice; the positions are exactly those of `replay_next_uses`.
+///
+/// Memory: 16 bytes and one row of 8 bytes per key for every chunk (the chunk length is
+/// raised as needed to keep these rows within about 128 MiB), plus 8 bytes per access of
+/// one chunk in each cursor.
+class next_use_index {
+ public:
+  /// Accesses per chunk unless told: 2^22 (a cursor holds 32 MiB).
+  static constexpr std::uint64_t default_chunk_accesses = std::uint64_t{1} << 22;
+
+  /// Indexes `f` for a replay that keeps the phases of `rc`; `chunk_accesses` (>= 1): the
+  /// chunk length, 0 for the default (see the class comment). `on_access(expert_key)` is
+  /// called for every access in order, so a caller can take another figure (the LRU curve)
+  /// from the same pass.
+  ///
+  /// Throws: `invalid_argument` when no phase is kept; `parse_error` as
+  /// `canonical_file::for_each_batch`.
+  template <class OnAccess>
+  next_use_index(const canonical_file& f, const cache_replay_config& rc, std::uint64_t chunk_accesses,
+                 OnAccess&& on_access)
+      : file_(&f), rc_(rc), num_experts_(f.info().num_experts) {
+    constexpr std::string_view fn = "next_use_index";
+    if (!rc.prefill && !rc.decode) detail::throw_invalid(fn, "index prefill, decode or both");
+    slots_ = static_cast<std::size_t>(f.info().num_layers) * num_experts_;
+    if (chunk_accesses == 0) {
+      // At most about 128 MiB of kept positions: (accesses / chunk) rows of 8 · slots bytes,
+      // accesses being at most rows · top_k.
+      const std::uint64_t most = f.num_rows() * f.info().top_k;
+      const std::uint64_t per_row = 8 * static_cast<std::uint64_t>(slots_);
+      chunk_accesses = std::max(default_chunk_accesses, most / ((std::uint64_t{1} << 27) / per_row + 1) + 1);
+    }
+    chunk_ = chunk_accesses;
+    std::vector<std::uint32_t> pending(slots_, 0);  // the first chunk whose position of a key is unset
+    std::vector<std::uint8_t> seen(num_experts_, 0);
+    chunk_row_.push_back(0);
+    chunk_position_.push_back(0);
+    std::uint64_t position = 0;
+    std::uint32_t chunk = 0;
+    const auto nothing = [](const auto&) {};
+    f.for_each_batch(
+        nothing,
+        [&](const batch_view& b) {
+          if (!detail::kept(b.ref.kind, rc.prefill, rc.decode)) return;
+          if (position - chunk_position_.back() >= chunk_) {
+            chunk_row_.push_back(b.ref.first_row);
+            chunk_position_.push_back(position);
+            after_.resize(after_.size() + slots_, no_next_use);
+            ++chunk;
+          }
+          detail::distinct_experts(b, seen, [&](expert_key k) {
+            const std::size_t key = k.flat(num_experts_);
+            for (std::uint32_t c = pending[key]; c < chunk; ++c) after_[c * slots_ + key] = position;
+            pending[key] = chunk;
+            on_access(k);
+            ++position;
+          });
+        },
+        nothing);
+    chunk_row_.push_back(f.num_rows());
+    chunk_position_.push_back(position);
+    after_.resize(after_.size() + slots_, no_next_use);
+    for (std::size_t c = 0; c + 1 < chunk_position_.size(); ++c) {
+      longest_ = std::max(longest_, chunk_position_[c + 1] - chunk_position_[c]);
+    }
+  }
+
+  /// Indexes `f` (see above) with nothing else taken from the pass.
+  explicit next_use_index(const canonical_file& f, const cache_replay_config& rc = {}, std::uint64_t chunk_accesses = 0)
+      : next_use_index(f, rc, chunk_accesses, [](expert_key) {}) {}
+
+  next_use_index(const next_use_index&) = delete;
+  next_use_index& operator=(const next_use_index&) = delete;
+
+  /// The file indexed, the phases kept, the accesses of the replay, the chunk length and
+  /// the chunks.
+  [[nodiscard]] const canonical_file& file() const noexcept { return *file_; }
+  [[nodiscard]] const cache_replay_config& config() const noexcept { return rc_; }
+  [[nodiscard]] std::uint64_t accesses() const noexcept { return chunk_position_.back(); }
+  [[nodiscard]] std::uint64_t chunk_accesses() const noexcept { return chunk_; }
+  [[nodiscard]] std::size_t chunks() const noexcept { return chunk_row_.size() - 1; }
+
+  /// The next uses in access order, one chunk rebuilt at a time. Cursors are independent
+  /// (one per replay, on any thread).
+  class cursor {
+   public:
+    explicit cursor(const next_use_index& ix) : ix_(&ix), seen_(ix.slots_, no_next_use), flags_(ix.num_experts_, 0) {
+      buf_.reserve(static_cast<std::size_t>(ix.longest_));
+    }
+
+    /// The next use of the access at `position`, which must be the one after the last asked.
+    ///
+    /// Throws: `invalid_argument` past the last access, or when the positions asked skip.
+    [[nodiscard]] std::uint64_t next(std::uint64_t position) {
+      if (position != ix_->chunk_position_[chunk_] + at_) {
+        detail::throw_invalid(
+            "next_use_index::cursor",
+            "positions must be asked in order, expected " + std::to_string(ix_->chunk_position_[chunk_] + at_),
+            position);
+      }
+      while (at_ == buf_.size()) {
+        if (loaded_ && chunk_ + 1 >= ix_->chunks()) {
+          detail::throw_invalid("replay_cache", "the next-use index has fewer entries than the replay's accesses",
+                                ix_->accesses());
+        }
+        if (loaded_) ++chunk_;
+        load(chunk_);
+      }
+      return buf_[at_++];
+    }
+
+    /// Checks that the replay made as many accesses as the index holds.
+    void finish(std::uint64_t positions) const {
+      if (positions != ix_->accesses()) {
+        detail::throw_invalid("replay_cache", "the next-use index has " + std::to_string(ix_->accesses()) +
+                                                  " entries, the replay made " + std::to_string(positions) +
+                                                  " accesses");
+      }
+    }
+
+    [[nodiscard]] bool active() const noexcept { return true; }
+
+   private:
+    void load(std::size_t c) {
+      const next_use_index& ix = *ix_;
+      buf_.clear();
+      ix.file_->for_each_batch_in_rows(ix.chunk_row_[c], ix.chunk_row_[c + 1], [&](const batch_view& b) {
+        if (!detail::kept(b.ref.kind, ix.rc_.prefill, ix.rc_.decode)) return;
+        detail::distinct_experts(b, flags_, [&](expert_key k) { buf_.push_back(k.flat(ix.num_experts_)); });
+      });
+      const std::uint64_t first = ix.chunk_position_[c];
+      MOEPOLICY_ASSERT(buf_.size() == ix.chunk_position_[c + 1] - first);
+      std::copy_n(ix.after_.begin() + static_cast<std::ptrdiff_t>(c * ix.slots_), ix.slots_, seen_.begin());
+      for (std::size_t i = buf_.size(); i-- > 0;) {  // next_use_positions, from the chunk's end
+        const auto key = static_cast<std::size_t>(buf_[i]);
+        buf_[i] = seen_[key];
+        seen_[key] = first + i;
+      }
+      at_ = 0;
+      loaded_ = true;
+    }
+
+    const next_use_index* ix_;
+    std::vector<std::uint64_t> buf_;  // the loaded chunk's next uses
+    std::vector<std::uint64_t> seen_;
+    std::vector<std::uint8_t> flags_;
+    std::size_t chunk_ = 0;
+    std::size_t at_ = 0;
+    bool loaded_ = false;
+  };
+
+ private:
+  const canonical_file* file_;
+  cache_replay_config rc_;
+  std::size_t num_experts_ = 0;
+  std::size_t slots_ = 0;
+  std::uint64_t chunk_ = 0;
+  std::uint64_t longest_ = 0;                  // accesses of the longest chunk
+  std::vector<std::uint64_t> chunk_row_;       // each chunk's first row, then the rows
+  std::vector<std::uint64_t> chunk_position_;  // each chunk's first access, then the accesses
+  std::vector<std::uint64_t> after_;           // per chunk and key: its first access after the chunk
+};
+
 namespace detail {
 
 template <EvictionPolicy P, replay_source T>
@@ -309,7 +498,7 @@ template <EvictionPolicy P, replay_source T>
   std::vector<std::uint64_t> storage;
   const auto future = detail::future_of(t, cache, cc, rc, next_use, storage, "replay_cache");
   const auto nothing = [](const auto&...) {};
-  return detail::replay_loop(t, cache, rc, future, nothing, nothing, nothing, nothing);
+  return detail::replay_loop(t, cache, rc, detail::span_future{future}, nothing, nothing, nothing, nothing);
 }
 
 /// Replays `t` through the policy `pc` names (see `eviction_config_by_name`). `next_use`:
@@ -319,6 +508,37 @@ template <replay_source T>
                                                const cache_replay_config& rc = {},
                                                std::span<const std::uint64_t> next_use = {}) {
   return replay_cache<any_eviction_policy>(t, cc, pc, rc, next_use);
+}
+
+/// Replays the canonical file `t` as above, a policy that reads the future taking the next
+/// uses from `index` (built on `t` for the same phases), in memory bounded however long the
+/// file is. The same result as with `replay_next_uses(t, rc)`.
+///
+/// Throws: as above; `invalid_argument` when `index` was built on another file or for other
+/// phases.
+template <EvictionPolicy P>
+[[nodiscard]] cache_replay_result replay_cache(const canonical_file& t, const cache_config& cc,
+                                               const typename P::config_type& pc, const cache_replay_config& rc,
+                                               const next_use_index& index) {
+  constexpr std::string_view fn = "replay_cache";
+  detail::check_replay(t, cc, rc, fn);
+  if (&index.file() != &t) detail::throw_invalid(fn, "the next-use index was built on another file than " + t.name());
+  if (index.config().prefill != rc.prefill || index.config().decode != rc.decode) {
+    detail::throw_invalid(fn, "the next-use index was built for other phases than the replay keeps");
+  }
+  expert_cache<P> cache(cc, pc);
+  const auto nothing = [](const auto&...) {};
+  if (!detail::reads_future(cache)) {
+    return detail::replay_loop(t, cache, rc, detail::span_future{}, nothing, nothing, nothing, nothing);
+  }
+  return detail::replay_loop(t, cache, rc, next_use_index::cursor(index), nothing, nothing, nothing, nothing);
+}
+
+/// Replays the canonical file `t` through the policy `pc` names, with `index` as above.
+[[nodiscard]] inline cache_replay_result replay_cache(const canonical_file& t, const cache_config& cc,
+                                                      const any_eviction_config& pc, const cache_replay_config& rc,
+                                                      const next_use_index& index) {
+  return replay_cache<any_eviction_policy>(t, cc, pc, rc, index);
 }
 
 /// Replays `t` through an `expert_cache<P>` whose policy hears `predictor`'s hints before
@@ -347,7 +567,7 @@ template <EvictionPolicy P, PrefetchPredictor Predictor, replay_source T>
   const auto after = [&](const batch_view& b) { predictor.observe(b); };
   const auto new_request = [&]() { predictor.begin_request(); };
   const auto step_end = [&]() { predictor.end_step(); };
-  return detail::replay_loop(t, cache, rc, future, before, after, new_request, step_end);
+  return detail::replay_loop(t, cache, rc, detail::span_future{future}, before, after, new_request, step_end);
 }
 
 /// How `replay_cache_with_prefetch` prefetches.
@@ -408,7 +628,8 @@ template <EvictionPolicy P, PrefetchPredictor Predictor>
   const auto after = [&](const batch_view& b) { predictor.observe(b); };
   const auto new_request = [&]() { predictor.begin_request(); };
   const auto step_end = [&]() { predictor.end_step(); };
-  cache_replay_result out = detail::replay_loop(t, cache, rc, next_use, before, after, new_request, step_end);
+  cache_replay_result out =
+      detail::replay_loop(t, cache, rc, detail::span_future{next_use}, before, after, new_request, step_end);
   cache.clear();  // prefetches never used by the end are wasted
   out.stats = cache.stats();
   return out;
@@ -484,14 +705,24 @@ template <PrefetchPredictor Predictor>
 }
 
 /// The hits of a demand LRU cache of `shape` replaying `t`, at every capacity in experts
-/// (see cache/stack_distance.hpp).
+/// (see cache/stack_distance.hpp), in one pass holding nothing per access.
 ///
 /// Throws: `invalid_argument` when `shape` is smaller than the trace or no phase is kept.
 template <replay_source T>
 [[nodiscard]] hit_curve lru_hit_curve(const T& t, const cache_shape& shape, const cache_replay_config& rc = {}) {
   detail::check_replay(t, cache_config{.num_layers = shape.num_layers, .num_experts = shape.num_experts}, rc,
                        "lru_hit_curve");
-  return lru_hit_curve(replay_accesses(t, rc), shape);
+  lru_curve_builder curve(shape);
+  std::vector<std::uint8_t> seen(t.info().num_experts, 0);
+  const auto nothing = [](const auto&) {};
+  detail::walk_batches(
+      t, nothing,
+      [&](const batch_view& b) {
+        if (!detail::kept(b.ref.kind, rc.prefill, rc.decode)) return;
+        detail::distinct_experts(b, seen, [&](expert_key k) { curve.add(k); });
+      },
+      nothing);
+  return curve.curve();
 }
 
 }  // namespace moepolicy

@@ -566,10 +566,7 @@ class reader {
   void walk(std::uint64_t chunk_rows, OnRequest&& on_request, OnBatch&& on_batch, OnStepEnd&& on_step_end) const {
     const std::uint64_t k = info_.top_k, e = info_.num_experts;
     const bool scored = info_.has_scores;
-    const bool in_place = std::endian::native == std::endian::little && aligned<std::uint32_t>(request) &&
-                          aligned<std::uint32_t>(step) && aligned<std::uint32_t>(position) &&
-                          aligned<layer_id>(layer) && aligned<expert_id>(experts) && aligned<float>(weights) &&
-                          aligned<float>(scores);
+    const bool in_place = columns_in_place();
     chunk_rows = std::max<std::uint64_t>(chunk_rows, 1);
     // Rows a complete walk has checked need no second check (the order is still followed).
     const bool checked = rows_checked_.load(std::memory_order_acquire);
@@ -639,7 +636,60 @@ class reader {
     rows_checked_.store(true, std::memory_order_release);
   }
 
+  /// Calls `on_batch` for every batch of the rows [first, last); see
+  /// `canonical_file::for_each_batch_in_rows`.
+  template <class OnBatch>
+  void walk_rows(std::uint64_t first, std::uint64_t last, std::uint64_t chunk_rows, OnBatch&& on_batch) const {
+    constexpr std::string_view fn = "canonical_file::for_each_batch_in_rows";
+    if (!rows_checked_.load(std::memory_order_acquire)) {
+      throw_invalid(
+          fn, "the rows are checked by a walk of the whole file, and none has completed yet on " + std::string(name_));
+    }
+    if (first > last || last > rows_) {
+      throw_invalid(fn, "the rows [" + std::to_string(first) + ", " + std::to_string(last) + ") must lie within the " +
+                            std::to_string(rows_) + " rows of " + std::string(name_));
+    }
+    const auto check_boundary = [&](std::uint64_t r) {
+      if (r > 0 && r < rows_ && same_batch(r - 1, r)) {
+        throw_invalid(
+            fn, "row " + std::to_string(r) + " of " + std::string(name_) + " is inside a batch, not at its start");
+      }
+    };
+    check_boundary(first);
+    check_boundary(last);
+    const bool in_place = columns_in_place();
+    chunk_rows = std::max<std::uint64_t>(chunk_rows, 1);
+    column_window w;
+    for (std::uint64_t r0 = first; r0 < last;) {
+      std::uint64_t end = std::min(last, r0 + chunk_rows);
+      while (end < last && same_batch(end - 1, end)) ++end;
+      w.load(*this, r0, end - r0, in_place);
+      const auto key_of = [&](std::uint64_t r) {
+        const std::size_t i = static_cast<std::size_t>(r - r0);
+        return row_key{w.request[i], w.step[i], w.layer[i], w.position[i]};
+      };
+      std::uint64_t batch_start = r0;
+      for (std::uint64_t r = r0 + 1; r < end; ++r) {
+        const std::size_t i = static_cast<std::size_t>(r - r0);
+        if (w.request[i] != w.request[i - 1] || w.step[i] != w.step[i - 1] || w.layer[i] != w.layer[i - 1]) {
+          emit(w, r0, batch_start, r, key_of(batch_start), w.kind[batch_start - r0], on_batch);
+          batch_start = r;
+        }
+      }
+      emit(w, r0, batch_start, end, key_of(batch_start), w.kind[batch_start - r0], on_batch);
+      if (in_place && file_ != nullptr) release_rows(r0, end);
+      r0 = end;
+    }
+  }
+
  private:
+  /// Whether every column can be read in place: aligned little-endian data.
+  [[nodiscard]] bool columns_in_place() const noexcept {
+    return std::endian::native == std::endian::little && aligned<std::uint32_t>(request) &&
+           aligned<std::uint32_t>(step) && aligned<std::uint32_t>(position) && aligned<layer_id>(layer) &&
+           aligned<expert_id>(experts) && aligned<float>(weights) && aligned<float>(scores);
+  }
+
   using row_key = std::tuple<std::uint32_t, std::uint32_t, layer_id, std::uint32_t>;
 
   template <class T>
@@ -1187,6 +1237,21 @@ class canonical_file {
   void for_each_batch(OnRequest&& on_request, OnBatch&& on_batch, OnStepEnd&& on_step_end,
                       std::uint64_t chunk_rows = default_chunk_rows) const {
     reader_->walk(chunk_rows, on_request, on_batch, on_step_end);
+  }
+
+  /// Walks the batches of the rows [first, last) alone, in file order, as `for_each_batch`
+  /// passes them to `on_batch` (the same views, `batch_ref` included), `chunk_rows` rows at a
+  /// time: a window onto a part of the file, for a reader that looks ahead of (or back
+  /// behind) a walk. The rows are not checked again: a walk of the whole file must have
+  /// completed first. Safe to run from several threads at once.
+  ///
+  /// Throws: `invalid_argument` naming the function and the file when no whole walk has
+  /// completed, when the rows lie outside the file, or when `first` or `last` is inside a
+  /// batch (not at its first row); anything `on_batch` throws.
+  template <class OnBatch>
+  void for_each_batch_in_rows(std::uint64_t first, std::uint64_t last, OnBatch&& on_batch,
+                              std::uint64_t chunk_rows = default_chunk_rows) const {
+    reader_->walk_rows(first, last, chunk_rows, on_batch);
   }
 
   /// Writes this trace as a canonical file of the current version to `out` in bounded
