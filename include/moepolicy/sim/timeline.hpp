@@ -348,6 +348,7 @@ class timeline {
     if (config_.chunk_bytes == 0)
       detail::throw_invalid("timeline::timeline", "chunk_bytes must be > 0", config_.chunk_bytes);
     jobs_.resize(config_.reserved_jobs);
+    next_.resize(config_.reserved_jobs);
     for (auto& j : jobs_) {
       j.hops.reserve(config_.reserved_hops);
       j.done_seconds.reserve(config_.reserved_hops);
@@ -551,6 +552,8 @@ class timeline {
     j.hops.assign(hops.begin(), hops.end());
     j.done_seconds.assign(hops.size(), 0.0);
     j.done_moved.assign(hops.size(), 0);
+    if (next_.size() < jobs_.size()) next_.resize(jobs_.size());
+    refresh_next(id);
     // The queue stays in placement order (priority, then first in first out): this job is
     // the newest, so it goes after every job of its priority.
     order_.insert(std::upper_bound(order_.begin(), order_.end(), priority,
@@ -736,7 +739,16 @@ class timeline {
       for (const interval& g : s.gaps) w = std::max(w, std::min(g.end, until) - std::max(g.start, settled_));
       window_[r] = std::max(w, 0.0);
     }
-    for (job_id id : order_) place_chunks(id, until);
+    const bool bounded = until < std::numeric_limits<seconds>::infinity();
+    for (job_id id : order_) {
+      // The tests `place_chunks_one_hop` starts with, on compact data.
+      const next_chunk& c = next_[id];
+      if (bounded && c.one_hop &&
+          (std::max(c.earliest, settled_) >= until || c.raw > window_[c.resource] + 1e-12 * until)) {
+        continue;
+      }
+      place_chunks(id, until);
+    }
     std::size_t w = 0;
     for (job_id id : order_) {
       if (jobs_[id].active) order_[w++] = id;
@@ -866,7 +878,23 @@ class timeline {
         j.active = false;
         free_jobs_.push_back(id);
       }
+      refresh_next(id);
     }
+  }
+
+  /// `next_[id]` from job `id`'s state, with the arithmetic of `place_chunks_one_hop`.
+  void refresh_next(job_id id) noexcept {
+    const job& j = jobs_[id];
+    next_chunk& c = next_[id];
+    c.one_hop = j.hops.size() == 1 && j.active && j.done_bytes < j.payload;
+    if (!c.one_hop) return;
+    const hop& whole = j.hops[0];
+    const bytes size = std::min<bytes>(config_.chunk_bytes, j.payload - j.done_bytes);
+    const bool last = j.done_bytes + size == j.payload;
+    const double share = static_cast<double>(j.done_bytes + size) / static_cast<double>(j.payload);
+    c.resource = whole.resource;
+    c.earliest = std::max(j.ready, j.last_start);
+    c.raw = last ? whole.duration - j.done_seconds[0] : whole.duration * share - j.done_seconds[0];
   }
 
   timeline_config config_;
@@ -879,6 +907,15 @@ class timeline {
   std::vector<hop> chunk_;
   /// Per resource, the longest idle window of the current `place_queued` pass.
   std::vector<seconds> window_;
+  /// Per job of one hop, what `place_chunks_one_hop` tests first, kept compact so that a
+  /// pass over many jobs that cannot place a chunk touches little memory.
+  struct next_chunk {
+    bool one_hop = false;
+    resource_id resource = 0;
+    seconds earliest = 0.0;  // max(ready, last_start)
+    seconds raw = 0.0;       // the next chunk's duration before clamping at 0
+  };
+  std::vector<next_chunk> next_;
   std::vector<transfer_receipt> landed_;
   std::vector<occupation>* log_ = nullptr;
   seconds settled_ = 0.0;
