@@ -240,7 +240,26 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   std::vector<offload_system_config> all{s.hbm,    s.cxl,  s.no_sticky, s.no_gate,    s.lru_prefetch, s.markov,
                                          s.oracle, s.half, s.over_pcie, s.lru_demand, s.cpu_offload};
   if (with_prefill > 0) all.insert(all.begin() + 2, s.no_prefill);
-  const offload_replay_result at = replay_offload(trace, gpu, *shape, all, {.cache_experts = ps.experts});
+  // The sweep's systems at this size ran above, and each system replays on its own timeline,
+  // so their results are taken from there: only the others replay here.
+  std::vector<offload_system_config> rest;
+  for (const auto& sc : all) {
+    if (std::none_of(sweep.begin(), sweep.end(), [&](const auto& x) { return x.label == sc.label; }))
+      rest.push_back(sc);
+  }
+  offload_replay_result at = replay_offload(trace, gpu, *shape, rest, {.cache_experts = ps.experts});
+  {
+    std::vector<offload_system_result> merged;
+    merged.reserve(all.size());
+    for (const auto& sc : all) {
+      const auto& from = std::any_of(sweep.begin(), sweep.end(), [&](const auto& x) { return x.label == sc.label; })
+                             ? by_size[paper].systems
+                             : at.systems;
+      merged.push_back(
+          *std::find_if(from.begin(), from.end(), [&](const auto& r) { return r.config.label == sc.label; }));
+    }
+    at.systems = std::move(merged);
+  }
   out << "\n  cache " << ps.label << " = " << ps.experts << " experts ("
       << pct(static_cast<double>(ps.experts) / static_cast<double>(all_experts)) << "% of " << all_experts
       << "), B = 1: every system and ablation (Belady MIN " << pct(belady[paper]) << "%):\n";

@@ -138,10 +138,19 @@ struct report_options {
   bool skip_timed = false;
 };
 
-/// Progress on stderr: one line per stage with its elapsed time.
+/// Progress on stderr: one line per stage with its elapsed time and, for a stage longer
+/// than `long_seconds`, the routing rows of its trace per second; at the end of a run longer
+/// than that, the rows of all traces per second. Never in the report itself.
 class progress {
  public:
-  explicit progress(std::size_t total) : total_(total) {}
+  static constexpr double long_seconds = 2.0;
+
+  explicit progress(std::size_t total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  /// The routing rows of the trace the next stages work on.
+  void rows(std::uint64_t n) {
+    rows_ = n;
+    all_rows_ += n;
+  }
   template <class F>
   void stage(const std::string& what, F&& f) {
     ++done_;
@@ -149,15 +158,30 @@ class progress {
     const auto t0 = std::chrono::steady_clock::now();
     f();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    std::cerr << ' ' << fixed(dt.count(), 1) << " s\n";
+    std::cerr << ' ' << fixed(dt.count(), 1) << " s" << rate(rows_, dt.count()) << '\n';
     for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
     notes_.clear();
   }
   /// A line printed under the current stage's.
   void note(std::string line) { notes_.push_back(std::move(line)); }
+  /// The run's rate, when it was long.
+  void finish() const {
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - start_;
+    if (dt.count() > long_seconds && all_rows_ > 0) {
+      std::cerr << "report: " << all_rows_ << " routing rows in " << fixed(dt.count(), 1) << " s"
+                << rate(all_rows_, dt.count()) << '\n';
+    }
+  }
 
  private:
+  [[nodiscard]] static std::string rate(std::uint64_t rows, double seconds) {
+    if (!(seconds > long_seconds) || rows == 0) return {};
+    return ", " + std::to_string(std::llround(static_cast<double>(rows) / seconds)) + " rows/s";
+  }
+
   std::size_t total_ = 0, done_ = 0;
+  std::chrono::steady_clock::time_point start_;
+  std::uint64_t rows_ = 0, all_rows_ = 0;
   std::vector<std::string> notes_;
 };
 
@@ -336,7 +360,10 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
   const trace_info& info = t.info();
   hit_ratio_data d;
   d.capacities = capacity_points(info.num_experts);
-  d.accesses = replay_accesses(t).size();
+  // The next uses Belady's MIN reads, the same at every capacity: computed once (the
+  // policies that do not read the future ignore them).
+  const std::vector<std::uint64_t> next_uses = replay_next_uses(t);
+  d.accesses = next_uses.size();
   const short_horizon_config hints = cxl_moe_short_horizon(info.num_layers, info.num_experts, info.top_k);
   d.hints = describe(hints);
   for (const auto& e : eviction_policies) {
@@ -352,9 +379,10 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
                             .scope = capacity_scope::per_layer};
       if (sticky) {
         short_horizon_predictor p(hints);
-        row.push_back(replay_cache_with_hints<any_eviction_policy>(t, cc, e.defaults, p).stats.hit_ratio());
+        row.push_back(
+            replay_cache_with_hints<any_eviction_policy>(t, cc, e.defaults, p, {}, next_uses).stats.hit_ratio());
       } else {
-        row.push_back(replay_cache(t, cc, e.defaults).stats.hit_ratio());
+        row.push_back(replay_cache(t, cc, e.defaults, {}, next_uses).stats.hit_ratio());
       }
     }
     d.ratio.push_back(std::move(row));
@@ -366,7 +394,7 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
                           .num_experts = info.num_experts,
                           .capacity = c,
                           .scope = capacity_scope::per_layer};
-    row.push_back(replay_cache<belady_policy>(t, cc).stats.hit_ratio());
+    row.push_back(replay_cache<belady_policy>(t, cc, {}, {}, next_uses).stats.hit_ratio());
   }
   d.ratio.push_back(std::move(row));
   return d;
@@ -531,9 +559,11 @@ void run_report(const report_options& o) {
     fs::create_directories(dir);
 
     std::optional<routing_trace> trace;
+    bar.rows(0);  // unknown until read
     bar.stage(name + ": reading " + trace_path, [&] { trace = io::read_trace(path); });
     const trace_info& info = trace->info();
     const trace_summary sum = summarize(*trace);
+    bar.rows(sum.rows);
     const auto shape = examples::preset_for(info);
 
     md << "## " << name << "\n\n"
@@ -696,6 +726,7 @@ void run_report(const report_options& o) {
   }
   write_file(out / "index.md", md.str());
   staged.commit();
+  bar.finish();
   std::cerr << "report: wrote " << (fs::path(o.out) / "index.md").string() << '\n';
 }
 

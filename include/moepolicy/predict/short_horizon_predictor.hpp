@@ -18,9 +18,11 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -83,10 +85,9 @@ class short_horizon_predictor {
     std::fill(out.begin(), out.end(), 0.0f);
     if (history_.size(l) == 0) return false;
     history_.weighted_share(l, share_);
-    const double horizon = static_cast<double>(cfg_.horizon);
     for (std::size_t e = 0; e < out.size(); ++e) {
       const double p = std::min(1.0, share_[e]);
-      out[e] = static_cast<float>(1.0 - std::pow(1.0 - p, horizon));
+      out[e] = static_cast<float>(1.0 - survival(1.0 - p));
     }
     return true;
   }
@@ -125,9 +126,26 @@ class short_horizon_predictor {
     return c;
   }
 
+  /// q^n: shares take few values (weighted counts over m tokens), so the last results of
+  /// `std::pow` are kept by their argument's bits (the same value, computed once).
+  [[nodiscard]] double survival(double q) noexcept {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &q, sizeof bits);
+    const std::size_t slot = static_cast<std::size_t>((bits * 0x9E3779B97F4A7C15ull) >> 60);
+    if (memo_bits_[slot] != bits || !memo_used_[slot]) {
+      memo_bits_[slot] = bits;
+      memo_used_[slot] = true;
+      memo_[slot] = std::pow(q, static_cast<double>(cfg_.horizon));
+    }
+    return memo_[slot];
+  }
+
   short_horizon_config cfg_;
   detail::token_history history_;  // the last m tokens' selections, per layer
   std::vector<double> share_;
+  std::array<std::uint64_t, 16> memo_bits_{};
+  std::array<double, 16> memo_{};
+  std::array<bool, 16> memo_used_{};
 };
 
 static_assert(PrefetchPredictor<short_horizon_predictor>);

@@ -348,6 +348,7 @@ class timeline {
     if (config_.chunk_bytes == 0)
       detail::throw_invalid("timeline::timeline", "chunk_bytes must be > 0", config_.chunk_bytes);
     jobs_.resize(config_.reserved_jobs);
+    next_.resize(config_.reserved_jobs);
     for (auto& j : jobs_) {
       j.hops.reserve(config_.reserved_hops);
       j.done_seconds.reserve(config_.reserved_hops);
@@ -374,6 +375,7 @@ class timeline {
     state s;
     s.gaps.reserve(config_.reserved_gaps);
     state_.push_back(std::move(s));
+    window_.push_back(0.0);
     return static_cast<resource_id>(state_.size() - 1);
   }
 
@@ -550,6 +552,8 @@ class timeline {
     j.hops.assign(hops.begin(), hops.end());
     j.done_seconds.assign(hops.size(), 0.0);
     j.done_moved.assign(hops.size(), 0);
+    if (next_.size() < jobs_.size()) next_.resize(jobs_.size());
+    refresh_next(id);
     // The queue stays in placement order (priority, then first in first out): this job is
     // the newest, so it goes after every job of its priority.
     order_.insert(std::upper_bound(order_.begin(), order_.end(), priority,
@@ -725,7 +729,26 @@ class timeline {
   /// Places the queued jobs in order (`order_`: priority, then first in first out), then
   /// drops those that landed from the queue.
   void place_queued(seconds until) {
-    for (job_id id : order_) place_chunks(id, until);
+    // The longest idle window of each resource within [settled_, until]. Placing a chunk
+    // only takes idle time away, so a chunk longer than this on any of its hops cannot be
+    // placed in this pass: `place_chunks` skips it without searching the gaps.
+    window_.resize(state_.size());
+    for (std::size_t r = 0; r < state_.size(); ++r) {
+      const state& s = state_[r];
+      seconds w = until - std::max(s.free_at, settled_);
+      for (const interval& g : s.gaps) w = std::max(w, std::min(g.end, until) - std::max(g.start, settled_));
+      window_[r] = std::max(w, 0.0);
+    }
+    const bool bounded = until < std::numeric_limits<seconds>::infinity();
+    for (job_id id : order_) {
+      // The tests `place_chunks_one_hop` starts with, on compact data.
+      const next_chunk& c = next_[id];
+      if (bounded && c.one_hop &&
+          (std::max(c.earliest, settled_) >= until || c.raw > window_[c.resource] + 1e-12 * until)) {
+        continue;
+      }
+      place_chunks(id, until);
+    }
     std::size_t w = 0;
     for (job_id id : order_) {
       if (jobs_[id].active) order_[w++] = id;
@@ -736,10 +759,27 @@ class timeline {
   void place_chunks(job_id id, seconds until) {
     job& j = jobs_[id];
     const std::size_t n = j.hops.size();
+    if (n == 1) {
+      place_chunks_one_hop(id, until);
+      return;
+    }
     while (j.active && j.done_bytes < j.payload) {
       const bytes size = std::min<bytes>(config_.chunk_bytes, j.payload - j.done_bytes);
       const bool last = j.done_bytes + size == j.payload;
       const double share = static_cast<double>(j.done_bytes + size) / static_cast<double>(j.payload);
+      // Cheap rejections, exact: the start is never before `s0`, and a hop longer than its
+      // resource's longest idle window before `until` (with a margin far above rounding)
+      // cannot fit.
+      const seconds s0 = std::max({j.ready, j.last_start, settled_});
+      if (s0 >= until) return;
+      if (until < std::numeric_limits<seconds>::infinity()) {
+        const seconds margin = 1e-12 * until;
+        for (std::size_t h = 0; h < n; ++h) {
+          const hop& whole = j.hops[h];
+          const seconds d = last ? whole.duration - j.done_seconds[h] : whole.duration * share - j.done_seconds[h];
+          if (d > window_[whole.resource] + margin) return;
+        }
+      }
       // Each hop's share of the chunk: the cumulative share minus what is placed, the
       // remainder exactly on the last chunk.
       chunk_.resize(n);
@@ -751,7 +791,7 @@ class timeline {
                              std::min(j.done_moved[h], whole.moved);
         chunk_[h] = {whole.resource, std::max(d, 0.0), m, whole.charge_as};
       }
-      seconds s = std::max({j.ready, j.last_start, settled_});
+      seconds s = s0;
       for (;;) {
         seconds next = s;
         for (const hop& h : chunk_) {
@@ -789,6 +829,74 @@ class timeline {
     }
   }
 
+  /// `place_chunks` for a job of one hop (a prefetch over one link), with the same
+  /// arithmetic in the same order, without assembling the chunk's hops.
+  void place_chunks_one_hop(job_id id, seconds until) {
+    job& j = jobs_[id];
+    const hop& whole = j.hops[0];
+    const resource_id r = whole.resource;
+    const cost_kind as = whole.charge_as.value_or(j.why);
+    const bool bounded = until < std::numeric_limits<seconds>::infinity();
+    const seconds limit = bounded ? window_[r] + 1e-12 * until : 0.0;
+    while (j.active && j.done_bytes < j.payload) {
+      const bytes size = std::min<bytes>(config_.chunk_bytes, j.payload - j.done_bytes);
+      const bool last = j.done_bytes + size == j.payload;
+      const double share = static_cast<double>(j.done_bytes + size) / static_cast<double>(j.payload);
+      const seconds s0 = std::max({j.ready, j.last_start, settled_});
+      if (s0 >= until) return;
+      const seconds raw = last ? whole.duration - j.done_seconds[0] : whole.duration * share - j.done_seconds[0];
+      if (bounded && raw > limit) return;
+      const bytes m = last
+                          ? whole.moved - j.done_moved[0]
+                          : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * share)) -
+                                std::min(j.done_moved[0], whole.moved);
+      const seconds d = std::max(raw, 0.0);
+      seconds s = s0;
+      if (d > 0.0) {
+        for (;;) {
+          const seconds next = std::max(s, earliest_fit(r, s, d));
+          if (next == s) break;
+          s = next;
+        }
+      }
+      const bool fits = (s < until || (s == until && !bounded)) && s + d <= until;
+      if (!fits) return;
+      if (d > 0.0) hold(r, s, d);
+      charge(r, as, d, m);
+      log(r, s, d, as, m, true);
+      j.done_seconds[0] += d;
+      j.done_moved[0] += m;
+      const seconds end = std::max(s, s + d);
+      j.done_bytes += size;
+      if (j.first_start < 0.0) j.first_start = s;
+      j.last_start = s;
+      j.last_end = std::max(j.last_end, end);
+      ledger_.horizon = std::max(ledger_.horizon, end);
+      if (last) {
+        landed_.push_back(
+            transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_, j.crosses_link));
+        j.active = false;
+        free_jobs_.push_back(id);
+      }
+      refresh_next(id);
+    }
+  }
+
+  /// `next_[id]` from job `id`'s state, with the arithmetic of `place_chunks_one_hop`.
+  void refresh_next(job_id id) noexcept {
+    const job& j = jobs_[id];
+    next_chunk& c = next_[id];
+    c.one_hop = j.hops.size() == 1 && j.active && j.done_bytes < j.payload;
+    if (!c.one_hop) return;
+    const hop& whole = j.hops[0];
+    const bytes size = std::min<bytes>(config_.chunk_bytes, j.payload - j.done_bytes);
+    const bool last = j.done_bytes + size == j.payload;
+    const double share = static_cast<double>(j.done_bytes + size) / static_cast<double>(j.payload);
+    c.resource = whole.resource;
+    c.earliest = std::max(j.ready, j.last_start);
+    c.raw = last ? whole.duration - j.done_seconds[0] : whole.duration * share - j.done_seconds[0];
+  }
+
   timeline_config config_;
   ledger ledger_;
   std::vector<state> state_;
@@ -797,6 +905,17 @@ class timeline {
   /// The pending jobs in placement order: priority, then first in first out.
   std::vector<job_id> order_;
   std::vector<hop> chunk_;
+  /// Per resource, the longest idle window of the current `place_queued` pass.
+  std::vector<seconds> window_;
+  /// Per job of one hop, what `place_chunks_one_hop` tests first, kept compact so that a
+  /// pass over many jobs that cannot place a chunk touches little memory.
+  struct next_chunk {
+    bool one_hop = false;
+    resource_id resource = 0;
+    seconds earliest = 0.0;  // max(ready, last_start)
+    seconds raw = 0.0;       // the next chunk's duration before clamping at 0
+  };
+  std::vector<next_chunk> next_;
   std::vector<transfer_receipt> landed_;
   std::vector<occupation>* log_ = nullptr;
   seconds settled_ = 0.0;
