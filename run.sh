@@ -3,14 +3,15 @@
 #   ./run.sh main   build the moepolicy tool and run `moepolicy report`: every policy family
 #                   on the bundled traces (and on ../shared/traces when present), written to
 #                   report/index.md with SVG plots
-#   ./run.sh test   build and run every test: g++ with ASan+UBSan and -Werror, clang 14
-#                   with -Werror (with the Python module and its pytest suite), header
+#   ./run.sh test   build and run every test with both compilers: clang 14 with ASan + UBSan
+#                   (float-cast-overflow and implicit-integer-truncation included) and g++ 12
+#                   (the tests unoptimised; the examples, the Python module and its pytest
+#                   suite and the benchmarks at -O2), all with -Werror; header
 #                   self-containment, packaging, benchmarks (smoke) and their
 #                   instruction-count guard (callgrind, against bench/callgrind_baseline.txt),
-#                   ThreadSanitizer on the concurrent residency mechanism, clang's UBSan
-#                   float-cast-overflow and implicit-integer-truncation on the readers'
-#                   tests, and a libFuzzer run per reader (traces, machine files, the
-#                   problem files of bitwidth, place and schedule)
+#                   ThreadSanitizer on the concurrent residency mechanism, and a libFuzzer run
+#                   per reader (traces, machine files, the problem files of bitwidth, place
+#                   and schedule)
 #   ./run.sh fuzz SECONDS
 #                   build the libFuzzer targets and run each for SECONDS (one at a time),
 #                   printing the executions each reached; for long offline runs. The corpus
@@ -81,38 +82,52 @@ run_test() {
   mkdir -p build
   local start=$SECONDS
 
-  echo "== g++ 12, ASan + UBSan, -Werror: unit tests, examples, header check, packaging"
-  configure build/ci-gcc-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=g++ \
-    -DMOEPOLICY_WERROR=ON -DMOEPOLICY_SANITIZERS=address,undefined -DMOEPOLICY_BUILD_BENCH=OFF
-  cmake --build build/ci-gcc-asan -j"$jobs"
-  # The whole-machine and shared-trace report runs take a minute each under
-  # ASan; the clang stage below runs them optimised, and the drivers' code paths stay under
-  # ASan through their Granite goldens and examples.
-  local asan_slow='^(example_report_machine_workstation|example_report_warp_traces|example_trimoe_machine_example-workstation|golden_cxl_prefetch_(granite|mixtral))$'
-  ASAN_OPTIONS=detect_leaks=1 run_ctest build/ci-gcc-asan -j"$jobs" --output-on-failure -E "$asan_slow"
+  # Every test, example and header is compiled by both compilers: clang under the
+  # sanitizers (clang compiles an instrumented test in about half of g++'s time), g++
+  # without them.
+  echo "== clang 14, ASan + UBSan (with float-cast-overflow and implicit-integer-truncation), -Werror: unit tests, examples, header check, packaging"
+  configure build/ci-clang-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DMOEPOLICY_WERROR=ON \
+    -DMOEPOLICY_SANITIZERS=address,undefined,implicit-integer-truncation -DMOEPOLICY_BUILD_BENCH=OFF
+  cmake --build build/ci-clang-asan -j"$jobs"
+  # The whole reports (every family on Granite, on the shared traces, on a whole machine) take
+  # minutes each unoptimised under ASan; the g++ stage below runs them optimised, and the
+  # report's and the drivers' code paths stay under ASan through the WARP report, the
+  # drivers' Granite goldens and the examples.
+  local asan_slow='^(golden_report_granite|report_svgs_well_formed|example_report_machine_workstation|example_report_warp_traces|example_trimoe_machine_example-workstation|golden_cxl_prefetch_(granite|mixtral))$'
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_ctest build/ci-clang-asan -j"$jobs" --output-on-failure -E "$asan_slow"
+
+  echo "== g++ 12, -Werror, unoptimised: unit tests"
+  configure build/ci-gcc-tests -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=g++ -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
+    -DMOEPOLICY_WERROR=ON -DMOEPOLICY_BUILD_EXAMPLES=OFF -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_HEADER_CHECK=OFF
+  cmake --build build/ci-gcc-tests -j"$jobs"
+  run_ctest build/ci-gcc-tests -j"$jobs" --output-on-failure -E '^package_'
 
   # The Python module is built here, not under ASan above: an instrumented extension would need
   # the sanitizer runtime preloaded into the interpreter.
-  echo "== clang 14, -Werror, optimised: unit tests, examples, the Python module and its pytest suite, the callgrind instruction-count guard (ctest bench_callgrind_guard), benchmarks (smoke run); headers were checked above"
-  configure build/ci-clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DMOEPOLICY_WERROR=ON -DMOEPOLICY_HEADER_CHECK=OFF -DMOEPOLICY_BUILD_PYTHON=ON
-  # Every target but the residency, io, quant, trace and tool tests, which the ThreadSanitizer
-  # and UBSan stages below build with this same compiler, build type and -Werror.
-  local later='^test_(residency|io|quant|trace|tool)_'
-  local clang_targets
-  clang_targets=$(ninja -C build/ci-clang -t targets all |
-    sed -n 's/^cmake_object_order_depends_target_\([A-Za-z0-9_]*\): phony$/\1/p' | grep -Ev "$later" | sort -u)
-  # shellcheck disable=SC2086 # one target per word
-  cmake --build build/ci-clang -j"$jobs" --target $clang_targets
-  run_ctest build/ci-clang -j"$jobs" --output-on-failure -E "^package_|$later"
-  for b in build/ci-clang/bench/*_bench; do
+  echo "== g++ 12, -Werror, -O2: examples (the slow report runs included), the Python module and its pytest suite, benchmarks (smoke run)"
+  configure build/ci-gcc-release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" -DMOEPOLICY_WERROR=ON -DMOEPOLICY_BUILD_TESTS=OFF \
+    -DMOEPOLICY_HEADER_CHECK=OFF -DMOEPOLICY_BUILD_PYTHON=ON -DMOEPOLICY_BUILD_PYTHON_TESTS=ON
+  cmake --build build/ci-gcc-release -j"$jobs"
+  run_ctest build/ci-gcc-release -j"$jobs" --output-on-failure
+  for b in build/ci-gcc-release/bench/*_bench; do
     [ -x "$b" ] || continue
     echo "-- smoke: $b"
     "$b" --benchmark_min_time=0.001 >/dev/null
   done
 
+  # The instruction-count baseline belongs to clang 14's RelWithDebInfo build: one driver.
+  echo "== clang 14, RelWithDebInfo: the callgrind instruction-count guard (bench/callgrind_guard.sh)"
+  configure build/ci-clang-guard -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DMOEPOLICY_WERROR=ON -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_EXAMPLES=OFF -DMOEPOLICY_HEADER_CHECK=OFF
+  cmake --build build/ci-clang-guard -j"$jobs" --target callgrind_guard_driver
+  run_ctest build/ci-clang-guard --output-on-failure -R '^bench_callgrind_guard$'
+
   echo "== clang 14, ThreadSanitizer: the concurrent residency mechanism"
   configure build/ci-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
     -DMOEPOLICY_WERROR=ON -DMOEPOLICY_SANITIZERS=thread -DMOEPOLICY_BUILD_EXAMPLES=OFF -DMOEPOLICY_BUILD_BENCH=OFF \
     -DMOEPOLICY_HEADER_CHECK=OFF
   local tsan_targets
@@ -120,23 +135,6 @@ run_test() {
   # shellcheck disable=SC2086 # one target per word
   cmake --build build/ci-tsan -j"$jobs" --target $tsan_targets
   TSAN_OPTIONS=halt_on_error=1 run_ctest build/ci-tsan -j"$jobs" --output-on-failure -R '^test_residency_'
-
-  # float-cast-overflow (a double beyond an integer's range converted to it) and
-  # implicit-integer-truncation (an implicit narrowing that changes the value) are not in
-  # g++'s -fsanitize=undefined; the readers turn untrusted numbers into integers, so their
-  # tests run under both. Only the io, quant, trace and tool tests, to keep this script
-  # within its time: building the whole suite once more costs as much as the clang stage
-  # above, for code that reads no untrusted input (with these tests both checks run clean).
-  echo "== clang 14, UBSan float-cast-overflow + implicit-integer-truncation: the readers' tests"
-  configure build/ci-ubsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DMOEPOLICY_WERROR=ON -DMOEPOLICY_SANITIZERS=float-cast-overflow,implicit-integer-truncation \
-    -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_HEADER_CHECK=OFF
-  local ubsan_targets
-  ubsan_targets=$(ninja -C build/ci-ubsan -t targets all | sed -n 's/^\(test_\(io\|quant\|trace\|tool\)_[a-z_]*\): .*/\1/p' | sort -u)
-  # shellcheck disable=SC2086 # one target per word
-  cmake --build build/ci-ubsan -j"$jobs" --target $ubsan_targets
-  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 run_ctest build/ci-ubsan -j"$jobs" --output-on-failure \
-    -R '^test_(io|quant|trace|tool)_'
 
   echo "== libFuzzer: each reader (traces, machine files, problem files) for ${fuzz_seconds}s"
   configure build/ci-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \

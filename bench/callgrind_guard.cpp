@@ -222,7 +222,7 @@ extern "C" {
   const stream_inputs& s = in->stream;
   for (const batch_view& v : s.views) {
     cache.begin_layer(v);
-    for (expert_id e : v.experts) sink += cache.get({v.ref.layer, e}).hit ? 1 : 0;
+    for (expert_id e : v.experts) sink += cache.get({v.ref.layer, e}).hit ? 1u : 0u;
     cache.end_layer(v.ref.layer);
     if (v.ref.layer + 1u == stream_inputs::L) cache.end_step();
   }

@@ -132,7 +132,7 @@ class online_cache {
       }
       cache_.end_layer(static_cast<layer_id>(layer));
     }
-    return std::move(out);
+    return out;
   }
 
   void hint(std::uint32_t layer, py::handle experts, py::handle confidence) {

@@ -29,7 +29,7 @@ py::array column_view(const T* data, std::size_t rows, std::size_t width, bool t
   if (two_d) shape.push_back(static_cast<py::ssize_t>(width));
   py::array_t<T> a(shape, data, owner);
   a.attr("flags").attr("writeable") = false;
-  return std::move(a);
+  return a;
 }
 
 routing_trace from_arrays(py::handle experts_obj, py::handle weights_obj, py::handle layer_obj, py::handle step_obj,
