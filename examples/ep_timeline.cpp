@@ -107,6 +107,50 @@ struct tally {
   std::size_t passes = 0;
 };
 
+/// The per-GPU links of a cluster on a timeline.
+struct gpu_links {
+  std::vector<resource_id> nvl_in, nvl_out, ib_in, ib_out;
+};
+
+/// Issues the moves from `before` to `after` (flat L × R) on `links` of `tl` at `at`, each
+/// from a GPU that held the expert (the same node first, over NVLink; else any, over IB);
+/// returns when the last lands and adds the moves to `moved`.
+double issue_moves(timeline& tl, const gpu_links& links, const std::vector<std::int32_t>& before,
+                   const std::vector<std::int32_t>& after, std::size_t layers, const ep_cluster& c, const options& o,
+                   double at, std::uint64_t& moved) {
+  const std::size_t r = c.replicas;
+  const std::size_t per = r / c.gpus;
+  const std::size_t gpn = c.gpus / c.nodes;
+  const double nvl = static_cast<double>(o.expert_bytes) / (o.nvlink_gbps * 1e9);
+  const double ib = static_cast<double>(o.expert_bytes) / (o.ib_gbps * 1e9);
+  double end = at;
+  for (std::size_t l = 0; l < layers; ++l) {
+    for (std::size_t p = 0; p < r; ++p) {
+      const std::int32_t e = after[l * r + p];
+      if (e == before[l * r + p]) continue;
+      ++moved;
+      const std::size_t dst = p / per;
+      std::optional<std::size_t> same_node, other;
+      for (std::size_t q = 0; q < r; ++q) {
+        if (before[l * r + q] != e) continue;
+        const std::size_t src = q / per;
+        if (src / gpn == dst / gpn && !same_node) same_node = src;
+        if (src / gpn != dst / gpn && !other) other = src;
+      }
+      std::vector<hop> hops;
+      if (same_node) {
+        hops.push_back({links.nvl_in[dst], nvl, o.expert_bytes});
+        if (*same_node != dst) hops.push_back({links.nvl_out[*same_node], nvl, o.expert_bytes});
+      } else {
+        hops.push_back({links.ib_in[dst], ib, o.expert_bytes});
+        hops.push_back({links.ib_out[*other], ib, o.expert_bytes});
+      }
+      end = std::max(end, tl.transfer(at, hops, o.expert_bytes, cost_kind::migration).landed());
+    }
+  }
+  return end;
+}
+
 /// The timed passes of a window (see the file comment).
 class pass_model {
  public:
@@ -116,10 +160,10 @@ class pass_model {
     for (std::size_t q = 0; q < g; ++q) {
       const std::string n = "gpu" + std::to_string(q);
       gpu_id_.push_back(tl_.add_resource(n, resource_kind::processor));
-      nvl_in_.push_back(tl_.add_resource(n + " NVLink in", resource_kind::link));
-      nvl_out_.push_back(tl_.add_resource(n + " NVLink out", resource_kind::link));
-      ib_in_.push_back(tl_.add_resource(n + " IB in", resource_kind::link));
-      ib_out_.push_back(tl_.add_resource(n + " IB out", resource_kind::link));
+      links_.nvl_in.push_back(tl_.add_resource(n + " NVLink in", resource_kind::link));
+      links_.nvl_out.push_back(tl_.add_resource(n + " NVLink out", resource_kind::link));
+      links_.ib_in.push_back(tl_.add_resource(n + " IB in", resource_kind::link));
+      links_.ib_out.push_back(tl_.add_resource(n + " IB out", resource_kind::link));
     }
     dense_ = shape.num_dense_layers;
     token_bytes_ = static_cast<double>(shape.hidden_size) * o.element_bytes;
@@ -131,38 +175,7 @@ class pass_model {
   /// when the last lands and adds them to `moved`.
   double moves(const std::vector<std::int32_t>& before, const std::vector<std::int32_t>& after, std::size_t layers,
                double at, std::uint64_t& moved) {
-    const std::size_t r = c_.replicas;
-    const std::size_t per = r / c_.gpus;
-    const std::size_t gpn = c_.gpus / c_.nodes;
-    const double nvl = static_cast<double>(o_.expert_bytes) / (o_.nvlink_gbps * 1e9);
-    const double ib = static_cast<double>(o_.expert_bytes) / (o_.ib_gbps * 1e9);
-    double end = at;
-    for (std::size_t l = 0; l < layers; ++l) {
-      for (std::size_t p = 0; p < r; ++p) {
-        const std::int32_t e = after[l * r + p];
-        if (e == before[l * r + p]) continue;
-        ++moved;
-        const std::size_t dst = p / per;
-        // A source GPU that held the expert: the same node first (NVLink), else any (IB).
-        std::optional<std::size_t> same_node, other;
-        for (std::size_t q = 0; q < r; ++q) {
-          if (before[l * r + q] != e) continue;
-          const std::size_t src = q / per;
-          if (src / gpn == dst / gpn && !same_node) same_node = src;
-          if (src / gpn != dst / gpn && !other) other = src;
-        }
-        std::vector<hop> hops;
-        if (same_node) {
-          hops.push_back({nvl_in_[dst], nvl, o_.expert_bytes});
-          if (*same_node != dst) hops.push_back({nvl_out_[*same_node], nvl, o_.expert_bytes});
-        } else {
-          hops.push_back({ib_in_[dst], ib, o_.expert_bytes});
-          hops.push_back({ib_out_[*other], ib, o_.expert_bytes});
-        }
-        end = std::max(end, tl_.transfer(at, hops, o_.expert_bytes, cost_kind::migration).landed());
-      }
-    }
-    return end;
+    return issue_moves(tl_, links_, before, after, layers, c_, o_, at, moved);
   }
 
   /// Runs passes [first, last) of `pl` on placement `p` from time `at` (after any moves
@@ -247,10 +260,10 @@ class pass_model {
         if (d == q) continue;
         (d / gpn == q / gpn ? out_nvl : out_ib) += vol_[d] / G;
       }
-      add(back ? nvl_out_[q] : nvl_in_[q], in_nvl, o_.nvlink_gbps);
-      add(back ? ib_out_[q] : ib_in_[q], in_ib, o_.ib_gbps);
-      add(back ? nvl_in_[q] : nvl_out_[q], out_nvl, o_.nvlink_gbps);
-      add(back ? ib_in_[q] : ib_out_[q], out_ib, o_.ib_gbps);
+      add(back ? links_.nvl_out[q] : links_.nvl_in[q], in_nvl, o_.nvlink_gbps);
+      add(back ? links_.ib_out[q] : links_.ib_in[q], in_ib, o_.ib_gbps);
+      add(back ? links_.nvl_in[q] : links_.nvl_out[q], out_nvl, o_.nvlink_gbps);
+      add(back ? links_.ib_in[q] : links_.ib_out[q], out_ib, o_.ib_gbps);
     }
     if (hops.empty()) return ready;
     return tl_.transfer(ready, hops, total, cost_kind::activation).landed();
@@ -261,7 +274,8 @@ class pass_model {
   ep_cluster c_;
   options o_;
   timeline tl_;
-  std::vector<resource_id> gpu_id_, nvl_in_, nvl_out_, ib_in_, ib_out_;
+  std::vector<resource_id> gpu_id_;
+  gpu_links links_;
   std::uint32_t dense_ = 0;
   double token_bytes_ = 0.0, batch_ = 0.0;
   std::vector<double> vol_;
@@ -272,46 +286,15 @@ class pass_model {
 double charge_moves(const std::vector<std::int32_t>& before, const std::vector<std::int32_t>& after, std::size_t layers,
                     const ep_cluster& c, const options& o, std::uint64_t& moved) {
   timeline tl;
-  const std::size_t g = c.gpus;
-  std::vector<resource_id> nvl_in(g), nvl_out(g), ib_in(g), ib_out(g);
-  for (std::size_t q = 0; q < g; ++q) {
-    nvl_in[q] = tl.add_resource("gpu" + std::to_string(q) + " NVLink in", resource_kind::link);
-    nvl_out[q] = tl.add_resource("gpu" + std::to_string(q) + " NVLink out", resource_kind::link);
-    ib_in[q] = tl.add_resource("gpu" + std::to_string(q) + " IB in", resource_kind::link);
-    ib_out[q] = tl.add_resource("gpu" + std::to_string(q) + " IB out", resource_kind::link);
+  gpu_links links;
+  for (std::size_t q = 0; q < c.gpus; ++q) {
+    const std::string n = "gpu" + std::to_string(q);
+    links.nvl_in.push_back(tl.add_resource(n + " NVLink in", resource_kind::link));
+    links.nvl_out.push_back(tl.add_resource(n + " NVLink out", resource_kind::link));
+    links.ib_in.push_back(tl.add_resource(n + " IB in", resource_kind::link));
+    links.ib_out.push_back(tl.add_resource(n + " IB out", resource_kind::link));
   }
-  const std::size_t r = c.replicas;
-  const std::size_t per = r / g;
-  const std::size_t gpn = g / c.nodes;
-  const double nvl = static_cast<double>(o.expert_bytes) / (o.nvlink_gbps * 1e9);
-  const double ib = static_cast<double>(o.expert_bytes) / (o.ib_gbps * 1e9);
-  double end = 0.0;
-  for (std::size_t l = 0; l < layers; ++l) {
-    for (std::size_t p = 0; p < r; ++p) {
-      const std::int32_t e = after[l * r + p];
-      if (e == before[l * r + p]) continue;
-      ++moved;
-      const std::size_t dst = p / per;
-      // A source GPU that held the expert: the same node first (NVLink), else any (IB).
-      std::optional<std::size_t> same_node, other;
-      for (std::size_t q = 0; q < r; ++q) {
-        if (before[l * r + q] != e) continue;
-        const std::size_t src = q / per;
-        if (src / gpn == dst / gpn && !same_node) same_node = src;
-        if (src / gpn != dst / gpn && !other) other = src;
-      }
-      std::vector<hop> hops;
-      if (same_node) {
-        hops.push_back({nvl_in[dst], nvl, o.expert_bytes});
-        if (*same_node != dst) hops.push_back({nvl_out[*same_node], nvl, o.expert_bytes});
-      } else {
-        hops.push_back({ib_in[dst], ib, o.expert_bytes});
-        hops.push_back({ib_out[*other], ib, o.expert_bytes});
-      }
-      end = std::max(end, tl.transfer(0.0, hops, o.expert_bytes, cost_kind::migration).landed());
-    }
-  }
-  return end;
+  return issue_moves(tl, links, before, after, layers, c, o, 0.0, moved);
 }
 
 void measure(tally& t, const ep_load_view& next, const ep_placement& p, std::uint32_t gpus) {

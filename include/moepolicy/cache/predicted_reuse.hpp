@@ -44,8 +44,8 @@
 #include <vector>
 
 #include "moepolicy/cache/concepts.hpp"
-#include "moepolicy/cache/detail/layer_shield.hpp"
 #include "moepolicy/cache/detail/orderings.hpp"
+#include "moepolicy/cache/detail/reuse_history.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
@@ -65,68 +65,17 @@ struct predicted_reuse_config {
 };
 
 /// Evicts the resident whose predicted next use lies farthest ahead.
-class predicted_reuse_policy {
+class predicted_reuse_policy : public detail::reuse_history<predicted_reuse_policy> {
  public:
   using config_type = predicted_reuse_config;
 
   /// Throws: `invalid_argument` naming `predicted_reuse_policy` when `smoothing` is not in
   /// (0, 1].
   explicit predicted_reuse_policy(const cache_shape& shape, const predicted_reuse_config& cfg = {})
-      : shape_(shape),
-        a_(checked(cfg.smoothing)),
-        bypass_(cfg.bypass),
-        by_interval_(shape),
-        by_recency_(shape),
-        interval_(shape.slots(), 0.0),
-        last_demand_(shape.slots(), 0),
-        last_touch_(shape.slots(), 0),
-        clock_(shape.partitions(), 0),
-        resident_(shape.slots(), 0),
-        shield_(shape) {}
+      : reuse_history(shape, checked(cfg.smoothing)), bypass_(cfg.bypass), by_interval_(shape), by_recency_(shape) {}
 
-  /// Complexity of the events: O(log n) for n residents of the pool.
-  void on_insert(expert_key k, const access_info& i) noexcept {
-    const std::size_t f = shape_.flat(k);
-    if (i.prefetch) {
-      touch(f, shape_.partition_of(k));
-    } else {
-      demand(f, shape_.partition_of(k));
-    }
-    resident_[f] = 1;
-    if (!shield_.shielded(f)) rank_in(f);
-  }
-  void on_hit(expert_key k, const access_info&) noexcept {
-    const std::size_t f = shape_.flat(k);
-    demand(f, shape_.partition_of(k));
-    rerank(f);
-  }
-  void on_bypass(expert_key k, const access_info&) noexcept { demand(shape_.flat(k), shape_.partition_of(k)); }
-  void on_prefetch(expert_key k, const access_info&) noexcept {
-    const std::size_t f = shape_.flat(k);
-    touch(f, shape_.partition_of(k));
-    rerank(f);
-  }
-  void on_evict(expert_key k) noexcept {
-    const std::size_t f = shape_.flat(k);
-    resident_[f] = 0;
-    if (!shield_.shielded(f)) rank_out(f);
-  }
-
-  /// Shields the batch's selected experts — their next use is now, so Belady would keep
-  /// them — until `on_layer_end` of the layer (Edge-MoE §5.3's protection shield).
-  /// Complexity: O(selected · log n).
-  void on_layer_begin(const batch_view& b) noexcept {
-    const std::size_t base = static_cast<std::size_t>(b.ref.layer) * shape_.num_experts;
-    shield_.shield(base, b.experts, [&](std::size_t f) {
-      if (resident_[f] != 0) rank_out(f);
-    });
-  }
-  /// Revokes the shields of layer `l`. Complexity: O(shielded · log n).
-  void on_layer_end(layer_id l) noexcept {
-    shield_.release(l, [&](std::size_t f) {
-      if (resident_[f] != 0) rank_in(f);
-    });
-  }
+  // The events (on_insert, on_hit, on_bypass, on_prefetch, on_evict, on_layer_begin,
+  // on_layer_end) are those of `detail::reuse_history`: O(log n) for n residents of the pool.
 
   /// Returns: true unless `bypass` is set, admitting would evict, and `k` has a demand
   /// history whose interval with this access folded in is at least the victim's D.
@@ -137,9 +86,7 @@ class predicted_reuse_policy {
     if (last_demand_[f] == 0) return true;
     const auto v = victim(p);
     if (!v) return true;
-    const double gap = static_cast<double>(clock_[p] + 1 - last_demand_[f]);
-    const double next = interval_[f] == 0.0 ? gap : interval_[f] + a_ * (gap - interval_[f]);
-    return next < predicted_distance(*v);
+    return interval_with_access(f, p) < predicted_distance(*v);
   }
 
   /// Returns: the resident of pool `part` with the largest predicted reuse distance D (see
@@ -148,21 +95,22 @@ class predicted_reuse_policy {
     const auto oldest = by_recency_.back(part);
     if (!oldest) return std::nullopt;
     const auto longest = by_interval_.top(part);
-    const double idle = static_cast<double>(clock_[part] - last_touch_[*oldest]);
-    const std::size_t f = interval_[*longest] > idle ? *longest : *oldest;
+    const std::size_t f = interval_[*longest] > idle(*oldest, part) ? *longest : *oldest;
     return shape_.key(f);
   }
 
   /// The predicted reuse distance D of `k` now, in accesses to its pool.
   [[nodiscard]] double predicted_distance(expert_key k) const noexcept {
     const std::size_t f = shape_.flat(k);
-    const double idle = static_cast<double>(clock_[shape_.partition_of(k)] - last_touch_[f]);
-    return interval_[f] > idle ? interval_[f] : idle;
+    const double d = idle(f, shape_.partition_of(k));
+    return interval_[f] > d ? interval_[f] : d;
   }
   /// The moving average I of `k`'s demand intervals (0 before its second access).
   [[nodiscard]] double expected_interval(expert_key k) const noexcept { return interval_[shape_.flat(k)]; }
 
  private:
+  friend class detail::reuse_history<predicted_reuse_policy>;
+
   static double checked(double a) {
     if (!(a > 0.0 && a <= 1.0)) detail::throw_invalid("predicted_reuse_policy", "smoothing must be in (0, 1]", a);
     return a;
@@ -170,16 +118,6 @@ class predicted_reuse_policy {
   /// Largest I first; then least recent use; then the lower dense index.
   [[nodiscard]] detail::heap_rank rank(std::size_t f) const noexcept { return {-interval_[f], last_touch_[f]}; }
 
-  void demand(std::size_t f, std::size_t p) noexcept {
-    const std::uint64_t now = ++clock_[p];
-    if (last_demand_[f] != 0) {
-      const double gap = static_cast<double>(now - last_demand_[f]);
-      interval_[f] = interval_[f] == 0.0 ? gap : interval_[f] + a_ * (gap - interval_[f]);
-    }
-    last_demand_[f] = now;
-    last_touch_[f] = now;
-  }
-  void touch(std::size_t f, std::size_t p) noexcept { last_touch_[f] = clock_[p]; }
   void rank_in(std::size_t f) noexcept {
     by_recency_.push_front(f);
     by_interval_.push(f, rank(f));
@@ -188,23 +126,14 @@ class predicted_reuse_policy {
     by_recency_.erase(f);
     by_interval_.erase(f);
   }
-  void rerank(std::size_t f) noexcept {
-    if (shield_.shielded(f)) return;
+  void reorder(std::size_t f) noexcept {
     by_recency_.move_to_front(f);
     by_interval_.update(f, rank(f));
   }
 
-  cache_shape shape_;
-  double a_;
   bool bypass_;
   detail::partitioned_heap by_interval_;  // residents, largest I first
   detail::partitioned_list by_recency_;   // residents, most recent first
-  std::vector<double> interval_;
-  std::vector<std::uint64_t> last_demand_;  // pool time of the last demand access, 0 never
-  std::vector<std::uint64_t> last_touch_;   // pool time of the last demand access or prefetch
-  std::vector<std::uint64_t> clock_;
-  std::vector<std::uint8_t> resident_;
-  detail::layer_shield shield_;
 };
 
 static_assert(EvictionPolicy<predicted_reuse_policy>);

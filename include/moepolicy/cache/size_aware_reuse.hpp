@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "moepolicy/cache/concepts.hpp"
-#include "moepolicy/cache/detail/layer_shield.hpp"
 #include "moepolicy/cache/detail/orderings.hpp"
+#include "moepolicy/cache/detail/reuse_history.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/core/units.hpp"
@@ -61,7 +61,7 @@ struct size_aware_reuse_config {
 };
 
 /// Evicts the resident whose predicted next use costs the most bytes × time.
-class size_aware_reuse_policy {
+class size_aware_reuse_policy : public detail::reuse_history<size_aware_reuse_policy> {
  public:
   using config_type = size_aware_reuse_config;
   /// The most distinct expert sizes (precisions) a policy accepts.
@@ -71,16 +71,7 @@ class size_aware_reuse_policy {
   /// (0, 1], `footprints` is neither empty nor one entry per expert, an entry is 0, or there
   /// are more than `max_size_classes` distinct sizes.
   explicit size_aware_reuse_policy(const cache_shape& shape, const size_aware_reuse_config& cfg = {})
-      : shape_(shape),
-        a_(checked_smoothing(cfg.smoothing)),
-        class_of_(shape.slots(), 0),
-        by_cost_(shape),
-        interval_(shape.slots(), 0.0),
-        last_demand_(shape.slots(), 0),
-        last_touch_(shape.slots(), 0),
-        clock_(shape.partitions(), 0),
-        resident_(shape.slots(), 0),
-        shield_(shape) {
+      : reuse_history(shape, checked_smoothing(cfg.smoothing)), class_of_(shape.slots(), 0), by_cost_(shape) {
     constexpr const char* fn = "size_aware_reuse_policy";
     if (!cfg.footprints.empty() && cfg.footprints.size() != shape.slots()) {
       detail::throw_invalid(
@@ -105,45 +96,9 @@ class size_aware_reuse_policy {
     for (std::size_t c = 0; c < sizes_.size(); ++c) by_recency_.emplace_back(shape);
   }
 
-  /// Complexity of the events: O(log n) for n residents of the pool.
-  void on_insert(expert_key k, const access_info& i) noexcept {
-    const std::size_t f = shape_.flat(k);
-    if (i.prefetch) {
-      touch(f, shape_.partition_of(k));
-    } else {
-      demand(f, shape_.partition_of(k));
-    }
-    resident_[f] = 1;
-    if (!shield_.shielded(f)) rank_in(f);
-  }
-  void on_hit(expert_key k, const access_info&) noexcept {
-    const std::size_t f = shape_.flat(k);
-    demand(f, shape_.partition_of(k));
-    rerank(f);
-  }
-  void on_bypass(expert_key k, const access_info&) noexcept { demand(shape_.flat(k), shape_.partition_of(k)); }
-  void on_prefetch(expert_key k, const access_info&) noexcept {
-    const std::size_t f = shape_.flat(k);
-    touch(f, shape_.partition_of(k));
-    rerank(f);
-  }
-  void on_evict(expert_key k) noexcept {
-    const std::size_t f = shape_.flat(k);
-    resident_[f] = 0;
-    if (!shield_.shielded(f)) rank_out(f);
-  }
-  /// Shields the batch's selected experts until `on_layer_end` (Edge-MoE §5.3).
-  void on_layer_begin(const batch_view& b) noexcept {
-    const std::size_t base = static_cast<std::size_t>(b.ref.layer) * shape_.num_experts;
-    shield_.shield(base, b.experts, [&](std::size_t f) {
-      if (resident_[f] != 0) rank_out(f);
-    });
-  }
-  void on_layer_end(layer_id l) noexcept {
-    shield_.release(l, [&](std::size_t f) {
-      if (resident_[f] != 0) rank_in(f);
-    });
-  }
+  // The events (on_insert, on_hit, on_bypass, on_prefetch, on_evict, on_layer_begin,
+  // on_layer_end) are those of `detail::reuse_history`: O(log n + 1) for n residents of the
+  // pool.
 
   /// Returns: the unshielded resident of pool `part` with the largest size · D (ties: least
   /// recently touched, then lower (layer, expert)), or nothing. Complexity: O(size classes).
@@ -160,7 +115,7 @@ class size_aware_reuse_policy {
     };
     for (std::size_t c = 0; c < sizes_.size(); ++c) {
       if (const auto o = by_recency_[c].back(part)) {
-        consider(*o, sizes_[c] * static_cast<double>(clock_[part] - last_touch_[*o]));
+        consider(*o, sizes_[c] * idle(*o, part));
       }
     }
     if (const auto h = by_cost_.top(part)) consider(*h, size_of(*h) * interval_[*h]);
@@ -172,11 +127,12 @@ class size_aware_reuse_policy {
   /// to its pool (weights of 1 without footprints).
   [[nodiscard]] double predicted_cost(expert_key k) const noexcept {
     const std::size_t f = shape_.flat(k);
-    const double idle = static_cast<double>(clock_[shape_.partition_of(k)] - last_touch_[f]);
-    return size_of(f) * std::max(interval_[f], idle);
+    return size_of(f) * std::max(interval_[f], idle(f, shape_.partition_of(k)));
   }
 
  private:
+  friend class detail::reuse_history<size_aware_reuse_policy>;
+
   static double checked_smoothing(double a) {
     if (!(a > 0.0 && a <= 1.0)) detail::throw_invalid("size_aware_reuse_policy", "smoothing must be in (0, 1]", a);
     return a;
@@ -186,16 +142,6 @@ class size_aware_reuse_policy {
   [[nodiscard]] detail::heap_rank rank(std::size_t f) const noexcept {
     return {-size_of(f) * interval_[f], last_touch_[f]};
   }
-  void demand(std::size_t f, std::size_t p) noexcept {
-    const std::uint64_t now = ++clock_[p];
-    if (last_demand_[f] != 0) {
-      const double gap = static_cast<double>(now - last_demand_[f]);
-      interval_[f] = interval_[f] == 0.0 ? gap : interval_[f] + a_ * (gap - interval_[f]);
-    }
-    last_demand_[f] = now;
-    last_touch_[f] = now;
-  }
-  void touch(std::size_t f, std::size_t p) noexcept { last_touch_[f] = clock_[p]; }
   void rank_in(std::size_t f) noexcept {
     by_recency_[class_of_[f]].push_front(f);
     by_cost_.push(f, rank(f));
@@ -204,24 +150,15 @@ class size_aware_reuse_policy {
     by_recency_[class_of_[f]].erase(f);
     by_cost_.erase(f);
   }
-  void rerank(std::size_t f) noexcept {
-    if (shield_.shielded(f)) return;
+  void reorder(std::size_t f) noexcept {
     by_recency_[class_of_[f]].move_to_front(f);
     by_cost_.update(f, rank(f));
   }
 
-  cache_shape shape_;
-  double a_;
   std::vector<double> sizes_;                         // the distinct footprints, one per class
   std::vector<std::uint8_t> class_of_;                // slot → size class
   detail::partitioned_heap by_cost_;                  // residents, largest size · I first
   std::vector<detail::partitioned_list> by_recency_;  // per size class, most recent first
-  std::vector<double> interval_;
-  std::vector<std::uint64_t> last_demand_;
-  std::vector<std::uint64_t> last_touch_;
-  std::vector<std::uint64_t> clock_;
-  std::vector<std::uint8_t> resident_;
-  detail::layer_shield shield_;
 };
 
 static_assert(EvictionPolicy<size_aware_reuse_policy>);
