@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include "large_decode_file.hpp"
 #include "peak_rss.hpp"
 #include "trace_compare.hpp"
 
@@ -1037,26 +1038,8 @@ TEST_CASE("a walk of a 10^7-row file holds a bounded window of it") {
   // the working folder and removed afterwards. Sanitizer builds walk 10^6 rows and skip
   // the memory figure (their shadow memory is not the reader's).
   const std::uint64_t rows = sanitized ? 1'000'000 : 10'000'000;
-  const trace_info info{.model = "synthetic", .source = "test", .num_layers = 4, .num_experts = 8, .top_k = 1};
   const auto path = std::filesystem::current_path() / "canonical_walk_1e7.mtrace";
-  const auto expert_of = [](std::uint64_t r) { return static_cast<expert_id>((r * 2654435761u >> 7) % 8); };
-  moepolicy::write_canonical_rows(path, info, std::vector<std::string>{"only"}, rows,
-                                  [&](std::uint64_t first, std::uint64_t n, moepolicy::trace_columns& c) {
-                                    c.request.assign(n, 0);
-                                    c.kind.assign(n, phase::decode);
-                                    c.step.resize(n);
-                                    c.position.resize(n);
-                                    c.layer.resize(n);
-                                    c.experts.resize(n);
-                                    c.weights.assign(n, 1.0f);
-                                    for (std::uint64_t i = 0; i < n; ++i) {
-                                      const std::uint64_t r = first + i;
-                                      c.step[i] = static_cast<std::uint32_t>(r / 4);
-                                      c.position[i] = static_cast<std::uint32_t>(r / 4);
-                                      c.layer[i] = static_cast<moepolicy::layer_id>(r % 4);
-                                      c.experts[i] = expert_of(r);
-                                    }
-                                  });
+  moepolicy::test::write_large_decode_file(path, rows);
   const auto file_bytes = static_cast<long long>(std::filesystem::file_size(path));
   CHECK(file_bytes == static_cast<long long>(64 + 9 * 16 + 32 + 21 * rows));
   const bool measured = !sanitized && reset_peak_rss() && peak_rss_bytes() > 0;
@@ -1072,7 +1055,7 @@ TEST_CASE("a walk of a 10^7-row file holds a bounded window of it") {
                      [&](const step_ref&) { ++steps; });
   }
   std::uint64_t want = 0;
-  for (std::uint64_t r = 0; r < rows; ++r) want += expert_of(r);
+  for (std::uint64_t r = 0; r < rows; ++r) want += moepolicy::test::large_decode_expert(r);
   CHECK(batches == rows);
   CHECK(steps == rows / 4);
   CHECK(sum == want);

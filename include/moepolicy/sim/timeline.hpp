@@ -756,6 +756,21 @@ class timeline {
     order_.resize(w);
   }
 
+  /// The bookkeeping of job `id` (`j`) once a chunk of `size` bytes is placed from `s` to
+  /// `end`: a job whose `last` chunk this is lands (its receipt) and frees its entry.
+  void chunk_placed(job_id id, job& j, bytes size, seconds s, seconds end, bool last) {
+    j.done_bytes += size;
+    if (j.first_start < 0.0) j.first_start = s;
+    j.last_start = s;
+    j.last_end = std::max(j.last_end, end);
+    ledger_.horizon = std::max(ledger_.horizon, end);
+    if (last) {
+      landed_.push_back(transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_, j.crosses_link));
+      j.active = false;
+      free_jobs_.push_back(id);
+    }
+  }
+
   void place_chunks(job_id id, seconds until) {
     job& j = jobs_[id];
     const std::size_t n = j.hops.size();
@@ -815,17 +830,7 @@ class timeline {
         j.done_moved[h] += c.moved;
         end = std::max(end, s + c.duration);
       }
-      j.done_bytes += size;
-      if (j.first_start < 0.0) j.first_start = s;
-      j.last_start = s;
-      j.last_end = std::max(j.last_end, end);
-      ledger_.horizon = std::max(ledger_.horizon, end);
-      if (last) {
-        landed_.push_back(
-            transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_, j.crosses_link));
-        j.active = false;
-        free_jobs_.push_back(id);
-      }
+      chunk_placed(id, j, size, s, end, last);
     }
   }
 
@@ -867,17 +872,7 @@ class timeline {
       j.done_seconds[0] += d;
       j.done_moved[0] += m;
       const seconds end = std::max(s, s + d);
-      j.done_bytes += size;
-      if (j.first_start < 0.0) j.first_start = s;
-      j.last_start = s;
-      j.last_end = std::max(j.last_end, end);
-      ledger_.horizon = std::max(ledger_.horizon, end);
-      if (last) {
-        landed_.push_back(
-            transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_, j.crosses_link));
-        j.active = false;
-        free_jobs_.push_back(id);
-      }
+      chunk_placed(id, j, size, s, end, last);
       refresh_next(id);
     }
   }

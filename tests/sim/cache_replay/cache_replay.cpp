@@ -18,6 +18,7 @@
 #include "moepolicy/predict/oracle_predictor.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 #include "moepolicy/predict/transition_predictor.hpp"
+#include "large_decode_file.hpp"
 #include "peak_rss.hpp"
 
 using namespace moepolicy;
@@ -314,26 +315,8 @@ TEST_CASE("Belady's replay of a 10^7-access file holds a bounded window of it") 
   // would take 80 MB (120 MB at the peak with the access sequence); the index holds a
   // chunk. Sanitizer builds replay 10^6 rows and skip the memory figure.
   const std::uint64_t rows = test::sanitized ? 1'000'000 : 10'000'000;
-  const trace_info info{.model = "synthetic", .source = "test", .num_layers = 4, .num_experts = 8, .top_k = 1};
   const auto path = std::filesystem::current_path() / "cache_replay_1e7.mtrace";
-  const auto expert_of = [](std::uint64_t r) { return static_cast<expert_id>((r * 2654435761u >> 7) % 8); };
-  write_canonical_rows(path, info, std::vector<std::string>{"only"}, rows,
-                       [&](std::uint64_t first, std::uint64_t n, trace_columns& c) {
-                         c.request.assign(n, 0);
-                         c.kind.assign(n, phase::decode);
-                         c.step.resize(n);
-                         c.position.resize(n);
-                         c.layer.resize(n);
-                         c.experts.resize(n);
-                         c.weights.assign(n, 1.0f);
-                         for (std::uint64_t i = 0; i < n; ++i) {
-                           const std::uint64_t r = first + i;
-                           c.step[i] = static_cast<std::uint32_t>(r / 4);
-                           c.position[i] = static_cast<std::uint32_t>(r / 4);
-                           c.layer[i] = static_cast<layer_id>(r % 4);
-                           c.experts[i] = expert_of(r);
-                         }
-                       });
+  test::write_large_decode_file(path, rows);
   const bool measured = !test::sanitized && test::reset_peak_rss() && test::peak_rss_bytes() > 0;
   const long long before = measured ? test::peak_rss_bytes() : 0;
   const canonical_file f(path);
