@@ -90,11 +90,11 @@ run_test() {
     -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DMOEPOLICY_WERROR=ON \
     -DMOEPOLICY_SANITIZERS=address,undefined,implicit-integer-truncation -DMOEPOLICY_BUILD_BENCH=OFF
   cmake --build build/ci-clang-asan -j"$jobs"
-  # The whole reports (every family on Granite, on the shared traces, on a whole machine) take
-  # minutes each unoptimised under ASan; the g++ stage below runs them optimised, and the
-  # report's and the drivers' code paths stay under ASan through the WARP report, the
-  # drivers' Granite goldens and the examples.
-  local asan_slow='^(golden_report_granite|report_svgs_well_formed|example_report_machine_workstation|example_report_warp_traces|example_trimoe_machine_example-workstation|golden_cxl_prefetch_(granite|mixtral))$'
+  # Under ASan: every unit test, and each driver's Granite golden or example. The whole
+  # reports (every family on Granite, on the shared traces, on a whole machine), the drivers'
+  # runs on the shared traces and the option variants of a driver ASan already runs take
+  # minutes together unoptimised under ASan; the g++ stage below runs them optimised.
+  local asan_slow='^(golden_report_granite|report_svgs_well_formed|example_report_machine_workstation|example_report_warp_traces|example_trimoe_machine_example-workstation|golden_cxl_prefetch_(granite|mixtral)|golden_(edge_offload|context_aware_ndp|trimoe)_mixtral|example_reuse_eviction_(shared|granite_shared)|example_dynaexq_(phased_drains|arenas_fit|queued_at_end))$'
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_ctest build/ci-clang-asan -j"$jobs" --output-on-failure -E "$asan_slow"
 

@@ -403,19 +403,19 @@ void synth_improved_floor(benchmark::State& s) { floor_loop(s, source::synth); }
 void synth_price(benchmark::State& s) { price(s, source::synth); }
 void synth_price_floor(benchmark::State& s) { price_floor(s, source::synth); }
 
-BENCHMARK(real_paper)->Apply(real_args)->MinTime(0.2);
-BENCHMARK(real_paper_floor)->Apply(real_args)->MinTime(0.2);
-BENCHMARK(real_improved)->Apply(real_args)->MinTime(0.2);
-BENCHMARK(real_improved_floor)->Apply(real_args)->MinTime(0.2);
-BENCHMARK(real_exact)->Apply(real_args)->MinTime(0.2);
-BENCHMARK(real_price)->Apply(real_args)->MinTime(0.2);
-BENCHMARK(real_price_floor)->Apply(real_args)->MinTime(0.2);
-BENCHMARK(synth_paper)->Apply(synth_args)->MinTime(0.2);
-BENCHMARK(synth_paper_floor)->Apply(synth_args)->MinTime(0.2);
-BENCHMARK(synth_improved)->Apply(synth_args)->MinTime(0.2);
-BENCHMARK(synth_improved_floor)->Apply(synth_args)->MinTime(0.2);
-BENCHMARK(synth_price)->Apply(synth_args)->MinTime(0.2);
-BENCHMARK(synth_price_floor)->Apply(synth_args)->MinTime(0.2);
+BENCHMARK(real_paper)->Apply(real_args);
+BENCHMARK(real_paper_floor)->Apply(real_args);
+BENCHMARK(real_improved)->Apply(real_args);
+BENCHMARK(real_improved_floor)->Apply(real_args);
+BENCHMARK(real_exact)->Apply(real_args);
+BENCHMARK(real_price)->Apply(real_args);
+BENCHMARK(real_price_floor)->Apply(real_args);
+BENCHMARK(synth_paper)->Apply(synth_args);
+BENCHMARK(synth_paper_floor)->Apply(synth_args);
+BENCHMARK(synth_improved)->Apply(synth_args);
+BENCHMARK(synth_improved_floor)->Apply(synth_args);
+BENCHMARK(synth_price)->Apply(synth_args);
+BENCHMARK(synth_price_floor)->Apply(synth_args);
 
 // --- the DIMM-count sweep --------------------------------------------------------------------
 
@@ -428,9 +428,9 @@ void dimm_args(benchmark::internal::Benchmark* b) {
   for (int D : {4, 8, 16, 32}) b->Args({D});
   b->ArgNames({"D"});
 }
-BENCHMARK(dimms_paper)->Apply(dimm_args)->MinTime(0.2);
-BENCHMARK(dimms_improved)->Apply(dimm_args)->MinTime(0.2);
-BENCHMARK(dimms_floor)->Apply(dimm_args)->MinTime(0.2);
+BENCHMARK(dimms_paper)->Apply(dimm_args);
+BENCHMARK(dimms_improved)->Apply(dimm_args);
+BENCHMARK(dimms_floor)->Apply(dimm_args);
 
 // --- the EMA load predictor (Eq. 8) -------------------------------------------------------
 
@@ -475,8 +475,8 @@ void real_ema_update_floor(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(L * E));
   state.SetLabel("floor: read the step's loads once");
 }
-BENCHMARK(real_ema_update)->Args({0, 16})->Args({1, 16})->ArgNames({"model", "B"})->MinTime(0.2);
-BENCHMARK(real_ema_update_floor)->Args({0, 16})->Args({1, 16})->ArgNames({"model", "B"})->MinTime(0.2);
+BENCHMARK(real_ema_update)->Args({0, 16})->Args({1, 16})->ArgNames({"model", "B"});
+BENCHMARK(real_ema_update_floor)->Args({0, 16})->Args({1, 16})->ArgNames({"model", "B"});
 
 /// One layer's update at E = 8 … 256 experts (SYNTHETIC loads of the synth_* steps).
 void synth_ema_update(benchmark::State& state) {
@@ -507,8 +507,8 @@ void ema_args(benchmark::internal::Benchmark* b) {
   for (int E : {8, 32, 64, 128, 256}) b->Args({E, 64});
   b->ArgNames({"E", "B"});
 }
-BENCHMARK(synth_ema_update)->Apply(ema_args)->MinTime(0.2);
-BENCHMARK(synth_ema_update_floor)->Apply(ema_args)->MinTime(0.2);
+BENCHMARK(synth_ema_update)->Apply(ema_args);
+BENCHMARK(synth_ema_update_floor)->Apply(ema_args);
 
 // --- the migration planner (§4.3) -----------------------------------------------------------
 
@@ -542,8 +542,8 @@ void synth_plan_floor(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(s->experts));
   state.SetLabel("floor: read the plan's inputs once; " + s->label);
 }
-BENCHMARK(synth_plan)->Apply(ema_args)->MinTime(0.2);
-BENCHMARK(synth_plan_floor)->Apply(ema_args)->MinTime(0.2);
+BENCHMARK(synth_plan)->Apply(ema_args);
+BENCHMARK(synth_plan_floor)->Apply(ema_args);
 
 // --- one step of the +Relayout system on the timed model (sim/trimoe_replay.hpp) ------------
 
@@ -603,7 +603,7 @@ void synth_relayout_step_floor(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(s->experts));
   state.SetLabel("floor: read the relayout step's inputs once; " + s->label);
 }
-BENCHMARK(synth_relayout_step)->Apply(ema_args)->MinTime(0.2);
-BENCHMARK(synth_relayout_step_floor)->Apply(ema_args)->MinTime(0.2);
+BENCHMARK(synth_relayout_step)->Apply(ema_args);
+BENCHMARK(synth_relayout_step_floor)->Apply(ema_args);
 
 }  // namespace
