@@ -263,6 +263,21 @@ template <EvictionPolicy P>
   }
 }
 
+/// Calls `each(key)` for the demand accesses a replay of `t` makes, in order (see
+/// `replay_accesses`).
+template <class T, class Each>
+void for_each_access(const T& t, const cache_replay_config& rc, Each&& each) {
+  std::vector<std::uint8_t> seen(t.info().num_experts, 0);
+  const auto nothing = [](const auto&) {};
+  walk_batches(
+      t, nothing,
+      [&](const batch_view& b) {
+        if (!kept(b.ref.kind, rc.prefill, rc.decode)) return;
+        distinct_experts(b, seen, each);
+      },
+      nothing);
+}
+
 }  // namespace detail
 
 /// The demand accesses a replay of `t` makes, in order: for each kept batch, its distinct
@@ -272,15 +287,7 @@ template <EvictionPolicy P>
 template <replay_source T>
 [[nodiscard]] std::vector<expert_key> replay_accesses(const T& t, const cache_replay_config& rc = {}) {
   std::vector<expert_key> out;
-  std::vector<std::uint8_t> seen(t.info().num_experts, 0);
-  const auto nothing = [](const auto&) {};
-  detail::walk_batches(
-      t, nothing,
-      [&](const batch_view& b) {
-        if (!detail::kept(b.ref.kind, rc.prefill, rc.decode)) return;
-        detail::distinct_experts(b, seen, [&](expert_key k) { out.push_back(k); });
-      },
-      nothing);
+  detail::for_each_access(t, rc, [&](expert_key k) { out.push_back(k); });
   return out;
 }
 
@@ -713,15 +720,7 @@ template <replay_source T>
   detail::check_replay(t, cache_config{.num_layers = shape.num_layers, .num_experts = shape.num_experts}, rc,
                        "lru_hit_curve");
   lru_curve_builder curve(shape);
-  std::vector<std::uint8_t> seen(t.info().num_experts, 0);
-  const auto nothing = [](const auto&) {};
-  detail::walk_batches(
-      t, nothing,
-      [&](const batch_view& b) {
-        if (!detail::kept(b.ref.kind, rc.prefill, rc.decode)) return;
-        detail::distinct_experts(b, seen, [&](expert_key k) { curve.add(k); });
-      },
-      nothing);
+  detail::for_each_access(t, rc, [&](expert_key k) { curve.add(k); });
   return curve.curve();
 }
 
