@@ -211,8 +211,10 @@ void print_end_to_end(const trimoe_result& res, std::ostream& out) {
     const auto& a = res[s];
     if (!a.ran) continue;
     std::string steps;
-    for (std::size_t i = 0; i < a.step_walls.size(); ++i)
-      steps += (i == 0 ? "" : " ") + fixed(a.step_walls[i] * 1e3, 1);
+    for (std::size_t i = 0; i < a.step_walls.size(); ++i) {
+      if (i != 0) steps += ' ';
+      steps += fixed(a.step_walls[i] * 1e3, 1);
+    }
     t.add({long_name(s), ms(a.step_seconds), fixed(static_cast<double>(res.batch) / a.step_seconds, 0),
            base > 0.0 ? fixed(base / a.step_seconds, 2) + "x" : std::string("-"), ms(a.layer_sum.moe),
            ms(a.layer_sum.eq7), ms(a.placement_seconds), steps});

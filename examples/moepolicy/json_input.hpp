@@ -187,7 +187,10 @@ inline std::string one_of(const json& j, const std::string& path, const std::str
   std::string list;
   std::size_t i = 0;
   for (std::string_view n : names) {
-    list += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + ("\"" + std::string(n) + "\"");
+    list += i == 0 ? "" : i + 1 == names.size() ? " or " : ", ";
+    list += '"';
+    list += n;
+    list += '"';
     ++i;
   }
   bad_field(path, field, "expected " + list + ", got " + describe(j));
