@@ -15,7 +15,9 @@
 #   ./run.sh fuzz SECONDS
 #                   build the libFuzzer targets and run each for SECONDS (one at a time),
 #                   printing the executions each reached; for long offline runs. The corpus
-#                   grows in build/fuzz/tests/fuzz/corpus/ across runs.
+#                   grows in build/fuzz/tests/fuzz/corpus/ across runs. MOEPOLICY_FUZZ_RUNS=N
+#                   also stops each fuzzer after N executions (SECONDS still caps it), and
+#                   MOEPOLICY_FUZZ_TARGETS=REGEX runs only the fuzzers whose names match.
 # Each installs the Debian packages it needs when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -158,11 +160,12 @@ run_fuzz() {
   echo "== libFuzzer: each target for ${seconds}s, one at a time, in $dir"
   configure "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DMOEPOLICY_BUILD_FUZZERS=ON -DMOEPOLICY_BUILD_TESTS=OFF -DMOEPOLICY_BUILD_EXAMPLES=OFF \
-    -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_FUZZ_SECONDS="$seconds"
+    -DMOEPOLICY_BUILD_BENCH=OFF -DMOEPOLICY_FUZZ_SECONDS="$seconds" \
+    -DMOEPOLICY_FUZZ_RUNS="${MOEPOLICY_FUZZ_RUNS:-0}"
   cmake --build "$dir" -j"$jobs"
   local log="$dir/fuzz-${seconds}s.log"
   local rc=0
-  (cd "$dir" && ctest -L fuzz -V -j1) >"$log" 2>&1 || rc=$?
+  (cd "$dir" && ctest -L fuzz -R "${MOEPOLICY_FUZZ_TARGETS:-.}" -V -j1) >"$log" 2>&1 || rc=$?
   printf '%-24s %14s %10s %10s\n' fuzzer executions "per second" "new units"
   # ctest -V prefixes each line with the test's number: map numbers to fuzzer names, then
   # print each fuzzer's final libFuzzer statistics.
