@@ -332,7 +332,8 @@ size_class_hits hits_by_size(const routing_trace& t, const cache_config& cc, con
 
 /// How well `predicted_reuse_policy`'s moving average I of an expert's past gaps (smoothing
 /// a, gaps counted in accesses to its layer) predicts its next gap: over the accesses that
-/// have both, the shares where the next gap is within a factor 2 of I, longer, and shorter.
+/// have both, the shares where the next gap is within a factor 2 of I, longer, and shorter
+/// (all 0 when none has both).
 std::array<double, 3> interval_accuracy(const std::vector<expert_key>& accesses, std::uint32_t L, std::uint32_t E,
                                         double a) {
   const std::size_t n = accesses.size();
@@ -359,8 +360,10 @@ std::array<double, 3> interval_accuracy(const std::vector<expert_key>& accesses,
     const double g = static_cast<double>(next_gap[i]);
     ++count[g > 2.0 * interval[f] ? 1 : g * 2.0 < interval[f] ? 2 : 0];
   }
-  const double total = static_cast<double>(count[0] + count[1] + count[2]);
-  return {count[0] / total, count[1] / total, count[2] / total};
+  // No access with both (no expert used three times): nothing to measure.
+  const double total = std::max<double>(1.0, static_cast<double>(count[0] + count[1] + count[2]));
+  return {static_cast<double>(count[0]) / total, static_cast<double>(count[1]) / total,
+          static_cast<double>(count[2]) / total};
 }
 
 /// The byte-capacity table (see the header).
