@@ -56,8 +56,10 @@
 //   evict_<policy>     one demand access through expert_cache<policy> with per-layer pools
 //                      of E/2 experts (LRU, LFU, FIFO, sticky LRU with every access
 //                      hinted, score-aware with the layer hooks, Belady with the cyclic
-//                      next use of the periodic stream, Hawkeye-style and predicted reuse
-//                      with the layer hooks); their floor reads each access's
+//                      next use of the periodic stream, Hawkeye-style, predicted reuse,
+//                      gated prefetch (every access hinted) and size-aware reuse (two
+//                      size classes: every fourth expert four times the bytes) with the
+//                      layer hooks); their floor reads each access's
 //                      key and next use and the row's ids, score-aware's also the row's
 //                      router scores and gate weights
 //   evict_score_aware_reference   the same through the first score-aware implementation
@@ -103,11 +105,13 @@
 #include "moepolicy/cache/detail/score_aware_reference.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cache/fifo.hpp"
+#include "moepolicy/cache/gated_prefetch.hpp"
 #include "moepolicy/cache/hawkeye.hpp"
 #include "moepolicy/cache/lfu.hpp"
 #include "moepolicy/cache/lru.hpp"
 #include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
+#include "moepolicy/cache/size_aware_reuse.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/cost/presets.hpp"
@@ -957,10 +961,19 @@ void run_evict_score_aware_reference(benchmark::State& s, const shape_inputs& in
 void run_evict_belady(benchmark::State& s, const shape_inputs& in) { evict<belady_policy>(s, in); }
 void run_evict_hawkeye(benchmark::State& s, const shape_inputs& in) { evict<hawkeye_policy>(s, in); }
 void run_evict_predicted_reuse(benchmark::State& s, const shape_inputs& in) { evict<predicted_reuse_policy>(s, in); }
+void run_evict_gated_prefetch(benchmark::State& s, const shape_inputs& in) { evict<gated_prefetch_policy>(s, in); }
+/// Two size classes (every fourth expert of a layer at four times the bytes), as in
+/// cache_bench: the victim compares the oldest resident of each class with the largest
+/// size x interval.
+void run_evict_size_aware_reuse(benchmark::State& s, const shape_inputs& in) {
+  std::vector<bytes> sizes(in.L * in.E, 17);
+  for (std::size_t f = 0; f < sizes.size(); f += 4) sizes[f] = 64;
+  evict<size_aware_reuse_policy>(s, in, {.footprints = sizes});
+}
 void evict_keys_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, false); }
 void evict_scored_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, true); }
 
-const std::array<decision, 27> all_decisions{{
+const std::array<decision, 29> all_decisions{{
     {"collector", "collector", collector, collector_floor, benchmark::kNanosecond},
     {"importance_topk", "importance", importance_topk, importance_floor, benchmark::kNanosecond},
     {"importance_topk_reference", "importance", importance_topk_reference, importance_floor, benchmark::kNanosecond},
@@ -984,6 +997,8 @@ const std::array<decision, 27> all_decisions{{
     {"evict_belady", "evict", run_evict_belady, evict_keys_floor, benchmark::kNanosecond},
     {"evict_hawkeye", "evict", run_evict_hawkeye, evict_keys_floor, benchmark::kNanosecond},
     {"evict_predicted_reuse", "evict", run_evict_predicted_reuse, evict_keys_floor, benchmark::kNanosecond},
+    {"evict_gated_prefetch", "evict", run_evict_gated_prefetch, evict_keys_floor, benchmark::kNanosecond},
+    {"evict_size_aware_reuse", "evict", run_evict_size_aware_reuse, evict_keys_floor, benchmark::kNanosecond},
     {"router", "router", router, router_floor, benchmark::kNanosecond},
     {"two_pointer", "two_pointer", two_pointer, two_pointer_floor, benchmark::kNanosecond},
     {"migration_planner", "migration_planner", migration_plan, migration_plan_floor, benchmark::kNanosecond},

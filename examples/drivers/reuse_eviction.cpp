@@ -297,6 +297,75 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
 constexpr std::uint64_t fp16_bytes = (std::uint64_t{1} << 20) * 2;
 constexpr std::uint64_t int4_bytes = (std::uint64_t{1} << 20) * 17 / 32;
 
+/// Demand accesses and hits of the experts of each size (a replay walking the batches as
+/// `replay_cache` does, with the layer and step hooks).
+struct size_class_hits {
+  std::uint64_t big_accesses = 0, big_hits = 0, small_accesses = 0, small_hits = 0;
+};
+
+template <EvictionPolicy P>
+size_class_hits hits_by_size(const routing_trace& t, const cache_config& cc, const typename P::config_type& pc,
+                             bytes big) {
+  expert_cache<P> cache(cc, pc);
+  size_class_hits out;
+  std::vector<std::uint8_t> seen(t.info().num_experts, 0);
+  for (const step_ref& s : t.steps()) {
+    for (const batch_ref& r : t.batches_of(s)) {
+      const batch_view b = t.view(r);
+      cache.begin_layer(b);
+      detail::distinct_experts(b, seen, [&](expert_key k) {
+        const bool hit = cache.get(k).hit;
+        if (cc.footprints[cc.shape().flat(k)] == big) {
+          ++out.big_accesses;
+          out.big_hits += hit ? 1 : 0;
+        } else {
+          ++out.small_accesses;
+          out.small_hits += hit ? 1 : 0;
+        }
+      });
+      cache.end_layer(b.ref.layer);
+    }
+    cache.end_step();
+  }
+  return out;
+}
+
+/// How well `predicted_reuse_policy`'s moving average I of an expert's past gaps (smoothing
+/// a, gaps counted in accesses to its layer) predicts its next gap: over the accesses that
+/// have both, the shares where the next gap is within a factor 2 of I, longer, and shorter
+/// (all 0 when none has both).
+std::array<double, 3> interval_accuracy(const std::vector<expert_key>& accesses, std::uint32_t L, std::uint32_t E,
+                                        double a) {
+  const std::size_t n = accesses.size();
+  std::vector<std::uint64_t> clock(L, 0), when(n);
+  for (std::size_t i = 0; i < n; ++i) when[i] = ++clock[accesses[i].layer];
+  std::vector<std::uint64_t> next_gap(n, 0);
+  std::vector<std::size_t> later(static_cast<std::size_t>(L) * E, n);
+  for (std::size_t i = n; i-- > 0;) {
+    const std::size_t f = accesses[i].flat(E);
+    if (later[f] != n) next_gap[i] = when[later[f]] - when[i];
+    later[f] = i;
+  }
+  std::vector<std::uint64_t> last(static_cast<std::size_t>(L) * E, 0);
+  std::vector<double> interval(last.size(), 0.0);
+  std::array<std::uint64_t, 3> count{};
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t f = accesses[i].flat(E);
+    if (last[f] != 0) {
+      const auto gap = static_cast<double>(when[i] - last[f]);
+      interval[f] = interval[f] == 0.0 ? gap : interval[f] + a * (gap - interval[f]);
+    }
+    last[f] = when[i];
+    if (interval[f] == 0.0 || next_gap[i] == 0) continue;
+    const double g = static_cast<double>(next_gap[i]);
+    ++count[g > 2.0 * interval[f] ? 1 : g * 2.0 < interval[f] ? 2 : 0];
+  }
+  // No access with both (no expert used three times): nothing to measure.
+  const double total = std::max<double>(1.0, static_cast<double>(count[0] + count[1] + count[2]));
+  return {static_cast<double>(count[0]) / total, static_cast<double>(count[1]) / total,
+          static_cast<double>(count[2]) / total};
+}
+
 /// The byte-capacity table (see the header).
 void run_bytes(const routing_trace& t, const std::vector<std::uint64_t>& per_layer, std::ostream& out) {
   const std::uint32_t L = t.info().num_layers, E = t.info().num_experts;
@@ -362,6 +431,36 @@ void run_bytes(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
     table.add(std::move(row));
   }
   table.print(out, "    ");
+  // Why the reuse-distance policies trail where they do: how well the interval predicts,
+  // and which size class the size weighting gives hits to and takes them from.
+  const std::array<double, 3> acc = interval_accuracy(accesses, L, E, predicted_reuse_config{}.smoothing);
+  out << "  pred-reuse's moving average of an expert's gaps (smoothing " << predicted_reuse_config{}.smoothing
+      << ", per-layer clocks) lies within 2x of its next gap at " << pct(acc[0]) << "% of the accesses that have both"
+      << " (the next gap is longer at " << pct(acc[1]) << "%, shorter at " << pct(acc[2])
+      << "%). Hit ratio % of the FP16 experts' accesses / of the 4-bit experts' accesses:\n";
+  text_table why({"capacity (FP16 experts)", "FP16 share of accesses", "ema-score", "pred-reuse", "size-aware"});
+  for (std::uint64_t c : per_layer) {
+    const std::uint64_t cap = c * fp16_bytes;
+    if (cap >= layer_bytes) break;
+    const cache_config cc{.num_layers = L,
+                          .num_experts = E,
+                          .capacity = cap,
+                          .unit = capacity_unit::byte_count,
+                          .scope = capacity_scope::per_layer,
+                          .footprints = sizes};
+    const std::array<size_class_hits, 3> h = {hits_by_size<ema_score_policy>(t, cc, {}, fp16_bytes),
+                                              hits_by_size<predicted_reuse_policy>(t, cc, {}, fp16_bytes),
+                                              hits_by_size<size_aware_reuse_policy>(t, cc, {}, fp16_bytes)};
+    const auto ratio = [](std::uint64_t x, std::uint64_t n) {
+      return n == 0 ? std::string("-") : pct(static_cast<double>(x) / static_cast<double>(n));
+    };
+    std::vector<std::string> row{std::to_string(c), ratio(h[0].big_accesses, h[0].big_accesses + h[0].small_accesses)};
+    for (const size_class_hits& x : h) {
+      row.push_back(ratio(x.big_hits, x.big_accesses) + " / " + ratio(x.small_hits, x.small_accesses));
+    }
+    why.add(std::move(row));
+  }
+  why.print(out, "    ");
 }
 
 }  // namespace

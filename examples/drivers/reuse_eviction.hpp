@@ -21,7 +21,10 @@
 //     FP16, the rest at 4 bits), a cache whose capacity is in bytes, every demand policy
 //     and the size-aware policy (cache/size_aware_reuse.hpp) beside Belady's rule (a heuristic
 //     here, not the optimum: with unequal sizes the optimum is NP-hard) and the space-time
-//     upper bound (cache/space_time_bound.hpp).
+//     upper bound (cache/space_time_bound.hpp); below it, how often pred-reuse's moving
+//     average of past gaps lies within 2x of the next gap, and the hit ratios of the FP16
+//     and the 4-bit experts under ema-score, pred-reuse and size-aware (where the size
+//     weighting moves hits).
 // The library holds the policies and the replays (sim/cache_replay.hpp); this file only
 // chooses them and prints.
 #pragma once

@@ -641,7 +641,8 @@ void run_report(const report_options& o) {
          << "LRU admits only experts its predictor flagged, and the gated policy those whose caching would evict, "
          << "so both hear the hints of CXL-MoE's predictor (" << h.hints
          << "; the same definition as `moepolicy replay`); nothing is prefetched here — the CXL-MoE and edge "
-            "sections below replay prefetching on the timed model.\n\n| capacity |";
+            "sections below replay prefetching on the timed model. Capacity counts experts, so every expert "
+            "weighs one slot and size-aware decides as pred-reuse.\n\n| capacity |";
       for (const auto& p : h.policies) md << ' ' << p << " |";
       md << "\n|---:|";
       for (std::size_t p = 0; p < h.policies.size(); ++p) md << "---:|";

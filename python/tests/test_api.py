@@ -49,6 +49,13 @@ def test_expert_cache_bytes_and_score_policies():
     assert s.access(0, [[0, 1]], weights=[[0.7, 0.3]]).tolist() == [[False, False]]
     s.access(0, [[2, 0]], scores=[[0.5, 0.0, 0.4, 0.1]])
     assert s.resident_count == 2
+    # size-aware takes its sizes from a bytes-unit cache: after 0 1 1, expert 1 (4 bytes,
+    # interval 1) costs more than expert 0 (1 byte, idle 2) and goes; pred-reuse evicts 0.
+    for policy, victim in (("size-aware", (0, 1)), ("pred-reuse", (0, 0))):
+        c = mp.ExpertCache(policy, 1, 3, 5, unit="bytes", footprints=[1, 4, 1])
+        for e in (0, 1, 1):
+            c.access(0, [e])
+        assert c.victim() == victim
 
 
 def test_hints_gate_sticky_lru_admission():

@@ -3,8 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "moepolicy/cache/expert_cache.hpp"
 
@@ -16,7 +18,8 @@ TEST_CASE("every policy has a name, and names give default configurations") {
     const any_eviction_config c = eviction_config_by_name(eviction_policies[i].name);
     CHECK(c.index() == i);
     CHECK(eviction_policy_name(c) == eviction_policies[i].name);
-    const any_eviction_policy p({2, 4}, c);
+    const std::vector<std::uint64_t> ones(8, 1);
+    const any_eviction_policy p({2, 4}, c, capacity_weights{capacity_unit::experts, ones});
     CHECK(p.name() == eviction_policies[i].name);
     CHECK(p.reads_future() == (eviction_policies[i].name == "belady"));
   }
@@ -25,7 +28,7 @@ TEST_CASE("every policy has a name, and names give default configurations") {
   CHECK_THROWS_WITH_AS(static_cast<void>(eviction_config_by_name("arc")),
                        "moepolicy::eviction_config_by_name: unknown eviction policy (known: score-aware, sticky-lru, "
                        "ema-score, "
-                       "lru, lfu, fifo, hawkeye, pred-reuse, gated-prefetch, belady), got \"arc\"",
+                       "lru, lfu, fifo, hawkeye, pred-reuse, gated-prefetch, size-aware, belady), got \"arc\"",
                        invalid_argument);
 }
 
@@ -58,4 +61,41 @@ TEST_CASE("the variant forwards prefetch admission: the gated policy refuses wea
   expert_cache<any_eviction_policy> lru(cc, eviction_config_by_name("lru"));
   CHECK(lru.prefetch({0, 1}, 0.0f) == prefetch_outcome::inserted);
   CHECK(lru.stats().prefetch_rejected == 0);
+}
+
+TEST_CASE("size-aware by name: sizes from a bytes-unit cache, pred-reuse's rule by experts, an error without sizes") {
+  // One layer: a and c of 1 byte, B of 4; 5 bytes. The hand-worked sequence of
+  // test_cache_size_aware_reuse: a B B, then c evicts B (4 x 1 > 1 x 2), not a.
+  const expert_key a{0, 0}, B{0, 1}, c{0, 2};
+  const cache_config bytes_pool{
+      .num_layers = 1, .num_experts = 3, .capacity = 5, .unit = capacity_unit::byte_count, .footprints = {1, 4, 1}};
+  any_eviction_config cfg = eviction_config_by_name("size-aware");
+  std::get<size_aware_reuse_config>(cfg).smoothing = 1.0;
+  expert_cache<any_eviction_policy> sized(bytes_pool, cfg);
+  for (expert_key k : {a, B, B}) sized.get(k);
+  CHECK(sized.victim_for(c) == B);
+  // The same sizes from expert_bytes alone: one size, so the farthest predicted use goes (a).
+  expert_cache<any_eviction_policy> one_size(
+      {.num_layers = 1, .num_experts = 3, .capacity = 18, .unit = capacity_unit::byte_count, .expert_bytes = 9}, cfg);
+  for (expert_key k : {a, B, B}) one_size.get(k);
+  CHECK(one_size.victim_for(c) == a);
+  // Counted in experts, every expert takes one slot: pred-reuse's decision (a), although
+  // the cache knows the footprints.
+  cache_config slots = bytes_pool;
+  slots.unit = capacity_unit::experts;
+  slots.capacity = 2;
+  expert_cache<any_eviction_policy> by_slots(slots, cfg);
+  for (expert_key k : {a, B, B}) by_slots.get(k);
+  CHECK(by_slots.victim_for(c) == a);
+  // Built without a cache and without footprints, the sizes are missing.
+  CHECK_THROWS_WITH_AS(any_eviction_policy({1, 3}, cfg),
+                       "moepolicy::size_aware_reuse_policy: no expert sizes: footprints is empty and no cache gave "
+                       "its capacity weights (set footprints, or build the policy through expert_cache), got 0",
+                       invalid_argument);
+  // Footprints that contradict a bytes-unit cache's.
+  std::get<size_aware_reuse_config>(cfg).footprints = {1, 2, 1};
+  CHECK_THROWS_WITH_AS(expert_cache<any_eviction_policy>(bytes_pool, cfg),
+                       "moepolicy::size_aware_reuse_policy: footprints differ from the bytes-unit cache's: expert 1 "
+                       "weighs 4 bytes in the cache, got 2",
+                       invalid_argument);
 }

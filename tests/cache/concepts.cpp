@@ -25,6 +25,7 @@ struct minimal_policy {
 
 struct full_policy : minimal_policy {
   using minimal_policy::minimal_policy;
+  full_policy(const cache_shape& s, const config_type& c, const capacity_weights&) : minimal_policy(s, c) {}
   static constexpr bool needs_future = true;
   bool admit(expert_key, const access_info&, bool) const noexcept { return true; }
   void on_layer_begin(const batch_view&) noexcept {}
@@ -86,6 +87,7 @@ static_assert(!policy_traits<minimal_policy>::observes_steps);
 static_assert(!policy_traits<minimal_policy>::observes_bypass);
 static_assert(!policy_traits<minimal_policy>::takes_hints);
 static_assert(!policy_traits<minimal_policy>::observes_prefetch);
+static_assert(!policy_traits<minimal_policy>::takes_capacity_weights);
 static_assert(policy_traits<full_policy>::needs_future);
 static_assert(policy_traits<full_policy>::has_admission);
 static_assert(policy_traits<full_policy>::observes_layers);
@@ -93,6 +95,7 @@ static_assert(policy_traits<full_policy>::observes_steps);
 static_assert(policy_traits<full_policy>::observes_bypass);
 static_assert(policy_traits<full_policy>::takes_hints);
 static_assert(policy_traits<full_policy>::observes_prefetch);
+static_assert(policy_traits<full_policy>::takes_capacity_weights);
 
 }  // namespace
 

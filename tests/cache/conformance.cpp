@@ -273,6 +273,16 @@ TEST_CASE("the variant behaves exactly as the policy it holds") {
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("gated-prefetch"), o),
        drive<gated_prefetch_policy>(t, cc, {}, o));
   same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("belady"), o), drive<belady_policy>(t, cc, {}, o));
+  // Size-aware by name takes its sizes from a bytes-unit cache: the policy given the same
+  // footprints explicitly.
+  same(drive<any_eviction_policy>(t, cc, eviction_config_by_name("size-aware"), o),
+       drive<size_aware_reuse_policy>(t, cc, {}, o));
+  std::vector<bytes> sizes(cc.shape().slots(), 3);
+  for (std::size_t f = 0; f < sizes.size(); f += 3) sizes[f] = 8;
+  const cache_config by_bytes{
+      .num_layers = 4, .num_experts = 16, .capacity = 60, .unit = capacity_unit::byte_count, .footprints = sizes};
+  same(drive<any_eviction_policy>(t, by_bytes, eviction_config_by_name("size-aware"), o),
+       drive<size_aware_reuse_policy>(t, by_bytes, {.footprints = sizes}, o));
 }
 
 TEST_CASE_TEMPLATE("per-decision calls allocate nothing after construction", P, lru_policy, fifo_policy, lfu_policy,

@@ -7,7 +7,8 @@
 // alternative. Every hook of every alternative is forwarded, so the variant has the union
 // of their capabilities: admission (true for alternatives without it), hints, layer and
 // step hooks, prefetch admission (true for alternatives without it: a prefetch is then always
-// admitted). `policy_traits<any_eviction_policy>::needs_future` is true because an
+// admitted), the capacity weights (passed to `size-aware`, which takes its expert sizes from
+// a bytes-unit cache). `policy_traits<any_eviction_policy>::needs_future` is true because an
 // alternative (Belady) may read the future; `reads_future()` says whether the held one does.
 #pragma once
 
@@ -29,6 +30,7 @@
 #include "moepolicy/cache/lru.hpp"
 #include "moepolicy/cache/predicted_reuse.hpp"
 #include "moepolicy/cache/score_aware.hpp"
+#include "moepolicy/cache/size_aware_reuse.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
@@ -38,7 +40,7 @@ namespace moepolicy {
 /// The configuration of one of the shipped policies; the alternative picks the policy.
 using any_eviction_config =
     std::variant<score_aware_config, sticky_lru_config, ema_score_config, lru_config, lfu_config, fifo_config,
-                 hawkeye_config, predicted_reuse_config, gated_prefetch_config, belady_config>;
+                 hawkeye_config, predicted_reuse_config, gated_prefetch_config, size_aware_reuse_config, belady_config>;
 
 /// One entry of the name table.
 struct eviction_policy_entry {
@@ -48,7 +50,7 @@ struct eviction_policy_entry {
 };
 
 /// Every shipped policy by name, in the order of `any_eviction_config`.
-inline const std::array<eviction_policy_entry, 10> eviction_policies = {{
+inline const std::array<eviction_policy_entry, 11> eviction_policies = {{
     {"score-aware", "lowest windowed average router score, in-layer shield (Edge-MoE §5.3)", score_aware_config{}},
     {"sticky-lru", "LRU with confidence stickiness and prediction-gated admission (CXL-MoE §3)", sticky_lru_config{}},
     {"ema-score", "HybriMoE-like: lowest moving average of the router score, in-layer shield", ema_score_config{}},
@@ -63,6 +65,9 @@ inline const std::array<eviction_policy_entry, 10> eviction_policies = {{
      "pred-reuse eviction; prefetches and evicting misses admitted at predictor confidence >= 0.5 (ours, "
      "cf. CXL-MoE §3)",
      gated_prefetch_config{}},
+    {"size-aware",
+     "largest bytes x predicted reuse distance (ours; sizes from a bytes-unit cache, else pred-reuse's rule)",
+     size_aware_reuse_config{}},
     {"belady", "Belady's offline optimum (needs the future)", belady_config{}},
 }};
 
@@ -90,15 +95,27 @@ inline const std::array<eviction_policy_entry, 10> eviction_policies = {{
 class any_eviction_policy {
  public:
   using config_type = any_eviction_config;
-  using variant_type =
-      std::variant<score_aware_policy, sticky_lru_policy, ema_score_policy, lru_policy, lfu_policy, fifo_policy,
-                   hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy, belady_policy>;
+  using variant_type = std::variant<score_aware_policy, sticky_lru_policy, ema_score_policy, lru_policy, lfu_policy,
+                                    fifo_policy, hawkeye_policy, predicted_reuse_policy, gated_prefetch_policy,
+                                    size_aware_reuse_policy, belady_policy>;
   /// An alternative (Belady) may read `access_info::next_use`; feed it.
   static constexpr bool needs_future = true;
 
-  /// Throws: what the chosen policy's constructor throws.
+  /// Throws: what the chosen policy's constructor throws (`size-aware` without footprints
+  /// needs the capacity weights: the constructor below, which `expert_cache` calls).
   any_eviction_policy(const cache_shape& shape, const any_eviction_config& cfg)
       : policy_(std::visit([&](const auto& c) { return make(shape, c); }, cfg)) {}
+  /// As above; a policy that reads capacity weights (`size-aware`) gets `w`.
+  any_eviction_policy(const cache_shape& shape, const any_eviction_config& cfg, const capacity_weights& w)
+      : policy_(std::visit(
+            [&](const auto& c) {
+              if constexpr (std::is_same_v<std::decay_t<decltype(c)>, size_aware_reuse_config>) {
+                return variant_type(std::in_place_type<size_aware_reuse_policy>, shape, c, w);
+              } else {
+                return make(shape, c);
+              }
+            },
+            cfg)) {}
 
   /// The held policy's name.
   [[nodiscard]] std::string_view name() const noexcept { return eviction_policies[policy_.index()].name; }
@@ -198,6 +215,9 @@ class any_eviction_policy {
     return predicted_reuse_policy(s, c);
   }
   static variant_type make(const cache_shape& s, const gated_prefetch_config& c) { return gated_prefetch_policy(s, c); }
+  static variant_type make(const cache_shape& s, const size_aware_reuse_config& c) {
+    return size_aware_reuse_policy(s, c);
+  }
   static variant_type make(const cache_shape& s, const belady_config& c) { return belady_policy(s, c); }
 
   variant_type policy_;
@@ -207,6 +227,7 @@ static_assert(EvictionPolicy<any_eviction_policy>);
 static_assert(policy_traits<any_eviction_policy>::needs_future && policy_traits<any_eviction_policy>::has_admission &&
               policy_traits<any_eviction_policy>::observes_layers && policy_traits<any_eviction_policy>::takes_hints &&
               policy_traits<any_eviction_policy>::admits_prefetches &&
-              policy_traits<any_eviction_policy>::observes_prefetch);
+              policy_traits<any_eviction_policy>::observes_prefetch &&
+              policy_traits<any_eviction_policy>::takes_capacity_weights);
 
 }  // namespace moepolicy

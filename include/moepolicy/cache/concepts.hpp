@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "moepolicy/core/error.hpp"
@@ -104,6 +105,15 @@ struct access_info {
   bool prefetch = false;
 };
 
+/// What each expert weighs against a cache's capacity, as the cache tells a policy built
+/// with it (`policy_traits<P>::takes_capacity_weights`): the unit, and per expert,
+/// layer-major, 1 in an experts-unit cache or its bytes in a bytes-unit one. The span is
+/// valid during the policy's construction only.
+struct capacity_weights {
+  capacity_unit unit = capacity_unit::experts;
+  std::span<const std::uint64_t> weight = {};
+};
+
 /// Orders the resident experts of an `expert_cache` for eviction.
 ///
 /// For `P& p`, `const P& cp`, `cache_shape s`, `typename P::config_type c`, `expert_key k`,
@@ -164,7 +174,10 @@ constexpr bool declared_needs_future() {
 ///                     drops the prefetch (nothing moves); without it a prefetch is always
 ///                     admitted (CXL-MoE §3: the prefetcher's request is the admission);
 ///   takes_hints       `p.on_hint(k, confidence)`: a predictor flags `k` as likely needed;
-///   observes_prefetch `p.on_prefetch(k, i)`: a prefetch of an expert already resident.
+///   observes_prefetch `p.on_prefetch(k, i)`: a prefetch of an expert already resident;
+///   takes_capacity_weights  `P(s, c, w)` with `capacity_weights w`: the cache builds the
+///                     policy this way, telling it what each expert weighs against
+///                     capacity (the size-aware policy reads expert sizes from it).
 template <class P>
 struct policy_traits {
   static constexpr bool needs_future = detail::declared_needs_future<P>();
@@ -184,6 +197,8 @@ struct policy_traits {
   static constexpr bool observes_prefetch = requires(P & p, expert_key k, const access_info& i) {
     p.on_prefetch(k, i);
   };
+  static constexpr bool takes_capacity_weights =
+      std::constructible_from<P, const cache_shape&, const typename P::config_type&, const capacity_weights&>;
 };
 
 }  // namespace moepolicy

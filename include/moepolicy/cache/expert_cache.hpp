@@ -156,18 +156,13 @@ class expert_cache {
   explicit expert_cache(cache_config cfg, const policy_config& policy_cfg = {})
       : cfg_(validated(std::move(cfg))),
         shape_(cfg_.shape()),
-        policy_(shape_, policy_cfg),
+        footprint_(footprints_or_default(cfg_)),
+        weight_(cfg_.unit == capacity_unit::experts ? std::vector<std::uint64_t>(shape_.slots(), 1) : footprint_),
+        policy_(make_policy(shape_, policy_cfg, {cfg_.unit, weight_})),
         resident_(shape_.slots(), 0),
         prefetched_unused_(shape_.slots(), 0),
         used_(shape_.partitions(), 0),
-        resident_count_(0) {
-    weight_.resize(shape_.slots());
-    footprint_.resize(shape_.slots());
-    for (std::size_t f = 0; f < shape_.slots(); ++f) {
-      footprint_[f] = cfg_.footprints.empty() ? cfg_.expert_bytes : cfg_.footprints[f];
-      weight_[f] = cfg_.unit == capacity_unit::experts ? 1 : footprint_[f];
-    }
-  }
+        resident_count_(0) {}
 
   [[nodiscard]] const cache_config& config() const noexcept { return cfg_; }
   [[nodiscard]] const cache_shape& shape() const noexcept { return shape_; }
@@ -349,6 +344,18 @@ class expert_cache {
     return cfg;
   }
 
+  static std::vector<bytes> footprints_or_default(const cache_config& c) {
+    return c.footprints.empty() ? std::vector<bytes>(c.shape().slots(), c.expert_bytes) : c.footprints;
+  }
+  /// `Policy(s, c, w)` for policies that read the capacity weights, else `Policy(s, c)`.
+  static Policy make_policy(const cache_shape& s, const policy_config& c, const capacity_weights& w) {
+    if constexpr (traits::takes_capacity_weights) {
+      return Policy(s, c, w);
+    } else {
+      return Policy(s, c);
+    }
+  }
+
   [[nodiscard]] std::size_t checked_flat(expert_key k) const noexcept {
     MOEPOLICY_ASSERT(k.layer < shape_.num_layers && k.expert < shape_.num_experts);
     return shape_.flat(k);
@@ -392,11 +399,11 @@ class expert_cache {
 
   cache_config cfg_;
   cache_shape shape_;
+  std::vector<bytes> footprint_;
+  std::vector<std::uint64_t> weight_;  // against capacity: 1, or the footprint
   Policy policy_;
   std::vector<std::uint8_t> resident_;
   std::vector<std::uint8_t> prefetched_unused_;
-  std::vector<std::uint64_t> weight_;
-  std::vector<bytes> footprint_;
   std::vector<std::uint64_t> used_;
   std::size_t resident_count_;
   cache_stats stats_;

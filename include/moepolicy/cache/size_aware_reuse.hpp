@@ -25,8 +25,13 @@
 //     the lower (layer, expert).
 //   - Recency counts demand uses and prefetches; the experts selected for the layer in
 //     progress are shielded until its end (Edge-MoE §5.3), as in `predicted_reuse_policy`.
-//   - Sizes come with the configuration (`footprints`, the same vector as the cache's
-//     `cache_config::footprints`); at most `max_size_classes` distinct sizes.
+//   - Sizes: built by `expert_cache` (as the name table's `size-aware` always is), the
+//     policy takes what each expert weighs against the cache's capacity
+//     (`capacity_weights`): its bytes in a bytes-unit cache, 1 in an experts-unit cache
+//     (every expert takes one slot, so the space-time rule is `predicted_reuse_policy`'s);
+//     `footprints` in the configuration override them in an experts-unit cache and must
+//     equal them in a bytes-unit one. Built without a cache it needs `footprints` (an
+//     error names the missing sizes otherwise). At most `max_size_classes` distinct sizes.
 // Only past accesses are read: `access_info::next_use` is ignored.
 //
 // Cost. Per slot 33 bytes plus 12 per size class, allocated at construction; events
@@ -37,6 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,7 +62,7 @@ struct size_aware_reuse_config {
   /// (0, 1] (as `predicted_reuse_config::smoothing`).
   double smoothing = 0.1;
   /// Bytes of every expert, layer-major (num_layers × num_experts entries), each > 0; empty:
-  /// all of one size (the policy is then `predicted_reuse_policy`'s rule).
+  /// those of the cache that builds the policy (see the constructors).
   std::vector<bytes> footprints = {};
 };
 
@@ -67,33 +73,52 @@ class size_aware_reuse_policy : public detail::reuse_history<size_aware_reuse_po
   /// The most distinct expert sizes (precisions) a policy accepts.
   static constexpr std::size_t max_size_classes = 16;
 
+  /// Built without a cache: the sizes are `cfg.footprints`.
+  ///
   /// Throws: `invalid_argument` naming `size_aware_reuse_policy` when `smoothing` is not in
-  /// (0, 1], `footprints` is neither empty nor one entry per expert, an entry is 0, or there
-  /// are more than `max_size_classes` distinct sizes.
+  /// (0, 1], `footprints` is empty (no sizes: give them, or let `expert_cache` build the
+  /// policy), does not hold one entry per expert, has an entry of 0, or has more than
+  /// `max_size_classes` distinct sizes.
   explicit size_aware_reuse_policy(const cache_shape& shape, const size_aware_reuse_config& cfg = {})
       : reuse_history(shape, checked_smoothing(cfg.smoothing)), class_of_(shape.slots(), 0), by_cost_(shape) {
-    constexpr const char* fn = "size_aware_reuse_policy";
-    if (!cfg.footprints.empty() && cfg.footprints.size() != shape.slots()) {
-      detail::throw_invalid(
-          fn,
-          "footprints must be empty or hold num_layers x num_experts = " + std::to_string(shape.slots()) + " entries",
-          cfg.footprints.size());
+    if (cfg.footprints.empty()) {
+      detail::throw_invalid(fn,
+                            "no expert sizes: footprints is empty and no cache gave its capacity weights "
+                            "(set footprints, or build the policy through expert_cache)",
+                            cfg.footprints.size());
     }
-    for (std::size_t f = 0; f < cfg.footprints.size(); ++f) {
-      const bytes b = cfg.footprints[f];
-      if (b == 0) detail::throw_invalid(fn, "a footprint must be > 0: expert " + std::to_string(f), b);
-      auto it = std::find(sizes_.begin(), sizes_.end(), static_cast<double>(b));
-      if (it == sizes_.end()) {
-        if (sizes_.size() == max_size_classes) {
-          detail::throw_invalid(fn, "at most 16 distinct footprints, a 17th", b);
+    classify(checked_footprints(cfg.footprints));
+  }
+
+  /// Built by `expert_cache` (`policy_traits::takes_capacity_weights`): with `footprints`
+  /// empty, the sizes are what each expert weighs against the cache's capacity — its bytes
+  /// in a bytes-unit cache (`cache_config::footprints`, or `expert_bytes` for all), 1 in an
+  /// experts-unit cache, where every expert takes one slot and the rule is
+  /// `predicted_reuse_policy`'s; given `footprints` are used as they are in an experts-unit
+  /// cache (a cost per expert other than its slot, e.g. bytes moved per miss), and must be
+  /// the cache's own in a bytes-unit cache.
+  ///
+  /// Throws: as the constructor above (except for empty footprints), and `invalid_argument`
+  /// naming `size_aware_reuse_policy`, the expert and the cache's bytes when given
+  /// footprints differ from a bytes-unit cache's.
+  size_aware_reuse_policy(const cache_shape& shape, const size_aware_reuse_config& cfg, const capacity_weights& w)
+      : reuse_history(shape, checked_smoothing(cfg.smoothing)), class_of_(shape.slots(), 0), by_cost_(shape) {
+    if (cfg.footprints.empty()) {
+      classify(checked_footprints(w.weight));
+      return;
+    }
+    const std::span<const bytes> given = checked_footprints(cfg.footprints);
+    if (w.unit == capacity_unit::byte_count && w.weight.size() == given.size()) {
+      for (std::size_t f = 0; f < given.size(); ++f) {
+        if (given[f] != w.weight[f]) {
+          detail::throw_invalid(fn,
+                                "footprints differ from the bytes-unit cache's: expert " + std::to_string(f) +
+                                    " weighs " + std::to_string(w.weight[f]) + " bytes in the cache",
+                                given[f]);
         }
-        sizes_.push_back(static_cast<double>(b));
-        it = sizes_.end() - 1;
       }
-      class_of_[f] = static_cast<std::uint8_t>(it - sizes_.begin());
     }
-    if (sizes_.empty()) sizes_.push_back(1.0);
-    for (std::size_t c = 0; c < sizes_.size(); ++c) by_recency_.emplace_back(shape);
+    classify(given);
   }
 
   // The events (on_insert, on_hit, on_bypass, on_prefetch, on_evict, on_layer_begin,
@@ -133,9 +158,39 @@ class size_aware_reuse_policy : public detail::reuse_history<size_aware_reuse_po
  private:
   friend class detail::reuse_history<size_aware_reuse_policy>;
 
+  static constexpr const char* fn = "size_aware_reuse_policy";
+
   static double checked_smoothing(double a) {
-    if (!(a > 0.0 && a <= 1.0)) detail::throw_invalid("size_aware_reuse_policy", "smoothing must be in (0, 1]", a);
+    if (!(a > 0.0 && a <= 1.0)) detail::throw_invalid(fn, "smoothing must be in (0, 1]", a);
     return a;
+  }
+  /// `sizes` if it holds one entry > 0 per expert.
+  [[nodiscard]] std::span<const bytes> checked_footprints(std::span<const bytes> sizes) const {
+    if (sizes.size() != shape_.slots()) {
+      detail::throw_invalid(
+          fn,
+          "footprints must be empty or hold num_layers x num_experts = " + std::to_string(shape_.slots()) + " entries",
+          sizes.size());
+    }
+    for (std::size_t f = 0; f < sizes.size(); ++f) {
+      if (sizes[f] == 0) detail::throw_invalid(fn, "a footprint must be > 0: expert " + std::to_string(f), sizes[f]);
+    }
+    return sizes;
+  }
+  /// One size class per distinct size (at most `max_size_classes`), and a recency list each.
+  void classify(std::span<const bytes> sizes) {
+    for (std::size_t f = 0; f < sizes.size(); ++f) {
+      const auto b = static_cast<double>(sizes[f]);
+      auto it = std::find(sizes_.begin(), sizes_.end(), b);
+      if (it == sizes_.end()) {
+        if (sizes_.size() == max_size_classes)
+          detail::throw_invalid(fn, "at most 16 distinct footprints, a 17th", sizes[f]);
+        sizes_.push_back(b);
+        it = sizes_.end() - 1;
+      }
+      class_of_[f] = static_cast<std::uint8_t>(it - sizes_.begin());
+    }
+    for (std::size_t c = 0; c < sizes_.size(); ++c) by_recency_.emplace_back(shape_);
   }
   [[nodiscard]] double size_of(std::size_t f) const noexcept { return sizes_[class_of_[f]]; }
   /// Largest size · I first; then least recent touch; then the lower dense index.
