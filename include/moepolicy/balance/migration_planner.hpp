@@ -218,7 +218,6 @@ class migration_planner {
     index_.assign(num_experts, none);
     prices_.assign(num_experts, {});
     projected_.reserve(system_.num_dimms());
-    loads_.reset(system_.num_dimms());
     scheduler_.reserve(num_experts, system_.num_dimms());
   }
 
@@ -297,10 +296,10 @@ class migration_planner {
       problem_.add(expected_row(e, x, layouts[e], resident[e] != 0));
     }
     scheduler_.solve(problem_, schedule_);
-    loads_.reset(D);
-    loads_.rebuild(problem_, schedule_.assignment, problem_.size());
-    base_m_ = loads_.makespan();
-    base_q_ = loads_.square_sum_after({});
+    // The scheduler's totals of that schedule (a rebuild from its assignment).
+    const detail::device_loads& loads = scheduler_.loads();
+    base_m_ = loads.makespan();
+    base_q_ = loads.square_sum_after({});
 
     // Rebalancing on today's layout, in predicted NDP seconds.
     if (config_.rebalance) {
@@ -512,8 +511,8 @@ class migration_planner {
       detail::device_loads::delta d;
       d.add(old, schedule_.assignment[i], -1.0);
       d.add(now, o, 1.0);
-      const seconds m = loads_.makespan_after(d);
-      const double q = loads_.square_sum_after(d);
+      const seconds m = scheduler_.loads().makespan_after(d);
+      const double q = scheduler_.loads().square_sum_after(d);
       if (!found || m < best_m || (m == best_m && q < best_q)) {
         found = true;
         best_m = m;
@@ -584,7 +583,6 @@ class migration_planner {
   local_search_scheduler scheduler_;
   makespan_problem problem_;
   makespan_schedule schedule_;
-  detail::device_loads loads_;
   std::size_t experts_;
   layer_id layer_ = 0;
   seconds base_m_ = 0.0;
