@@ -256,7 +256,16 @@ class migration_planner {
     need("layouts", layouts.size());
     need("resident", resident.size());
     if (!(window >= 0.0) || !std::isfinite(window)) detail::throw_invalid(fn, "window must be finite and >= 0", window);
+    // One pass without data-dependent branches finds whether any entry is bad; a second
+    // names the first.
+    unsigned bad = 0;
+    const std::size_t homes = expert_layout::striped_home - system_.num_dimms();  // localized homes >= D
     for (std::size_t e = 0; e < experts_; ++e) {
+      const double x = predicted[e];
+      bad |= static_cast<unsigned>(!(x >= 0.0)) | static_cast<unsigned>(!(x < 4.0e9)) |
+             static_cast<unsigned>(static_cast<std::size_t>(layouts[e].home) - system_.num_dimms() < homes);
+    }
+    for (std::size_t e = 0; bad != 0 && e < experts_; ++e) {
       if (!(predicted[e] >= 0.0) || !(predicted[e] < 4.0e9)) {
         detail::throw_invalid(fn, "predicted loads must be finite, >= 0 and < 4e9", predicted[e]);
       }

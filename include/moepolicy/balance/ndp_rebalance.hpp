@@ -74,6 +74,7 @@ class ndp_rebalancer {
     head_.assign(num_dimms, no_expert);
     tail_.assign(num_dimms, no_expert);
     next_.assign(num_experts, no_expert);
+    counted_.assign(num_experts, 0);
     moves_.reserve(config.max_moves);
   }
 
@@ -98,15 +99,20 @@ class ndp_rebalancer {
     std::fill(head_.begin(), head_.end(), no_expert);
     std::fill(tail_.begin(), tail_.end(), no_expert);
     double total = 0.0;
-    // Each DIMM's counted experts in a list in ascending index order.
+    // The counted experts, in index order (gathered without data-dependent branches),
+    // then each DIMM's in a list in index order.
+    std::size_t m = 0;
     for (std::size_t e = 0; e < n; ++e) {
-      if (!(classes[e] == hotness::cold && layouts[e].is_localized())) continue;
-      const std::size_t d = layouts[e].home;
-      MOEPOLICY_ASSERT(d < D && weights[e] >= 0.0);
-      loads_[d] += weights[e];
-      total += weights[e];
-      const auto x = static_cast<std::uint32_t>(e);
-      next_[e] = no_expert;
+      counted_[m] = static_cast<std::uint32_t>(e);
+      m += static_cast<std::size_t>(classes[e] == hotness::cold) * static_cast<std::size_t>(layouts[e].is_localized());
+    }
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::uint32_t x = counted_[j];
+      const std::size_t d = layouts[x].home;
+      MOEPOLICY_ASSERT(d < D && weights[x] >= 0.0);
+      loads_[d] += weights[x];
+      total += weights[x];
+      next_[x] = no_expert;
       if (tail_[d] == no_expert) {
         head_[d] = x;
       } else {
@@ -171,6 +177,7 @@ class ndp_rebalancer {
   static constexpr std::uint32_t no_expert = UINT32_MAX;
   std::vector<std::uint32_t> head_, tail_;  // per DIMM: its counted experts, a list in index order
   std::vector<std::uint32_t> next_;         // per expert: the next in its DIMM's list
+  std::vector<std::uint32_t> counted_;      // the counted experts of the plan
   std::vector<rebalance_move> moves_;
 };
 
