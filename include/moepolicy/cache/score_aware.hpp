@@ -141,6 +141,11 @@ struct score_aware_config {
 /// the layer is next touched (its next batch, fused with adding the batch's scores, or a
 /// read of one of its averages), not from all L · E sums at the step end.
 ///
+/// In a pool per layer, whose averages share one divisor, the scan ranks by the
+/// fixed-point sums themselves while they are small enough to order the residents exactly
+/// as the rounded averages do (`rank_kind`): no division per resident. Scores become
+/// fixed point four at a time (`detail::add_fixed_row`).
+///
 /// Complexity per access, pools per layer of n residents, E experts, k selected per token:
 /// O(E) per batch for the scores and the retired iteration (shared by its k·tokens
 /// accesses), O(n) per batch for the first victim of a pool, O(log n) or O(1) per event;
