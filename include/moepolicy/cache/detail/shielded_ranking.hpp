@@ -26,7 +26,9 @@ namespace moepolicy::detail {
 ///
 /// A pool whose every rank moved at once (a batch of its layer when the pool is the
 /// layer, or the window moving) is marked stale instead of re-ranked: until its next
-/// `top`, events on it only add and remove members. Each of its next `max_scans` calls of
+/// `top`, events on it only add and remove members, and the experts its layer's batch
+/// shields stay members, passed over by the scans (they leave when `top` restores the
+/// heap, and the end of the layer adds only those that left). Each of its next `max_scans` calls of
 /// `top` ranks every member afresh and finds the lowest by a scan, storing no rank (a
 /// pool is asked for about one victim per batch of its layer); the call after them ranks
 /// the members, stores the ranks and restores the heap in O(n), and events return to
@@ -51,7 +53,7 @@ class shielded_ranking {
   /// A resident's last insert or hit, in events (the tie-break after the score).
   [[nodiscard]] std::uint64_t last_use(std::size_t f) const noexcept { return last_use_[f]; }
   [[nodiscard]] bool shielded(std::size_t f) const noexcept { return shield_.shielded(f); }
-  [[nodiscard]] bool ranked(std::size_t f) const noexcept { return heap_.contains(f); }
+  [[nodiscard]] bool ranked(std::size_t f) const noexcept { return heap_.contains(f) && !shield_.shielded(f); }
 
   /// Complexity of the events: O(log n) for n residents of the pool; O(1) while it is
   /// stale.
@@ -78,11 +80,16 @@ class shielded_ranking {
   template <class Rank>
   void begin_layer(std::size_t base, std::size_t experts, std::span<const expert_id> selected, Rank&& rank) noexcept {
     const bool whole_pool = shape_.partition_slots() == experts;
-    if (whole_pool) mark_stale(pool(base));
+    if (whole_pool) {
+      // The pool goes stale: its shielded members stay in it, and its scans pass over them
+      // (they leave it if `top` restores the heap before their layer ends).
+      mark_stale(pool(base));
+      shield_.shield(base, selected, [](std::size_t) {});
+      return;
+    }
     shield_.shield(base, selected, [&](std::size_t f) {
       if (heap_.contains(f)) remove(f);
     });
-    if (whole_pool) return;
     for (std::size_t f = base; f < base + experts; ++f) {
       if (heap_.contains(f) && stale_[pool(f)] == 0) heap_.update(f, rank(f));
     }
@@ -92,7 +99,7 @@ class shielded_ranking {
   template <class Rank>
   void end_layer(layer_id l, Rank&& rank) noexcept {
     shield_.release(l, [&](std::size_t f) {
-      if (resident_[f] != 0) add(f, rank);
+      if (resident_[f] != 0 && !heap_.contains(f)) add(f, rank);
     });
   }
 
@@ -110,20 +117,32 @@ class shielded_ranking {
   template <class Rank>
   [[nodiscard]] std::optional<std::size_t> top(std::size_t part, Rank&& rank) const noexcept {
     if (stale_[part] != 0) {
-      const auto members = heap_.members(part);
       auto&& pool_rank = for_pool(rank, part);
       if (scans_[part] == max_scans) {
-        for (const std::uint32_t f : members) heap_.set_rank_unordered(f, pool_rank(f));
+        // Shielded members leave; the others are ranked and the heap restored.
+        for (std::size_t i = 0; i < heap_.size(part);) {
+          const std::uint32_t f = heap_.members(part)[i];
+          if (shield_.shielded(f)) {
+            heap_.erase_unordered(f);  // the last member takes its place
+          } else {
+            ++i;
+          }
+        }
+        for (const std::uint32_t f : heap_.members(part)) heap_.set_rank_unordered(f, pool_rank(f));
         heap_.rebuild(part);
         stale_[part] = 0;
         return heap_.top(part);
       }
       ++scans_[part];
-      // Ranks every member and scans for the lowest in one pass.
-      if (members.empty()) return std::nullopt;
-      std::size_t best = members[0];
+      // Ranks every unshielded member and scans for the lowest in one pass.
+      const auto members = heap_.members(part);
+      std::size_t i = 0;
+      while (i < members.size() && shield_.shielded(members[i])) ++i;
+      if (i == members.size()) return std::nullopt;
+      std::size_t best = members[i];
       heap_rank low = pool_rank(best);
-      for (const std::uint32_t f : members.subspan(1)) {
+      for (const std::uint32_t f : members.subspan(i + 1)) {
+        if (shield_.shielded(f)) continue;
         const heap_rank r = pool_rank(f);
         if (r.primary < low.primary ||
             (r.primary == low.primary && (r.secondary < low.secondary || (r.secondary == low.secondary && f < best)))) {
