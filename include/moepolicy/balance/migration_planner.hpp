@@ -81,6 +81,10 @@
 // replay measures 469.3 ms per step (580.7 at step 1, which both rules run on the same initial
 // layout, then 424.9, 438.5, 433.2). On the bundled Granite trace (32 experts) the benefit
 // rule is also ahead, by less: 7.256 ms per step against 7.318.
+//
+// Cost per plan (details at `plan`): O(E) cost-model calls (each expert's compute times at
+// the two loads around its prediction, its size; link and read times once per size), one
+// local search of the predicted step, O(1) per candidate task, O(T log T) to rank.
 #pragma once
 
 #include <algorithm>
@@ -237,10 +241,17 @@ class migration_planner {
   /// negative or not finite.
   /// Returns: every proposed task, in rank order, with `taken` set on those planned
   /// (valid until the next call).
-  /// Complexity: one schedule of the predicted step, O(E log E) and the rebalancing; each
-  /// expert is priced once for the step (its NDP price shared with rebalancing) and a task
-  /// reprices only what its move changes (a prefetch: the GPU price; a relayout or
-  /// rebalance move: the layout-dependent prices); no allocation after the first call.
+  /// Complexity: O(E) cost-model calls — per expert of the predicted step f_calc_gpu,
+  /// f_calc_cpu and the NDP price at ⌊x⌋ and ⌊x⌋ + 1 (one of each for an integer x, none
+  /// at ⌊x⌋ = 0) and W, and T_PCIe and T_DRAM once per distinct W; every row, of the step
+  /// and of each of the T ≤ 2E + moves candidate tasks, follows by O(1) arithmetic (the
+  /// values the system's calls give), and each task is valued in O(1) against the step's
+  /// totals; plus one local search of the predicted step (sched/local_search.hpp: O(E)
+  /// when the greedy start meets the lower bound), the rebalancing (O(E + moves · (D + m)),
+  /// balance/ndp_rebalance.hpp) and O(T log T) to rank; no allocation after the first
+  /// call. The first implementation (balance/detail/migration_planner_reference.hpp)
+  /// called the cost models about three times as often per expert and again for every
+  /// task.
   std::span<const migration_task> plan(layer_id layer, std::span<const double> predicted,
                                        std::span<const hotness> classes, std::span<const expert_layout> layouts,
                                        std::span<const std::uint8_t> resident, seconds window, bytes gpu_free_bytes) {
