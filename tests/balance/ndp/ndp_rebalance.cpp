@@ -149,7 +149,8 @@ TEST_CASE("ndp_rebalancer equals a scan of every expert per move on random layer
     // Mostly small layers, where a DIMM that received an expert is often the busiest later.
     const std::size_t D = 1 + rng() % 6, n = 1 + rng() % (trial % 4 == 0 ? 200 : 12);
     const bool all_count = trial % 2 == 1;  // every expert cold and localized
-    const ndp_rebalance_config cfg{.skew_threshold = all_count ? 0.0 : (rng() % 4) * 0.05, .max_moves = 1 + rng() % 40};
+    const ndp_rebalance_config cfg{.skew_threshold = all_count ? 0.0 : static_cast<double>(rng() % 4) * 0.05,
+                                   .max_moves = 1 + rng() % 40};
     std::vector<double> w(n);
     std::vector<hotness> c(n);
     std::vector<expert_layout> l(n);
