@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
@@ -223,4 +224,65 @@ TEST_CASE("scores become 2^-32 fixed point exactly as the double product truncat
     }
   }
   CHECK(wrong == 0);
+
+  // The row update (four at a time where the target allows, the tail one by one) gives
+  // the same integers, in rows of every length mod 4, replacing and accumulating.
+  std::vector<std::int64_t> row(xs.size(), 0), sum(xs.size(), 0), old(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) old[i] = row[i] = sum[i] = static_cast<std::int64_t>(i % 1000) - 500;
+  std::size_t row_wrong = 0;
+  float most_wrong = 0.0f;
+  for (std::size_t at = 0, len = 1; at < xs.size(); at += len, len = len % 13 + 1) {
+    const std::size_t n = std::min(len, xs.size() - at);
+    const bool replace = (at / 7) % 2 == 0;
+    const float most = replace ? moepolicy::detail::add_fixed_row<true>(&xs[at], &row[at], &sum[at], n)
+                               : moepolicy::detail::add_fixed_row<false>(&xs[at], &row[at], &sum[at], n);
+    float expect_most = 0.0f;
+    for (std::size_t i = at; i < at + n; ++i) {
+      const std::int64_t x = want(xs[i]);
+      const std::int64_t want_row = replace ? x : old[i] + x;
+      const std::int64_t want_sum = replace ? old[i] + x - old[i] : old[i] + x;
+      row_wrong += static_cast<std::size_t>(row[i] != want_row) + static_cast<std::size_t>(sum[i] != want_sum);
+      expect_most = std::max(expect_most, std::fabs(xs[i]));
+    }
+    most_wrong = std::max(most_wrong, std::fabs(most - expect_most));
+  }
+  CHECK(row_wrong == 0);
+  CHECK(most_wrong == 0.0f);
+}
+
+TEST_CASE("large scores rank by the rounded averages, where the sums would not") {
+  // One layer, one pool of 2, three tokens in one batch. Expert 0 scores 1.75 · 2^21 once,
+  // a sum of S = 1.75 · 2^53 in units of 2^-32; expert 1 scores 2^-31 more, S + 2. Both
+  // sums are exact doubles, but their averages S / 3 and (S + 2) / 3 round to the same
+  // double, so the tie goes to the least recently used, expert 1, as in the first
+  // implementation; ranking by the sums would evict expert 0.
+  const float x = 3670016.0f;        // 1.75 · 2^21
+  const float tiny = 4.656613e-10f;  // 2^-31
+  const std::vector<float> scores{x, x, 0.0f, 0.0f, 0.0f, tiny};
+  const std::vector<expert_id> ids{0, 0, 0};
+  const std::vector<float> weights{1.0f, 1.0f, 1.0f};
+  const std::vector<std::uint32_t> positions{0, 1, 2};
+  const batch_view b{batch_ref{0, 0, 0, phase::decode, 0, 3}, 1, positions, ids, weights, scores};
+  const cache_shape shape{.num_layers = 1, .num_experts = 2, .scope = capacity_scope::per_layer};
+  score_aware_policy p(shape, {.window = 2});
+  reference::score_aware_policy ref(shape, {.window = 2});
+  for (const expert_id e : {expert_id{1}, expert_id{0}}) {  // expert 1 used first
+    p.on_insert({0, e}, {});
+    ref.on_insert({0, e}, {});
+  }
+  p.on_layer_begin(b);
+  ref.on_layer_begin(b);
+  p.on_layer_end(0);
+  ref.on_layer_end(0);
+  CHECK(p.average_score({0, 0}) == p.average_score({0, 1}));
+  CHECK(ref.victim(0) == expert_key{0, 1});
+  CHECK(p.victim(0) == expert_key{0, 1});
+  // Within bounds, the same layer's sums decide: with small scores expert 0 goes.
+  const std::vector<float> small{0.25f, 0.75f, 0.25f, 0.75f, 0.25f, 0.75f};
+  const batch_view s{batch_ref{0, 1, 0, phase::decode, 0, 3}, 1, positions, ids, weights, small};
+  score_aware_policy q(shape, {.window = 1});
+  for (const expert_id e : {expert_id{1}, expert_id{0}}) q.on_insert({0, e}, {});
+  q.on_layer_begin(s);
+  q.on_layer_end(0);
+  CHECK(q.victim(0) == expert_key{0, 0});
 }

@@ -81,9 +81,14 @@
 // replay measures 469.3 ms per step (580.7 at step 1, which both rules run on the same initial
 // layout, then 424.9, 438.5, 433.2). On the bundled Granite trace (32 experts) the benefit
 // rule is also ahead, by less: 7.256 ms per step against 7.318.
+//
+// Cost per plan (details at `plan`): O(E) cost-model calls (each expert's compute times at
+// the two loads around its prediction, its size; link and read times once per size), one
+// local search of the predicted step, O(1) per candidate task, O(T log T) to rank.
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -215,8 +220,8 @@ class migration_planner {
     keys_.reserve(most);
     ndp_weight_.assign(num_experts, 0.0);
     index_.assign(num_experts, none);
+    prices_.assign(num_experts, {});
     projected_.reserve(system_.num_dimms());
-    loads_.reset(system_.num_dimms());
     scheduler_.reserve(num_experts, system_.num_dimms());
   }
 
@@ -236,10 +241,17 @@ class migration_planner {
   /// negative or not finite.
   /// Returns: every proposed task, in rank order, with `taken` set on those planned
   /// (valid until the next call).
-  /// Complexity: one schedule of the predicted step, O(E log E) and the rebalancing; each
-  /// expert is priced once for the step (its NDP price shared with rebalancing) and a task
-  /// reprices only what its move changes (a prefetch: the GPU price; a relayout or
-  /// rebalance move: the layout-dependent prices); no allocation after the first call.
+  /// Complexity: O(E) cost-model calls — per expert of the predicted step f_calc_gpu,
+  /// f_calc_cpu and the NDP price at ⌊x⌋ and ⌊x⌋ + 1 (one of each for an integer x, none
+  /// at ⌊x⌋ = 0) and W, and T_PCIe and T_DRAM once per distinct W; every row, of the step
+  /// and of each of the T ≤ 2E + moves candidate tasks, follows by O(1) arithmetic (the
+  /// values the system's calls give), and each task is valued in O(1) against the step's
+  /// totals; plus one local search of the predicted step (sched/local_search.hpp: O(E)
+  /// when the greedy start meets the lower bound), the rebalancing (O(E + moves · (D + m)),
+  /// balance/ndp_rebalance.hpp) and O(T log T) to rank; no allocation after the first
+  /// call. The first implementation (balance/detail/migration_planner_reference.hpp)
+  /// called the cost models about three times as often per expert and again for every
+  /// task.
   std::span<const migration_task> plan(layer_id layer, std::span<const double> predicted,
                                        std::span<const hotness> classes, std::span<const expert_layout> layouts,
                                        std::span<const std::uint8_t> resident, seconds window, bytes gpu_free_bytes) {
@@ -255,7 +267,16 @@ class migration_planner {
     need("layouts", layouts.size());
     need("resident", resident.size());
     if (!(window >= 0.0) || !std::isfinite(window)) detail::throw_invalid(fn, "window must be finite and >= 0", window);
+    // One pass without data-dependent branches finds whether any entry is bad; a second
+    // names the first.
+    unsigned bad = 0;
+    const std::size_t homes = expert_layout::striped_home - system_.num_dimms();  // localized homes >= D
     for (std::size_t e = 0; e < experts_; ++e) {
+      const double x = predicted[e];
+      bad |= static_cast<unsigned>(!(x >= 0.0)) | static_cast<unsigned>(!(x < 4.0e9)) |
+             static_cast<unsigned>(static_cast<std::size_t>(layouts[e].home) - system_.num_dimms() < homes);
+    }
+    for (std::size_t e = 0; bad != 0 && e < experts_; ++e) {
       if (!(predicted[e] >= 0.0) || !(predicted[e] < 4.0e9)) {
         detail::throw_invalid(fn, "predicted loads must be finite, >= 0 and < 4e9", predicted[e]);
       }
@@ -267,27 +288,38 @@ class migration_planner {
     layer_ = layer;
     tasks_.clear();
     const std::size_t D = system_.num_dimms();
+    const bitwidth b = config_.bits;
 
-    // Each expert's predicted NDP seconds: its NDP price in every row below (the NDP price
-    // does not depend on layout or residency) and its weight in rebalancing.
-    for (std::size_t e = 0; e < experts_; ++e) {
-      ndp_weight_[e] =
-          priced(predicted[e], [&](std::uint32_t t) { return system_.ndp_seconds(key(e), config_.bits, t); });
-    }
-
-    // The predicted step and its schedule.
+    // One pass prices every expert: its NDP seconds (its NDP price in every row below and
+    // its weight in rebalancing), the GPU and CPU compute times at the two loads around
+    // its predicted load, and its weights' size; the row of the predicted step follows
+    // from them by max and interpolation.
     problem_.clear();
     for (std::size_t e = 0; e < experts_; ++e) {
+      const double x = predicted[e];
+      const expert_key k = key(e);
+      ndp_weight_[e] = priced(x, [&](std::uint32_t t) { return system_.ndp_seconds(k, b, t); });
       index_[e] = none;
-      if (!(predicted[e] > 0.0)) continue;
+      if (!(x > 0.0)) continue;
+      expert_prices& q = prices_[e];
+      q.lo = std::floor(x);
+      const auto l = static_cast<std::uint32_t>(q.lo);
+      q.whole = x == q.lo;
+      q.gpu[0] = l == 0 ? 0.0 : system_.gpu().compute_seconds(k, b, l);
+      q.gpu[1] = q.whole ? 0.0 : system_.gpu().compute_seconds(k, b, l + 1);
+      if (system_.config().use_cpu) {
+        q.cpu[0] = l == 0 ? 0.0 : cpu_compute(k, l);
+        q.cpu[1] = q.whole ? 0.0 : cpu_compute(k, l + 1);
+      }
+      q.size = system_.weight_bytes(k, b);
       index_[e] = problem_.size();
-      problem_.add(expected_row(e, predicted[e], layouts[e], resident[e] != 0));
+      problem_.add(expected_row(e, x, layouts[e], resident[e] != 0));
     }
     scheduler_.solve(problem_, schedule_);
-    loads_.reset(D);
-    loads_.rebuild(problem_, schedule_.assignment, problem_.size());
-    base_m_ = loads_.makespan();
-    base_q_ = loads_.square_sum_after({});
+    // The scheduler's totals of that schedule (a rebuild from its assignment).
+    const detail::device_loads& loads = scheduler_.loads();
+    base_m_ = loads.makespan();
+    base_q_ = loads.square_sum_after({});
 
     // Rebalancing on today's layout, in predicted NDP seconds.
     if (config_.rebalance) {
@@ -299,7 +331,7 @@ class migration_planner {
         t.from = expert_layout::localized(m.from);
         t.to = expert_layout::localized(m.to);
         if (!evaluate(t, predicted[m.expert], resident[m.expert] != 0, t.to)) break;  // no benefit ends the chain
-        t.size = system_.weight_bytes(key(m.expert), config_.bits);
+        t.size = size_of(m.expert);
         t.transfer_seconds = system_.dimm().transfer_seconds(t.size);
         t.chain = ++chain;
         tasks_.push_back(t);
@@ -315,25 +347,29 @@ class migration_planner {
       }
     }
 
+    const bool by_class = config_.relayout_when == relayout_rule::class_change;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
       const expert_layout here = layouts[e];
       const bool res = resident[e] != 0;
+      const bool prefetch = config_.prefetch && classes[e] == hotness::hot && !res;
+      const bool to_striped =
+          config_.relayout && here.is_localized() && (by_class ? classes[e] != hotness::cold : x > 0.0);
+      const bool to_localized = config_.relayout && !to_striped && here.is_striped() &&
+                                (by_class ? classes[e] == hotness::cold : classes[e] != hotness::hot);
+      // A candidate of an expert outside the predicted step has no benefit.
+      if (index_[e] == none || !(prefetch || to_striped || to_localized)) continue;
       migration_task t;
       t.expert = static_cast<expert_id>(e);
       t.from = t.to = here;
-      t.size = system_.weight_bytes(key(e), config_.bits);
-      if (config_.prefetch && classes[e] == hotness::hot && !res) {
+      t.size = size_of(e);
+      if (prefetch) {
         t.kind = migration_kind::prefetch;
         t.transfer_seconds = system_.gpu().transfer_seconds(t.size);
         if (evaluate(t, x, true, here)) tasks_.push_back(t);
       }
       if (!config_.relayout) continue;
       t.transfer_seconds = system_.dimm().transfer_seconds(relayout_port_bytes(t.size));
-      const bool by_class = config_.relayout_when == relayout_rule::class_change;
-      const bool to_striped = here.is_localized() && (by_class ? classes[e] != hotness::cold : x > 0.0);
-      const bool to_localized =
-          here.is_striped() && (by_class ? classes[e] == hotness::cold : classes[e] != hotness::hot);
       if (to_striped) {
         t.kind = migration_kind::relayout_to_striped;
         t.to = expert_layout::striped();
@@ -360,7 +396,31 @@ class migration_planner {
  private:
   static constexpr std::size_t none = static_cast<std::size_t>(-1);
 
+  /// What an expert of the predicted step costs at the integer loads ⌊x⌋ and ⌊x⌋ + 1
+  /// around its predicted load x (index 0 unset when ⌊x⌋ = 0, index 1 when x = ⌊x⌋).
+  struct expert_prices {
+    double lo = 0.0;  // ⌊x⌋
+    bool whole = false;
+    std::array<seconds, 2> gpu{};  // f_calc_gpu
+    std::array<seconds, 2> cpu{};  // T_CPU before its DIMM read: f_calc_cpu (+ activations when configured)
+    bytes size = 0;                // W
+  };
+  /// The link and read times of an expert of W bytes: they depend only on W (the
+  /// models' calls are deterministic), so they are priced once per distinct W.
+  struct size_prices {
+    bytes size = 0;
+    bool valid = false;
+    seconds pcie = 0.0;       // T_PCIe(W)
+    seconds localized = 0.0;  // T_DRAM(W, localized)
+    seconds striped = 0.0;    // T_DRAM(W, striped)
+  };
+
   [[nodiscard]] expert_key key(std::size_t e) const noexcept { return {layer_, static_cast<expert_id>(e)}; }
+
+  /// W of expert `e`: priced with the predicted step when it is in it.
+  [[nodiscard]] bytes size_of(std::size_t e) const noexcept {
+    return index_[e] != none ? prices_[e].size : system_.weight_bytes(key(e), config_.bits);
+  }
 
   /// Bytes the busiest DIMM-Link port carries in a relayout of `w` bytes.
   [[nodiscard]] bytes relayout_port_bytes(bytes w) const noexcept {
@@ -380,61 +440,81 @@ class migration_planner {
     const seconds c_hi = f(l + 1);
     return c_lo + (x - lo) * (c_hi - c_lo);
   }
+  /// `priced` from prices at ⌊x⌋ and ⌊x⌋ + 1 already taken: `f(i)` for i = 0, 1.
+  template <class F>
+  [[nodiscard]] static seconds interpolated(double x, const expert_prices& q, F&& f) {
+    const seconds c_lo = q.lo == 0.0 ? 0.0 : f(0);
+    if (q.whole) return c_lo;
+    const seconds c_hi = f(1);
+    return c_lo + (x - q.lo) * (c_hi - c_lo);
+  }
 
-  /// The prices of expert `e` at predicted load `x` with `layout` and residency `res`
-  /// (its NDP price from `ndp_weight_`, computed by the same call).
+  /// T_CPU's part before the DIMM read: `cpu_seconds` is max(f_calc_cpu, T_DRAM), plus the
+  /// activations after the max when configured.
+  [[nodiscard]] seconds cpu_compute(expert_key k, std::uint32_t n) const noexcept {
+    return system_.cpu().compute_seconds(k, config_.bits, n);
+  }
+  [[nodiscard]] seconds cpu_price(double x, const expert_prices& q, seconds dram) const {
+    return interpolated(x, q, [&](std::size_t i) {
+      const seconds t = std::max(q.cpu[i], dram);
+      if (!system_.config().activation_transfer) return t;
+      const auto n = static_cast<std::uint32_t>(q.lo) + static_cast<std::uint32_t>(i);
+      return t + system_.cpu().activation_transfer_seconds(n);
+    });
+  }
+
+  /// T_PCIe and T_DRAM of an expert of `w` bytes (memoised by W).
+  [[nodiscard]] const size_prices& size_priced(std::size_t e, bytes w) const {
+    if (!sized_.valid || sized_.size != w) {
+      const expert_key k = key(e);
+      sized_.size = w;
+      sized_.valid = true;
+      sized_.pcie = system_.gpu().transfer_seconds(w);
+      sized_.localized = system_.dram_seconds(k, config_.bits, expert_layout::localized(0));
+      sized_.striped = system_.dram_seconds(k, config_.bits, expert_layout::striped());
+    }
+    return sized_;
+  }
+
+  /// The prices of expert `e` at predicted load `x` with `layout` and residency `res`, from
+  /// its `prices_` (the same values as the system's calls: Eq. 1–4 interpolated).
   [[nodiscard]] expert_costs expected_row(std::size_t e, double x, expert_layout layout, bool res) const {
-    const expert_key k = key(e);
-    const bitwidth b = config_.bits;
+    const expert_prices& q = prices_[e];
+    const size_prices& w = size_priced(e, q.size);
+    const seconds dram = layout.is_localized() ? w.localized : w.striped;
     expert_costs c;
-    c.key = k;
+    c.key = key(e);
     c.load = static_cast<std::uint32_t>(std::ceil(x));
     c.layout = layout;
     c.gpu_resident = res;
-    c.dram = std::min(1.0, x) * system_.dram_seconds(k, b, layout);
-    c.exec[0] = gpu_price(e, x, layout, res);
-    c.exec[1] = system_.config().use_cpu
-                    ? priced(x, [&](std::uint32_t n) { return system_.cpu_seconds(k, b, n, layout); })
-                    : not_allowed;
+    c.dram = std::min(1.0, x) * dram;
+    c.exec[0] = gpu_price(x, q, res, w.pcie, dram);
+    c.exec[1] = system_.config().use_cpu ? cpu_price(x, q, dram) : not_allowed;
     c.exec[2] = (system_.config().use_ndp && layout.is_localized()) ? ndp_weight_[e] : not_allowed;
     return c;
   }
 
-  /// The GPU price of expert `e` at predicted load `x`: a hit when resident, else a miss
-  /// that reads it in `layout`.
-  [[nodiscard]] seconds gpu_price(std::size_t e, double x, expert_layout layout, bool res) const {
-    const expert_key k = key(e);
-    const bitwidth b = config_.bits;
-    return res ? priced(x, [&](std::uint32_t n) { return system_.gpu_hit_seconds(k, b, n); })
-               : priced(x, [&](std::uint32_t n) { return system_.gpu_miss_seconds(k, b, n, layout); });
+  /// The GPU price at predicted load `x`: a hit (Eq. 1) when resident, else a miss
+  /// (Eq. 2) reading the weights in `pcie` over PCIe and `dram` from the DIMMs.
+  [[nodiscard]] static seconds gpu_price(double x, const expert_prices& q, bool res, seconds pcie, seconds dram) {
+    if (res) return interpolated(x, q, [&](std::size_t i) { return q.gpu[i]; });
+    return interpolated(x, q, [&](std::size_t i) { return std::max({q.gpu[i], pcie, dram}); });
   }
 
   /// `old`'s row with residency `res` and `layout`: the prices that depend on neither
   /// change are kept (the same calls give the same values), the others priced afresh.
   [[nodiscard]] expert_costs moved_row(const expert_costs& old, std::size_t e, double x, expert_layout layout,
                                        bool res) const {
-    if (layout.home != old.layout.home) {
-      // A hit's price does not depend on the layout.
-      if (!res || !old.gpu_resident) return expected_row(e, x, layout, res);
-      const expert_key k = key(e);
-      const bitwidth b = config_.bits;
-      expert_costs c = old;
-      c.layout = layout;
-      c.dram = std::min(1.0, x) * system_.dram_seconds(k, b, layout);
-      c.exec[1] = system_.config().use_cpu
-                      ? priced(x, [&](std::uint32_t n) { return system_.cpu_seconds(k, b, n, layout); })
-                      : not_allowed;
-      c.exec[2] = (system_.config().use_ndp && layout.is_localized()) ? ndp_weight_[e] : not_allowed;
-      return c;
-    }
+    if (layout.home != old.layout.home) return expected_row(e, x, layout, res);
     expert_costs c = old;
     if (res != old.gpu_resident) {
+      const expert_prices& q = prices_[e];
+      const size_prices& w = size_priced(e, q.size);
       c.gpu_resident = res;
-      c.exec[0] = gpu_price(e, x, layout, res);
+      c.exec[0] = gpu_price(x, q, res, w.pcie, layout.is_localized() ? w.localized : w.striped);
     }
     return c;
   }
-
   /// Fills `t.benefit` and `t.balance_gain` for expert `t.expert` moving to `layout` with
   /// residency `res`; false when the task improves neither.
   bool evaluate(migration_task& t, double x, bool res, expert_layout layout) const {
@@ -451,8 +531,8 @@ class migration_planner {
       detail::device_loads::delta d;
       d.add(old, schedule_.assignment[i], -1.0);
       d.add(now, o, 1.0);
-      const seconds m = loads_.makespan_after(d);
-      const double q = loads_.square_sum_after(d);
+      const seconds m = scheduler_.loads().makespan_after(d);
+      const double q = scheduler_.loads().square_sum_after(d);
       if (!found || m < best_m || (m == best_m && q < best_q)) {
         found = true;
         best_m = m;
@@ -523,7 +603,6 @@ class migration_planner {
   local_search_scheduler scheduler_;
   makespan_problem problem_;
   makespan_schedule schedule_;
-  detail::device_loads loads_;
   std::size_t experts_;
   layer_id layer_ = 0;
   seconds base_m_ = 0.0;
@@ -532,6 +611,8 @@ class migration_planner {
   std::vector<std::size_t> order_, index_;
   std::vector<seconds> keys_;
   std::vector<double> ndp_weight_, projected_;
+  std::vector<expert_prices> prices_;  // per expert of the predicted step (`index_` != none)
+  mutable size_prices sized_;          // the last W priced
 };
 
 /// Applies the taken tasks of a plan to the layer's state: layouts change for relayouts

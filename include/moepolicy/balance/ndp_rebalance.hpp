@@ -60,18 +60,21 @@ class ndp_rebalancer {
  public:
   /// Throws: `invalid_argument` when `num_dimms` is not in [1, 65534], `num_experts` is
   /// not in [1, 65536], or `skew_threshold` is negative or not finite.
-  ndp_rebalancer(std::size_t num_dimms, std::size_t num_experts, ndp_rebalance_config config = {})
-      : config_(config) {
+  ndp_rebalancer(std::size_t num_dimms, std::size_t num_experts, ndp_rebalance_config config = {}) : config_(config) {
     constexpr const char* fn = "ndp_rebalancer";
     if (num_dimms == 0 || num_dimms >= expert_layout::striped_home) {
       detail::throw_invalid(fn, "num_dimms must be in [1, 65534]", num_dimms);
     }
-    if (num_experts == 0 || num_experts > 65536) detail::throw_invalid(fn, "num_experts must be in [1, 65536]", num_experts);
+    if (num_experts == 0 || num_experts > 65536)
+      detail::throw_invalid(fn, "num_experts must be in [1, 65536]", num_experts);
     if (!(config.skew_threshold >= 0.0) || !std::isfinite(config.skew_threshold)) {
       detail::throw_invalid(fn, "skew_threshold must be finite and >= 0", config.skew_threshold);
     }
     loads_.assign(num_dimms, 0.0);
-    home_.assign(num_experts, expert_layout::striped_home);
+    head_.assign(num_dimms, no_expert);
+    tail_.assign(num_dimms, no_expert);
+    next_.assign(num_experts, no_expert);
+    counted_.assign(num_experts, 0);
     moves_.reserve(config.max_moves);
   }
 
@@ -84,21 +87,38 @@ class ndp_rebalancer {
   /// Preconditions: `weights`, `classes`, `layouts` have the same size, at most the
   /// `num_experts` given at construction; weights finite and >= 0; homes < `num_dimms()`.
   /// Returns: the moves in order (valid until the next call).
-  /// Complexity: O(E + moves · (E + D)); no allocation.
+  /// Complexity: O(E + moves · (D + m)), m the most counted experts on one DIMM (each
+  /// DIMM's are kept in a list in index order, so a move scans only the busiest DIMM's and
+  /// inserts into the idlest's); no allocation.
   std::span<const rebalance_move> plan(std::span<const double> weights, std::span<const hotness> classes,
                                        std::span<const expert_layout> layouts) noexcept {
     const std::size_t n = weights.size(), D = loads_.size();
-    MOEPOLICY_ASSERT(classes.size() == n && layouts.size() == n && n <= home_.size());
+    MOEPOLICY_ASSERT(classes.size() == n && layouts.size() == n && n <= next_.size());
     moves_.clear();
     std::fill(loads_.begin(), loads_.end(), 0.0);
+    std::fill(head_.begin(), head_.end(), no_expert);
+    std::fill(tail_.begin(), tail_.end(), no_expert);
     double total = 0.0;
+    // The counted experts, in index order (gathered without data-dependent branches),
+    // then each DIMM's in a list in index order.
+    std::size_t m = 0;
     for (std::size_t e = 0; e < n; ++e) {
-      const bool counts = classes[e] == hotness::cold && layouts[e].is_localized();
-      home_[e] = counts ? layouts[e].home : expert_layout::striped_home;
-      if (!counts) continue;
-      MOEPOLICY_ASSERT(layouts[e].home < D && weights[e] >= 0.0);
-      loads_[layouts[e].home] += weights[e];
-      total += weights[e];
+      counted_[m] = static_cast<std::uint32_t>(e);
+      m += static_cast<std::size_t>(classes[e] == hotness::cold) * static_cast<std::size_t>(layouts[e].is_localized());
+    }
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::uint32_t x = counted_[j];
+      const std::size_t d = layouts[x].home;
+      MOEPOLICY_ASSERT(d < D && weights[x] >= 0.0);
+      loads_[d] += weights[x];
+      total += weights[x];
+      next_[x] = no_expert;
+      if (tail_[d] == no_expert) {
+        head_[d] = x;
+      } else {
+        next_[tail_[d]] = x;
+      }
+      tail_[d] = x;
     }
     const double mean = total / static_cast<double>(D);
     while (moves_.size() < config_.max_moves) {
@@ -109,25 +129,41 @@ class ndp_rebalancer {
       }
       const double gap = loads_[b] - loads_[i];
       if (!(loads_[b] > (1.0 + config_.skew_threshold) * mean) || !(gap > 0.0)) break;
-      std::size_t pick = n;
+      std::uint32_t pick = no_expert, before_pick = no_expert;
       double best = loads_[b];
-      for (std::size_t e = 0; e < n; ++e) {
-        if (home_[e] != b) continue;
+      for (std::uint32_t e = head_[b], before = no_expert; e != no_expert; before = e, e = next_[e]) {
         const double x = weights[e];
         if (!(x > 0.0 && x < gap)) continue;
         const double after = std::max(loads_[b] - x, loads_[i] + x);
         if (after < best) {
           best = after;
           pick = e;
+          before_pick = before;
         }
       }
-      if (pick == n) break;
+      if (pick == no_expert) break;
       const double x = weights[pick];
       moves_.push_back({static_cast<expert_id>(pick), static_cast<std::uint16_t>(b), static_cast<std::uint16_t>(i), x,
                         loads_[b] - best});
       loads_[b] -= x;
       loads_[i] += x;
-      home_[pick] = static_cast<std::uint16_t>(i);
+      // From b's list to its place in i's.
+      if (before_pick == no_expert) {
+        head_[b] = next_[pick];
+      } else {
+        next_[before_pick] = next_[pick];
+      }
+      if (tail_[b] == pick) tail_[b] = before_pick;
+      std::uint32_t before = no_expert;
+      for (std::uint32_t e = head_[i]; e != no_expert && e < pick; e = next_[e]) before = e;
+      if (before == no_expert) {
+        next_[pick] = head_[i];
+        head_[i] = pick;
+      } else {
+        next_[pick] = next_[before];
+        next_[before] = pick;
+      }
+      if (next_[pick] == no_expert) tail_[i] = pick;
     }
     return moves_;
   }
@@ -138,7 +174,10 @@ class ndp_rebalancer {
  private:
   ndp_rebalance_config config_;
   std::vector<double> loads_;
-  std::vector<std::uint16_t> home_;
+  static constexpr std::uint32_t no_expert = UINT32_MAX;
+  std::vector<std::uint32_t> head_, tail_;  // per DIMM: its counted experts, a list in index order
+  std::vector<std::uint32_t> next_;         // per expert: the next in its DIMM's list
+  std::vector<std::uint32_t> counted_;      // the counted experts of the plan
   std::vector<rebalance_move> moves_;
 };
 

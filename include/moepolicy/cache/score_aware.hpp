@@ -32,6 +32,10 @@
 #include <optional>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "moepolicy/cache/concepts.hpp"
 #include "moepolicy/cache/detail/orderings.hpp"
 #include "moepolicy/cache/detail/shielded_ranking.hpp"
@@ -54,6 +58,64 @@ namespace detail {
   const auto mid = static_cast<std::int32_t>(y);
   const auto lo = static_cast<std::int32_t>((y - static_cast<float>(mid)) * 65536.0f);
   return std::int64_t{hi} * 4294967296 + std::int64_t{mid} * 65536 + std::int64_t{lo};
+}
+
+/// For each e < n, with x = fixed_32(s[e]): `sum[e] += x − row[e]` and `row[e] = x` when
+/// `Replace`, else `sum[e] += x` and `row[e] += x`. Returns max |s[e]| (0 when n = 0).
+///
+/// On x86-64 four scores at a time in SSE2 (the baseline of every x86-64 compiler): the
+/// three truncations of `fixed_32` in 32-bit lanes, then the 64-bit value from its two
+/// halves, low = mid · 2^16 + lo modulo 2^32 and high = hi − 1 when mid · 2^16 + lo < 0
+/// (mid and lo share the sign of x) — the same integers as `fixed_32`, which the scalar
+/// tail and other targets call.
+template <bool Replace>
+inline float add_fixed_row(const float* s, std::int64_t* row, std::int64_t* sum, std::size_t n) noexcept {
+  std::size_t e = 0;
+  float most = 0.0f;
+#if defined(__SSE2__)
+  const __m128 scale = _mm_set1_ps(65536.0f);
+  const __m128 abs_mask = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  __m128 most4 = _mm_setzero_ps();
+  for (; e + 4 <= n; e += 4) {
+    const __m128 x = _mm_loadu_ps(s + e);
+    most4 = _mm_max_ps(most4, _mm_and_ps(x, abs_mask));
+    const __m128i hi = _mm_cvttps_epi32(x);
+    const __m128 y = _mm_mul_ps(_mm_sub_ps(x, _mm_cvtepi32_ps(hi)), scale);
+    const __m128i mid = _mm_cvttps_epi32(y);
+    const __m128i lo = _mm_cvttps_epi32(_mm_mul_ps(_mm_sub_ps(y, _mm_cvtepi32_ps(mid)), scale));
+    const __m128i low = _mm_add_epi32(_mm_slli_epi32(mid, 16), lo);
+    const __m128i high = _mm_add_epi32(hi, _mm_srai_epi32(_mm_or_si128(mid, lo), 31));
+    const __m128i v[2] = {_mm_unpacklo_epi32(low, high), _mm_unpackhi_epi32(low, high)};
+    for (std::size_t h = 0; h < 2; ++h) {
+      auto* r = reinterpret_cast<__m128i*>(row + e + 2 * h);
+      auto* t = reinterpret_cast<__m128i*>(sum + e + 2 * h);
+      const __m128i old = _mm_loadu_si128(r);
+      if constexpr (Replace) {
+        _mm_storeu_si128(t, _mm_add_epi64(_mm_loadu_si128(t), _mm_sub_epi64(v[h], old)));
+        _mm_storeu_si128(r, v[h]);
+      } else {
+        _mm_storeu_si128(t, _mm_add_epi64(_mm_loadu_si128(t), v[h]));
+        _mm_storeu_si128(r, _mm_add_epi64(old, v[h]));
+      }
+    }
+  }
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, most4);
+  for (const float m : lanes) most = m > most ? m : most;
+#endif
+  for (; e < n; ++e) {
+    const std::int64_t x = fixed_32(s[e]);
+    const float a = s[e] < 0.0f ? -s[e] : s[e];
+    most = a > most ? a : most;
+    if constexpr (Replace) {
+      sum[e] += x - row[e];
+      row[e] = x;
+    } else {
+      sum[e] += x;
+      row[e] += x;
+    }
+  }
+  return most;
 }
 
 }  // namespace detail
@@ -79,6 +141,11 @@ struct score_aware_config {
 /// the layer is next touched (its next batch, fused with adding the batch's scores, or a
 /// read of one of its averages), not from all L · E sums at the step end.
 ///
+/// In a pool per layer, whose averages share one divisor, the scan ranks by the
+/// fixed-point sums themselves while they are small enough to order the residents exactly
+/// as the rounded averages do (`rank_kind`): no division per resident. Scores become
+/// fixed point four at a time (`detail::add_fixed_row`).
+///
 /// Complexity per access, pools per layer of n residents, E experts, k selected per token:
 /// O(E) per batch for the scores and the retired iteration (shared by its k·tokens
 /// accesses), O(n) per batch for the first victim of a pool, O(log n) or O(1) per event;
@@ -93,9 +160,9 @@ class score_aware_policy {
         window_(checked_window(cfg.window)),
         ranking_(shape),
         ring_(window_ * shape.slots(), 0),
-        ring_tokens_(window_ * shape.num_layers, 0),
+        ring_counts_(window_ * shape.num_layers),
         sums_(shape.slots(), 0),
-        tokens_(shape.num_layers, 0),
+        counts_(shape.num_layers),
         retired_(shape.num_layers, 0) {}
 
   [[nodiscard]] std::uint32_t window() const noexcept { return static_cast<std::uint32_t>(window_); }
@@ -124,19 +191,14 @@ class score_aware_policy {
     // window at the last step end (see `retire`): when that is all it has to retire, the
     // first token's scores replace it in the same pass.
     std::size_t t0 = 0;
+    float most = 0.0f;  // the largest |score| or |weight| of the batch
     if (steps_ - retired_[l] == 1 && !b.scores.empty() && tokens > 0) {
       retired_[l] = steps_;
       MOEPOLICY_ASSERT(b.scores.size() == tokens * E);
-      std::int64_t* sum = sums_.data() + base;
-      const float* s = b.scores.data();
-      for (std::size_t e = 0; e < E; ++e) {
-        const std::int64_t x = fixed(s[e]);
-        sum[e] += x - slot[e];
-        slot[e] = x;
-      }
-      std::uint64_t& row_tokens = ring_tokens_[cur_ * shape_.num_layers + l];
-      tokens_[l] -= row_tokens;
-      row_tokens = 0;
+      most = detail::add_fixed_row<true>(b.scores.data(), slot, sums_.data() + base, E);
+      window_counts& row = ring_counts_[cur_ * shape_.num_layers + l];
+      counts_[l] -= row;
+      row = {};
       t0 = 1;
     } else {
       retire(l);
@@ -145,12 +207,8 @@ class score_aware_policy {
       MOEPOLICY_ASSERT(b.scores.size() == tokens * E);
       std::int64_t* sum = sums_.data() + base;
       for (std::size_t t = t0; t < tokens; ++t) {
-        const float* s = b.scores.data() + t * E;
-        for (std::size_t e = 0; e < E; ++e) {
-          const std::int64_t x = fixed(s[e]);
-          slot[e] += x;
-          sum[e] += x;
-        }
+        const float m = detail::add_fixed_row<false>(b.scores.data() + t * E, slot, sum, E);
+        most = m > most ? m : most;
       }
     } else {
       for (std::size_t i = 0; i < b.experts.size(); ++i) {
@@ -158,10 +216,16 @@ class score_aware_policy {
         const std::int64_t x = fixed(b.weights[i]);
         slot[b.experts[i]] += x;
         sums_[base + b.experts[i]] += x;
+        const float a = b.weights[i] < 0.0f ? -b.weights[i] : b.weights[i];
+        most = a > most ? a : most;
       }
     }
-    ring_tokens_[cur_ * shape_.num_layers + l] += tokens;
-    tokens_[l] += tokens;
+    // At most `values` terms of magnitude below 2^33 entered any one sum of the layer, or
+    // (`big`) the batch may push a sum past 2^51.
+    const std::uint64_t values = b.scores.empty() ? b.experts.size() : tokens;
+    const window_counts add{tokens, most < 2.0f ? values : big};
+    ring_counts_[cur_ * shape_.num_layers + l] += add;
+    counts_[l] += add;
     // Every average of the layer moved (its token count did).
     ranking_.begin_layer(base, E, b.experts, ranker());
   }
@@ -219,24 +283,100 @@ class score_aware_policy {
         sum[e] -= row[e];
         row[e] = 0;
       }
-      tokens_[l] -= ring_tokens_[pos * L + l];
-      ring_tokens_[pos * L + l] = 0;
+      counts_[l] -= ring_counts_[pos * L + l];
+      ring_counts_[pos * L + l] = {};
     }
   }
   [[nodiscard]] double average(std::size_t f) const noexcept {
     const std::size_t l = layer_of_.divide(f);
     retire(l);
-    const std::uint64_t n = tokens_[l];
+    return average_in(l, f);
+  }
+  [[nodiscard]] double average_in(std::size_t l, std::size_t f) const noexcept {
+    const std::uint64_t n = counts_[l].tokens;
     return n == 0 ? 0.0 : static_cast<double>(sums_[f]) / fixed_one / static_cast<double>(n);
   }
-  /// Ranks a slot by (average, last use).
+
+  /// How the residents of a pool are ranked (after `retire` of its layer).
+  ///
+  /// In a per-layer pool every average has the same divisor n, the layer's tokens, so
+  /// when every sum of the layer is below 2^51 in magnitude the sums order the residents
+  /// exactly as their averages do: sums are integers, exact as doubles; two that differ
+  /// differ by at least 1, their quotients by at least 1/n, which is more than the spacing
+  /// of doubles below 2^51 / n, so the rounded averages differ in the same direction, and
+  /// equal sums give equal averages. `counts_[l].bound` keeps that true: it is at most
+  /// 2^18 only while the layer's window holds fewer than 2^18 values per sum, each below
+  /// 2^33 in magnitude (a score or weight below 2). The sum is then the rank, without a
+  /// division; a layer whose window saw more, or larger values, is ranked by its averages.
+  /// Ranks only change kind where all of a pool's ranks move at once (its layer's batch,
+  /// a step end), so the ranks held together in a pool are always of one kind.
+  enum class rank_kind : std::uint8_t { average, sum, zero };
+  [[nodiscard]] rank_kind kind_of(std::size_t l) const noexcept {
+    if (counts_[l].tokens == 0) return rank_kind::zero;
+    return shape_.scope == capacity_scope::per_layer && counts_[l].bound < big ? rank_kind::sum : rank_kind::average;
+  }
+  [[nodiscard]] double primary(rank_kind kind, std::size_t l, std::size_t f) const noexcept {
+    switch (kind) {
+      case rank_kind::sum:
+        return static_cast<double>(sums_[f]);
+      case rank_kind::zero:
+        return 0.0;
+      default:
+        return average_in(l, f);
+    }
+  }
+  /// Ranks a slot by (average, last use), or by (sum, last use) where that is the same
+  /// order (see `rank_kind`).
   struct ranker_fn {
     const score_aware_policy* policy;
     [[nodiscard]] detail::heap_rank operator()(std::size_t f) const noexcept {
-      return {policy->average(f), policy->ranking_.last_use(f)};
+      const std::size_t l = policy->layer_of_.divide(f);
+      policy->retire(l);
+      return {policy->primary(policy->kind_of(l), l, f), policy->ranking_.last_use(f)};
+    }
+    /// The ranker of the members of pool `part`, which ranks them all at once: its layer
+    /// retired once, its rank kind read once.
+    [[nodiscard]] auto pool(std::size_t part) const noexcept {
+      struct pool_ranker {
+        const score_aware_policy* policy;
+        const std::int64_t* sums;  // null: rank through `ranker_fn`
+        std::size_t layer;
+        rank_kind kind;
+        [[nodiscard]] detail::heap_rank operator()(std::size_t f) const noexcept {
+          if (sums != nullptr && kind == rank_kind::sum) {
+            return {static_cast<double>(sums[f]), policy->ranking_.last_use(f)};
+          }
+          return rank_other(f);
+        }
+        [[nodiscard, gnu::noinline]] detail::heap_rank rank_other(std::size_t f) const noexcept {
+          if (sums == nullptr) return ranker_fn{policy}(f);
+          return {policy->primary(kind, layer, f), policy->ranking_.last_use(f)};
+        }
+      };
+      if (policy->shape_.scope != capacity_scope::per_layer) return pool_ranker{policy, nullptr, 0, rank_kind::average};
+      policy->retire(part);
+      return pool_ranker{policy, policy->sums_.data(), part, policy->kind_of(part)};
     }
   };
   [[nodiscard]] ranker_fn ranker() const noexcept { return {this}; }
+
+  /// Per layer and iteration (and per layer over the window): tokens, and the bound of
+  /// `rank_kind` (values per sum, or `big`).
+  struct window_counts {
+    std::uint64_t tokens = 0;
+    std::uint64_t bound = 0;
+    window_counts& operator+=(const window_counts& o) noexcept {
+      tokens += o.tokens;
+      bound += o.bound;
+      return *this;
+    }
+    window_counts& operator-=(const window_counts& o) noexcept {
+      tokens -= o.tokens;
+      bound -= o.bound;
+      return *this;
+    }
+  };
+  static constexpr std::uint64_t big = std::uint64_t{1} << 18;
 
   cache_shape shape_;
   detail::slot_divider layer_of_{shape_.num_experts};  // slot → layer
@@ -245,9 +385,9 @@ class score_aware_policy {
   std::uint64_t steps_ = 0;                         // step ends so far
   detail::shielded_ranking ranking_;                // unshielded residents by (average, last use); the shield
   mutable std::vector<std::int64_t> ring_;          // window × slots score sums per iteration (fixed point)
-  mutable std::vector<std::uint64_t> ring_tokens_;  // window × layers tokens per iteration
+  mutable std::vector<window_counts> ring_counts_;  // window × layers, per iteration
   mutable std::vector<std::int64_t> sums_;
-  mutable std::vector<std::uint64_t> tokens_;
+  mutable std::vector<window_counts> counts_;   // per layer, over the window
   mutable std::vector<std::uint64_t> retired_;  // per layer: the step ends retired from its sums
 };
 

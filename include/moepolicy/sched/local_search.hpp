@@ -120,33 +120,41 @@ class local_search_scheduler {
     for (std::size_t i = 0; i < n; ++i) first_[i] = bottleneck_refinement_scheduler::greedy_option(p[i]);
     std::size_t moves = descend(p, first_, bound);
     seconds m1 = loads_.makespan();
+    bool loads_of_first = true;  // whether `loads_` holds the totals of `first_` (a rebuild of it)
     // Start 2: list scheduling, unless the first already meets the bound.
     if (config_.list_start && detail::less_than(bound, m1, config_.tolerance)) {
       detail::largest_first(p, order_, key_);
       second_.resize(n);
       detail::list_schedule(p, order_, second_, loads_);
       moves += descend(p, second_, bound);
+      loads_of_first = false;
       if (loads_.makespan() < m1) {
         first_.swap(second_);
         m1 = loads_.makespan();
+        loads_of_first = true;
       }
     }
     out.iterations = moves;
     if (!detail::less_than(bound, m1, config_.tolerance)) {
       out.assignment.assign(first_.begin(), first_.end());
-      finish(p, out, solve_status::optimal);
+      finish(p, out, solve_status::optimal, loads_of_first);
       return;
     }
     if (n <= config_.exact_max_experts && config_.exact_node_limit > 0) {
       exact_.solve_from(p, first_, exact_out_);
       out.iterations += exact_out_.iterations;
       out.assignment.assign(exact_out_.assignment.begin(), exact_out_.assignment.end());
-      finish(p, out, exact_out_.status == solve_status::optimal ? solve_status::optimal : solve_status::heuristic);
+      finish(p, out, exact_out_.status == solve_status::optimal ? solve_status::optimal : solve_status::heuristic,
+             false);
       return;
     }
     out.assignment.assign(first_.begin(), first_.end());
-    finish(p, out, solve_status::heuristic);
+    finish(p, out, solve_status::heuristic, loads_of_first);
   }
+
+  /// The device totals of the last schedule `solve` wrote: those a `device_loads`
+  /// rebuilt from its assignment holds (valid until the next `solve`).
+  [[nodiscard]] const detail::device_loads& loads() const noexcept { return loads_; }
 
  private:
   static local_search_config check(const local_search_config& c) {
@@ -159,10 +167,14 @@ class local_search_scheduler {
     return c;
   }
 
-  void finish(const makespan_problem& p, makespan_schedule& out, solve_status s) {
+  /// `current`: `loads_` already holds the rebuilt totals of `out.assignment` (a rebuild
+  /// starts from zero, so a second one would give the same values).
+  void finish(const makespan_problem& p, makespan_schedule& out, solve_status s, bool current) {
     out.status = s;
-    loads_.reset(p.num_dimms());
-    loads_.rebuild(p, out.assignment, p.size());
+    if (!current) {
+      loads_.reset(p.num_dimms());
+      loads_.rebuild(p, out.assignment, p.size());
+    }
     detail::write_totals(loads_, out);
   }
 
@@ -242,14 +254,19 @@ class local_search_scheduler {
     for (std::size_t i = 0; i < n; ++i) {
       const expert_costs& e = p[i];
       seconds share = 0.0;
-      if (dev == 0) share = a[i] == device_option::gpu ? e.exec[0] : 0.0;
-      else if (dev == 1) share = a[i] == device_option::cpu ? e.exec[1] : 0.0;
-      else if (e.layout.is_striped() || e.layout.home == dev - 2) share = e.dimm_seconds(a[i]);
+      if (dev == 0)
+        share = a[i] == device_option::gpu ? e.exec[0] : 0.0;
+      else if (dev == 1)
+        share = a[i] == device_option::cpu ? e.exec[1] : 0.0;
+      else if (e.layout.is_striped() || e.layout.home == dev - 2)
+        share = e.dimm_seconds(a[i]);
       if (share > 0.0) cand_.push_back({share, i});
     }
     const std::size_t keep = std::min(config_.pair_candidates, cand_.size());
     std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(keep), cand_.end(),
-                      [](const candidate& x, const candidate& y) { return x.share > y.share || (x.share == y.share && x.index < y.index); });
+                      [](const candidate& x, const candidate& y) {
+                        return x.share > y.share || (x.share == y.share && x.index < y.index);
+                      });
     bool found = false;
     std::size_t bi = 0, bj = 0;
     device_option boi{}, boj{};

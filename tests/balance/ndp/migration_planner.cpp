@@ -5,14 +5,20 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <filesystem>
+#include <numeric>
 #include <random>
 #include <vector>
 
 #include "moepolicy/balance/detail/migration_planner_reference.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
+#include "moepolicy/predict/ema_load_predictor.hpp"
+#include "moepolicy/sched/batched_steps.hpp"
+#include "moepolicy/trace/canonical.hpp"
 
 using namespace moepolicy;
 
@@ -345,6 +351,84 @@ TEST_CASE("relayout estimate: the busiest DIMM-Link port carries (D - 1) of D sh
   CHECK(tasks[0].taken);
 }
 
+namespace {
+
+/// Whether two plans are the same, field by field and bit for bit.
+void check_same_plan(std::span<const migration_task> a, std::span<const migration_task> b) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].kind == b[i].kind);
+    CHECK(a[i].expert == b[i].expert);
+    CHECK(a[i].from.home == b[i].from.home);
+    CHECK(a[i].to.home == b[i].to.home);
+    CHECK(a[i].size == b[i].size);
+    CHECK(a[i].transfer_seconds == b[i].transfer_seconds);
+    CHECK(a[i].benefit == b[i].benefit);
+    CHECK(a[i].balance_gain == b[i].balance_gain);
+    CHECK(a[i].chain == b[i].chain);
+    CHECK(a[i].taken == b[i].taken);
+  }
+}
+
+}  // namespace
+
+// The planner against its first implementation on the bundled Granite trace: its decode
+// tokens batched 16 at a time (concurrent sequences), the EMA predictor updated layer by
+// layer, each layer planned from the prediction and the taken tasks applied, so that the
+// layouts and residency evolve as in a run; both relayout rules.
+TEST_CASE("migration_planner equals the reference implementation on the bundled Granite trace") {
+  const routing_trace trace = read_canonical(std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) / "granite-3.1-1b-a400m" /
+                                             "granite-3.1-1b-a400m.mtrace");
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const toy_system sys(roofline_cost{presets::h100_pcie_gen5(), m}, roofline_cost{presets::xeon_8470_amx(), m},
+                       roofline_cost{presets::dimm_ndp(), m});
+  const batched_steps steps = make_batched_decode_steps(trace, 16);
+  const std::size_t L = steps.num_layers(), E = steps.num_experts();
+  REQUIRE(steps.num_steps() > 10);
+  std::size_t tasks_seen = 0, taken = 0;
+  for (const relayout_rule rule : {relayout_rule::class_change, relayout_rule::benefit}) {
+    const migration_planner_config cfg{.relayout_when = rule};
+    migration_planner planner(sys, E, cfg);
+    reference::migration_planner ref(sys, E, cfg);
+    ema_load_predictor pred(L, E);
+    // Start: by each layer's load over the first step, the top quarter striped and a
+    // tenth resident, the rest localized round robin on the 16 DIMMs.
+    std::vector<std::vector<expert_layout>> layouts(L, std::vector<expert_layout>(E));
+    std::vector<std::vector<std::uint8_t>> resident(L, std::vector<std::uint8_t>(E, 0));
+    std::vector<std::size_t> order(E);
+    for (std::size_t l = 0; l < L; ++l) {
+      const auto first = steps.loads(0, l);
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return first[a] > first[b]; });
+      for (std::size_t r = 0; r < E; ++r) {
+        const std::size_t e = order[r];
+        layouts[l][e] =
+            r < E / 4 ? expert_layout::striped() : expert_layout::localized(static_cast<std::uint16_t>(e % 16));
+        resident[l][e] = r < E / 10 ? 1 : 0;
+      }
+    }
+    for (std::size_t t = 0; t < steps.num_steps(); ++t) {
+      for (std::size_t l = 0; l < L; ++l) {
+        const auto layer = static_cast<layer_id>(l);
+        pred.update(layer, steps.loads(t, l));
+        const auto a = planner.plan(layer, pred.predicted_loads(layer), pred.predicted_classes(layer), layouts[l],
+                                    resident[l], 0.68e-3, bytes{200'000'000});
+        const auto b = ref.plan(layer, pred.predicted_loads(layer), pred.predicted_classes(layer), layouts[l],
+                                resident[l], 0.68e-3, bytes{200'000'000});
+        CAPTURE(t);
+        CAPTURE(l);
+        check_same_plan(a, b);
+        CHECK(planner.predicted_schedule().makespan == ref.predicted_schedule().makespan);
+        tasks_seen += a.size();
+        taken += static_cast<std::size_t>(std::count_if(a.begin(), a.end(), [](const auto& x) { return x.taken; }));
+        apply_migrations(a, layouts[l], resident[l]);
+      }
+    }
+  }
+  CHECK(tasks_seen > 100);
+  CHECK(taken > 10);
+}
+
 // The planner against its first implementation, kept as the reference: the same tasks, in
 // the same order, with the same benefits, times and choices, bit for bit, on random layers
 // under every relayout rule and budget reading.
@@ -378,19 +462,7 @@ TEST_CASE("migration_planner equals the reference implementation on random layer
       const auto a = planner.plan(2, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
       const auto b = ref.plan(2, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
       CAPTURE(trial);
-      REQUIRE(a.size() == b.size());
-      for (std::size_t i = 0; i < a.size(); ++i) {
-        CHECK(a[i].kind == b[i].kind);
-        CHECK(a[i].expert == b[i].expert);
-        CHECK(a[i].from.home == b[i].from.home);
-        CHECK(a[i].to.home == b[i].to.home);
-        CHECK(a[i].size == b[i].size);
-        CHECK(a[i].transfer_seconds == b[i].transfer_seconds);
-        CHECK(a[i].benefit == b[i].benefit);
-        CHECK(a[i].balance_gain == b[i].balance_gain);
-        CHECK(a[i].chain == b[i].chain);
-        CHECK(a[i].taken == b[i].taken);
-      }
+      check_same_plan(a, b);
       tasks_seen += a.size();
       CHECK(planner.predicted_schedule().makespan == ref.predicted_schedule().makespan);
     }
