@@ -728,7 +728,7 @@ class timeline {
 
   /// The longest idle window of resource `r` within [settled_, until]: in a gap, or from
   /// `free_at` (0 when none).
-  [[nodiscard]] seconds longest_window(resource_id r, seconds until) const noexcept {
+  [[nodiscard]] seconds longest_window(std::size_t r, seconds until) const noexcept {
     const state& s = state_[r];
     seconds w = until - std::max(s.free_at, settled_);
     for (const interval& g : s.gaps) w = std::max(w, std::min(g.end, until) - std::max(g.start, settled_));
