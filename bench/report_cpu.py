@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """bench/report_cpu.py MOEPOLICY TRACE ROWS [OUT_DIR]: the CPU time of each stage of
-`moepolicy report --trace TRACE` (one report family per stage; the CXL-MoE and Edge-MoE
-drivers share one), as seconds and microseconds per routing row, for the scale table of the
-README.
+`moepolicy report --trace TRACE` (one report family per stage), as seconds and microseconds
+per routing row, for the scale table of the README.
 
-The report prints a line on stderr as each stage starts and ends; this script reads the
-child's user + system time from /proc/PID/stat as each line arrives (10 ms resolution), so
-the figures are CPU time, not wall time, and hold on a loaded machine. Linux only.
+The report prints a line on stderr as each stage starts and ends (after periodic progress
+lines, which begin "report:   [", the stage's line is repeated whole with its time); this
+script reads the child's user + system time from /proc/PID/stat as each line arrives (10 ms
+resolution), so the figures are CPU time, not wall time, and hold on a loaded machine.
+Linux only.
 """
 import os
 import re

@@ -217,14 +217,37 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   const system_set s = systems_for(opt);
   std::vector<std::string> notes;
 
-  // 1. By cache size, one stream.
+  // The replays, planned for the progress line: 1. the sweep at every size; 2. every
+  // ablation at the paper's size, where the sweep's systems ran in 1 and each system
+  // replays on its own timeline, so their results are taken from there: only the others
+  // (`rest`) replay in 2; 3. `served` at each B > 1 (planned with B = 1's rows, corrected as
+  // each B's streams are formed).
   const std::vector<offload_system_config> sweep{s.cxl, s.no_sticky, s.lru_demand, s.cpu_offload};
+  const std::vector<offload_system_config> served{s.hbm, s.cpu_offload, s.cxl};
+  const std::uint64_t rows1 = one.batched().num_rows();
+  const size_point& ps = sizes[paper];
+  std::vector<offload_system_config> all{s.hbm,    s.cxl,  s.no_sticky, s.no_gate,    s.lru_prefetch, s.markov,
+                                         s.oracle, s.half, s.over_pcie, s.lru_demand, s.cpu_offload};
+  if (with_prefill > 0) all.insert(all.begin() + 2, s.no_prefill);
+  std::vector<offload_system_config> rest;
+  for (const auto& sc : all) {
+    if (std::none_of(sweep.begin(), sweep.end(), [&](const auto& x) { return x.label == sc.label; }))
+      rest.push_back(sc);
+  }
+  if (opt.progress != nullptr) {
+    const auto more_b = static_cast<std::size_t>(
+        std::count_if(opt.concurrency.begin(), opt.concurrency.end(), [](std::size_t B) { return B != 1; }));
+    opt.progress->plan(rows1 * (sizes.size() * sweep.size() + rest.size() + more_b * served.size()));
+  }
+
+  // 1. By cache size, one stream.
   std::vector<offload_replay_result> by_size;
   std::vector<double> belady;
   out << "\n  B = 1 (as recorded), by cache size (one pool of FP16 experts in HBM):\n";
   text_table summary({"system", "cache", "experts", "hit %", "Belady %", "TPOT ms", "tok/s", "late", "GPU stall %"});
   for (const size_point& sz : sizes) {
-    by_size.push_back(replay_offload(trace, gpu, *shape, sweep, {.cache_experts = sz.experts}));
+    by_size.push_back(
+        replay_offload(trace, gpu, *shape, sweep, {.cache_experts = sz.experts, .progress = opt.progress}));
     belady.push_back(belady_ratio(one.batched(), sz.experts));
     for (const auto& r : by_size.back().systems) {
       summary.add({r.config.label, sz.label, std::to_string(sz.experts), pct(r.decode_hit_ratio()), pct(belady.back()),
@@ -236,18 +259,8 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   out << "    Belady = MIN's demand hit ratio at the same size (untimed, no prefetch): the bound of demand caching.\n";
 
   // 2. Every ablation at the paper's size.
-  const size_point& ps = sizes[paper];
-  std::vector<offload_system_config> all{s.hbm,    s.cxl,  s.no_sticky, s.no_gate,    s.lru_prefetch, s.markov,
-                                         s.oracle, s.half, s.over_pcie, s.lru_demand, s.cpu_offload};
-  if (with_prefill > 0) all.insert(all.begin() + 2, s.no_prefill);
-  // The sweep's systems at this size ran above, and each system replays on its own timeline,
-  // so their results are taken from there: only the others replay here.
-  std::vector<offload_system_config> rest;
-  for (const auto& sc : all) {
-    if (std::none_of(sweep.begin(), sweep.end(), [&](const auto& x) { return x.label == sc.label; }))
-      rest.push_back(sc);
-  }
-  offload_replay_result at = replay_offload(trace, gpu, *shape, rest, {.cache_experts = ps.experts});
+  offload_replay_result at =
+      replay_offload(trace, gpu, *shape, rest, {.cache_experts = ps.experts, .progress = opt.progress});
   {
     std::vector<offload_system_result> merged;
     merged.reserve(all.size());
@@ -275,13 +288,15 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   }
 
   // 3. Concurrent streams.
-  const std::vector<offload_system_config> served{s.hbm, s.cpu_offload, s.cxl};
   out << "\n  cache " << ps.label << ", B concurrent decode streams (see sim/decode_streams.hpp for how they are "
       << "formed):\n";
   text_table cc({"B", "streams formed", "steps", "Belady %", "HBM-only TPOT ms", "CPU offload TPOT ms", "tok/s",
                  "hit %", "CXL-MoE TPOT ms", "tok/s", "hit %", "CXL/CPU tok/s"});
   std::vector<offload_replay_result> by_b;
   for (std::size_t B : opt.concurrency) {
+    // B = 1 is `one`, and its Belady figure the sweep's at this size.
+    std::optional<decode_streams> formed;
+    if (B != 1) formed.emplace(make_decode_streams(trace, {.streams = B}));
     if (B == 1) {
       // The run above: the same systems at B = 1.
       offload_replay_result r = at;
@@ -293,7 +308,12 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
       }
       by_b.push_back(std::move(r));
     } else {
-      by_b.push_back(replay_offload(trace, gpu, *shape, served, {.streams = B, .cache_experts = ps.experts}));
+      if (opt.progress != nullptr) {
+        opt.progress->plan(formed->batched().num_rows() * served.size());
+        opt.progress->total.fetch_sub(rows1 * served.size(), std::memory_order_relaxed);
+      }
+      by_b.push_back(replay_offload(trace, gpu, *shape, served,
+                                    {.streams = B, .cache_experts = ps.experts, .progress = opt.progress}));
     }
     const offload_replay_result& r = by_b.back();
     if (r.steps == 0) {
@@ -301,14 +321,14 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
           {std::to_string(B), std::string(to_string(r.formation)), "0", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
       continue;
     }
-    const decode_streams d = make_decode_streams(trace, {.streams = B});
+    const double bound = formed ? belady_ratio(formed->batched(), ps.experts) : belady[paper];
     const auto& h = r.systems[0];
     const auto& p = r.systems[1];
     const auto& x = r.systems[2];
-    cc.add({std::to_string(B), std::string(to_string(r.formation)), std::to_string(r.steps),
-            pct(belady_ratio(d.batched(), ps.experts)), h.ok() ? ms(h.tpot()) : "does not fit", ms(p.tpot()),
-            fixed(p.throughput(), 1), pct(p.decode_hit_ratio()), ms(x.tpot()), fixed(x.throughput(), 1),
-            pct(x.decode_hit_ratio()), fixed(x.throughput() / p.throughput(), 2) + "x"});
+    cc.add({std::to_string(B), std::string(to_string(r.formation)), std::to_string(r.steps), pct(bound),
+            h.ok() ? ms(h.tpot()) : "does not fit", ms(p.tpot()), fixed(p.throughput(), 1), pct(p.decode_hit_ratio()),
+            ms(x.tpot()), fixed(x.throughput(), 1), pct(x.decode_hit_ratio()),
+            fixed(x.throughput() / p.throughput(), 2) + "x"});
   }
   cc.print(out, "    ");
 

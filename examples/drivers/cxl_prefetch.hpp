@@ -14,6 +14,7 @@
 #include "moepolicy/cost/device_spec.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
+#include "moepolicy/sim/decode_streams.hpp"
 #include "moepolicy/sim/offload_replay.hpp"
 
 namespace moepolicy::examples::cxl_prefetch {
@@ -34,6 +35,8 @@ struct options {
   /// each system's link is its GPU's weight link.
   device_spec cxl_gpu = presets::h100_cxl_expander();
   device_spec pcie_gpu = presets::h100_host_pcie5();
+  /// When set, the timed replays' rows go to it, and `run` plans their total first.
+  replay_progress* progress = nullptr;
 };
 
 /// Replays the decode steps of `trace` and prints the tables to `out`.

@@ -131,10 +131,11 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
 
   // The KV cache of the largest batch (and, in a hybrid model, its sequences' linear-attention
   // states), for the room left to experts.
-  std::uint64_t kv_tokens = 0, max_batch = 1;
+  std::uint64_t kv_tokens = 0, max_batch = 1, rows_per_system = 0;
   for (std::uint32_t B : opt.batches) {
     max_batch = std::max<std::uint64_t>(max_batch, B);
     const decode_streams d = make_decode_streams(trace, {.streams = B});
+    rows_per_system += d.batched().num_rows();
     for (std::size_t s = 0; s < d.num_steps(); ++s) {
       std::uint64_t kv = 0;
       for (const stream_token& tk : d.tokens(s)) kv += tk.context + 1;
@@ -183,6 +184,11 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
     caps.push_back({"device-derived capacity", device_capacity});
   }
 
+  if (opt.progress != nullptr) {
+    // Per capacity case, batch and setting: the systems, and the alpha sweep's.
+    const std::size_t per = systems_for(0.0).size() + (trace.info().has_scores ? opt.alphas.size() : 0);
+    opt.progress->plan(caps.size() * settings.size() * per * rows_per_system);
+  }
   for (const auto& cap : caps) {
     struct sweep_row {
       std::uint32_t batch;
@@ -197,7 +203,8 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
         const roofline_cost gpu{set.gpu, *shape};
         const std::uint64_t C = cap.per_setting[si];
         const std::vector<edge_system_config> systems = systems_for(set.alpha);
-        const edge_replay_result r = replay_edge(trace, gpu, cpu, *shape, systems, {.streams = B, .cache_experts = C});
+        const edge_replay_result r =
+            replay_edge(trace, gpu, cpu, *shape, systems, {.streams = B, .cache_experts = C, .progress = opt.progress});
         out << "\n  " << set.id << " " << set.gpu.name << " (Tab. 1 pairs it with " << set.paper_model << "), batch "
             << B << " (" << r.steps << " steps, " << to_string(r.formation) << "), cache " << C << " experts, "
             << cap.label << ":\n";
@@ -224,8 +231,8 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
           for (double a : opt.alphas) {
             std::vector<edge_system_config> one_sys{systems[4]};
             one_sys[0].alpha = a;
-            const edge_replay_result s =
-                replay_edge(trace, gpu, cpu, *shape, one_sys, {.streams = B, .cache_experts = C});
+            const edge_replay_result s = replay_edge(trace, gpu, cpu, *shape, one_sys,
+                                                     {.streams = B, .cache_experts = C, .progress = opt.progress});
             auto it = std::find_if(sweep.begin(), sweep.end(),
                                    [&](const sweep_row& x) { return x.batch == B && x.alpha == a; });
             if (it == sweep.end()) {

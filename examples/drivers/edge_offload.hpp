@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "moepolicy/cost/device_spec.hpp"
+#include "moepolicy/sim/decode_streams.hpp"
 
 namespace moepolicy::examples::edge_offload {
 
@@ -26,6 +27,8 @@ struct options {
   std::optional<device_spec> gpu;
   /// A CPU instead of the paper's (6 cores of a Ryzen 9 5900X).
   std::optional<device_spec> cpu;
+  /// When set, the timed replays' rows go to it, and `run` plans their total first.
+  replay_progress* progress = nullptr;
 };
 
 /// Prints the devices `run` prices on.

@@ -69,6 +69,7 @@
 #include "moepolicy/trace/summary.hpp"
 #include "report/svg.hpp"
 #include "report_output.hpp"
+#include "report_progress.hpp"
 
 namespace moepolicy::tool {
 namespace {
@@ -136,28 +137,50 @@ struct report_options {
   /// Leave out the families priced on the timed model (TriMoE, Context-Aware GPU-NDP,
   /// CXL-MoE, Edge-MoE), the slow part on a large trace.
   bool skip_timed = false;
+  /// Seconds between the periodic progress lines of a running stage (0: none).
+  double progress_every = 2.0;
 };
 
 /// Progress on stderr: one line per stage with its elapsed time and, for a stage longer
-/// than `long_seconds`, the routing rows of its trace per second; at the end of a run longer
-/// than that, the rows of all traces per second. Never in the report itself.
+/// than `long_seconds`, the routing rows of its trace per second; while a stage runs, every
+/// `every` seconds (0: never) a line with the rows its timed replays have processed out of
+/// those they plan, and their rate (report_progress.hpp); at the end of a run longer than
+/// `long_seconds`, the rows of all traces per second. Never in the report itself.
 class progress {
  public:
   static constexpr double long_seconds = 2.0;
 
-  explicit progress(std::size_t total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  progress(std::size_t total, double every) : total_(total), every_(every), start_(std::chrono::steady_clock::now()) {}
   /// The routing rows of the trace the next stages work on.
   void rows(std::uint64_t n) {
     rows_ = n;
     all_rows_ += n;
   }
+  /// What the current stage's timed replays feed (reset as each stage starts).
+  [[nodiscard]] replay_progress& meter() noexcept { return meter_; }
   template <class F>
   void stage(const std::string& what, F&& f) {
     ++done_;
-    std::cerr << "report: [" << done_ << "/" << total_ << "] " << what << " ..." << std::flush;
+    const std::string head = "[" + std::to_string(done_) + "/" + std::to_string(total_) + "] " + what;
+    std::cerr << "report: " << head << " ..." << std::flush;
+    meter_.rows = 0;
+    meter_.total = 0;
+    bool ticked = false;  // written by the ticker's thread only, read after it has joined
     const auto t0 = std::chrono::steady_clock::now();
-    f();
+    {
+      const progress_ticker ticker(every_, [&](double elapsed) {
+        std::cerr << (ticked ? "" : "\n")
+                  << progress_line(head, meter_.rows.load(std::memory_order_relaxed),
+                                   meter_.total.load(std::memory_order_relaxed), elapsed)
+                  << '\n'
+                  << std::flush;
+        ticked = true;
+      });
+      f();
+    }
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    // After periodic lines the stage's line is repeated whole, with its time.
+    if (ticked) std::cerr << "report: " << head << " ...";
     std::cerr << ' ' << fixed(dt.count(), 1) << " s" << rate(rows_, dt.count()) << '\n';
     for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
     notes_.clear();
@@ -180,9 +203,11 @@ class progress {
   }
 
   std::size_t total_ = 0, done_ = 0;
+  double every_ = 0.0;
   std::chrono::steady_clock::time_point start_;
   std::uint64_t rows_ = 0, all_rows_ = 0;
   std::vector<std::string> notes_;
+  replay_progress meter_;
 };
 
 /// A file name made of the safe characters of `s`.
@@ -546,8 +571,8 @@ void run_report(const report_options& o) {
         "outputs (examples/), the plots are SVG files beside this page.\n\n"
      << dev.description;
 
-  constexpr std::size_t stages_per_trace = 9;
-  progress bar(o.traces.size() * stages_per_trace);
+  constexpr std::size_t stages_per_trace = 10;
+  progress bar(o.traces.size() * stages_per_trace, o.progress_every);
   std::vector<std::string> used;
   for (const auto& trace_path : o.traces) {
     const fs::path path = trace_path;
@@ -712,14 +737,20 @@ void run_report(const report_options& o) {
             "GPU-NDP)\n\n";
       code_block(md, s);
     });
-    bar.stage(name + ": caching over CXL and on the edge", [&] {
+    bar.stage(name + ": caching over CXL", [&] {
+      examples::cxl_prefetch::options cxl = dev.cxl;
+      cxl.progress = &bar.meter();
       const section_text c =
-          timed("cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, dev.cxl, os); });
+          timed("cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, cxl, os); });
       md << "### Expert cache and prefetch over CXL vs PCIe on the timed model (CXL-MoE)\n\n";
       code_block(md, c);
+    });
+    bar.stage(name + ": caching on the edge", [&] {
+      examples::edge_offload::options edge = dev.edge;
+      edge.progress = &bar.meter();
       const section_text e = timed("edge_offload", [&](std::ostream& os) {
-        examples::edge_offload::print_settings(dev.edge, os);
-        examples::edge_offload::run(path, dev.edge, os);
+        examples::edge_offload::print_settings(edge, os);
+        examples::edge_offload::run(path, edge, os);
       });
       md << "### Importance-driven scheduling on edge GPUs on the timed model (Edge-MoE)\n\n";
       code_block(md, e);
@@ -749,6 +780,11 @@ void add_report(CLI::App& app) {
                       std::string(report_manifest_name) + ")")
       ->capture_default_str();
   cmd->add_flag("--force", opt->force, "Replace --out even when it holds files no earlier report wrote");
+  cmd->add_option("--progress-every", opt->progress_every,
+                  "Seconds between the progress lines a running stage prints on stderr (rows of its timed replays "
+                  "done and planned, rows per second); 0 prints none")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_flag(
       "--skip-timed", opt->skip_timed,
       "Leave out the families priced on the timed model (timed prefetch, TriMoE, Context-Aware GPU-NDP, CXL-MoE, "

@@ -83,8 +83,15 @@ TEST_CASE("the two-pointer split and its best prefix: never worse, both on the t
       {"prefix", score_aware_config{}, edge_miss_rule::best_prefix, true, 0.3, edge_predictor::transition},
   }};
   for (std::size_t B : {1u, 3u}) {
-    const edge_replay_result r = replay_edge(t, gpu, cpu, m, systems, {.streams = B, .cache_experts = 192});
+    // The progress counter gets every batched row once per system.
+    replay_progress progress;
+    const edge_replay_result r =
+        replay_edge(t, gpu, cpu, m, systems, {.streams = B, .cache_experts = 192, .progress = &progress});
     CHECK(r.tokens == 48);
+    const std::uint64_t rows = make_decode_streams(t, {.streams = B}).batched().num_rows();
+    CHECK(rows > 0);
+    CHECK(progress.rows == systems.size() * rows);
+    CHECK(progress.total == 0);
     for (const auto& s : r.systems) {
       CAPTURE(s.config.label);
       check_conservation(s);

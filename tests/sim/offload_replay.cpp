@@ -155,10 +155,16 @@ TEST_CASE("HBM-only needs room for every expert: the paper's out-of-memory row")
   const model_shape m = models::granite_3_1_1b_a400m();
   const routing_trace t = test::first_requests(test::granite_trace(), 2);
   const std::array<offload_system_config, 1> systems{{{"hbm", offload_system_kind::hbm_only}}};
-  const offload_replay_result fits = replay_offload(t, h100(m), m, systems);
+  // The progress counter gets every batched row of a system, run or not.
+  replay_progress progress;
+  const std::uint64_t rows = make_decode_streams(t, {.streams = 1}).batched().num_rows();
+  REQUIRE(rows > 0);
+  const offload_replay_result fits = replay_offload(t, h100(m), m, systems, {.progress = &progress});
   CHECK(fits.systems[0].ok());
-  const offload_replay_result oom = replay_offload(t, h100(m, 1'000'000'000ULL), m, systems);
+  CHECK(progress.rows == rows);
+  const offload_replay_result oom = replay_offload(t, h100(m, 1'000'000'000ULL), m, systems, {.progress = &progress});
   CHECK(oom.systems[0].status == offload_status::does_not_fit);
+  CHECK(progress.rows == 2 * rows);
   CHECK(oom.systems[0].status_detail.find("has 1.00 GB") != std::string::npos);
 }
 
@@ -174,8 +180,11 @@ TEST_CASE("concurrent streams on the bundled Granite trace: every byte on a link
   systems.push_back(markov);
   for (std::size_t B : {1u, 4u}) {
     CAPTURE(B);
-    const offload_replay_result r = replay_offload(t, gpu, m, systems, {.streams = B, .cache_experts = 192});
+    replay_progress progress;
+    const offload_replay_result r =
+        replay_offload(t, gpu, m, systems, {.streams = B, .cache_experts = 192, .progress = &progress});
     CHECK(r.tokens == 6 * 16);
+    CHECK(progress.rows == systems.size() * make_decode_streams(t, {.streams = B}).batched().num_rows());
     for (const offload_system_result& s : r.systems) {
       CAPTURE(s.config.label);
       check_conservation(s);

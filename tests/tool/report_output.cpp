@@ -2,13 +2,16 @@
 // that replaces the target only when complete, and only when the target holds nothing but
 // an earlier report's files.
 #include "report_output.hpp"
+#include "report_progress.hpp"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +20,8 @@
 
 namespace fs = std::filesystem;
 using moepolicy::tool::foreign_report_entries;
+using moepolicy::tool::progress_line;
+using moepolicy::tool::progress_ticker;
 using moepolicy::tool::staged_report_dir;
 
 namespace {
@@ -148,4 +153,38 @@ TEST_CASE("names of foreign files are printed with their control characters esca
   const fs::path target = s.dir / "report";
   write(target / "evil\x1b[2Jname", "x");
   CHECK(refusal(target).find("evil\\x1b[2Jname") != std::string::npos);
+}
+
+TEST_CASE("the periodic progress line: stage, rows done of those planned, rows per second, elapsed time") {
+  CHECK(progress_line("[10/10] t: caching on the edge", 2'500'000, 10'000'000, 4.0) ==
+        "report:   [10/10] t: caching on the edge: 2500000 of 10000000 rows (25.0%), 625000 rows/s, 4.0 s");
+  // Nothing done yet: no rate; no plan (an untimed stage): the elapsed time only.
+  CHECK(progress_line("[2/9] t: heatmaps", 0, 800, 2.0) == "report:   [2/9] t: heatmaps: 0 of 800 rows (0.0%), 2.0 s");
+  CHECK(progress_line("[2/9] t: heatmaps", 0, 0, 12.25) == "report:   [2/9] t: heatmaps: 12.2 s");
+  // The line never matches the stage lines bench/report_cpu.py reads ("report: [").
+  CHECK(progress_line("[1/9] x", 1, 2, 1.0).rfind("report: [", 0) == std::string::npos);
+}
+
+TEST_CASE("the progress ticker calls back with growing elapsed times until destroyed, and never at period 0") {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<double> seen;
+  {
+    const progress_ticker ticker(1e-4, [&](double elapsed) {
+      const std::lock_guard lock(m);
+      seen.push_back(elapsed);
+      cv.notify_all();
+    });
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return seen.size() >= 3; });
+  }
+  const std::size_t ticks = seen.size();
+  CHECK(ticks >= 3);
+  for (std::size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] > seen[i - 1]);
+  CHECK(seen.front() > 0.0);
+  int calls = 0;
+  {
+    const progress_ticker never(0.0, [&](double) { ++calls; });
+  }
+  CHECK(calls == 0);
 }

@@ -38,6 +38,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -102,6 +103,19 @@ struct stream_sequence {
   /// Whether it starts at its request's first decode token (so the request's prefill, if
   /// recorded, precedes it).
   bool starts_request = false;
+};
+
+/// The routing rows the timed replays have processed, for a progress line read from another
+/// thread: a replay given one adds each batched step's rows to `rows` as the step ends
+/// (relaxed order), and the rows of a system it does not run (does not fit) at once; a
+/// caller that plans several replays sets `total` to their rows (passes × the batched
+/// trace's rows) beforehand. Nothing else reads them.
+struct replay_progress {
+  std::atomic<std::uint64_t> rows{0};
+  std::atomic<std::uint64_t> total{0};
+
+  void add(std::uint64_t n) noexcept { rows.fetch_add(n, std::memory_order_relaxed); }
+  void plan(std::uint64_t n) noexcept { total.fetch_add(n, std::memory_order_relaxed); }
 };
 
 class decode_streams;

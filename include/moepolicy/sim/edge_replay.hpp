@@ -136,6 +136,8 @@ struct edge_replay_config {
   std::uint32_t predictor_tokens = 64;
   /// Background chunk size of the timeline.
   bytes chunk_bytes = bytes{1} << 20;
+  /// When set, each system's steps add their rows to it (a progress line).
+  replay_progress* progress = nullptr;
 };
 
 /// What one system did.
@@ -276,6 +278,11 @@ class edge_run {
       for (const stream_token& tk : tokens) contexts.push_back(tk.context);
       const seconds start = now;
       now = step(s, contexts, start, out);
+      if (cfg_.progress != nullptr) {
+        std::uint64_t rows = 0;
+        for (const batch_ref& b : d_.batched().batches_of(d_.batched().steps()[s])) rows += b.num_rows;
+        cfg_.progress->add(rows);
+      }
       out.token_seconds += static_cast<double>(tokens.size()) * (now - start);
       out.tokens += tokens.size();
       ++out.steps;

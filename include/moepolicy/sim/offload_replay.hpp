@@ -193,6 +193,8 @@ struct offload_replay_config {
   bool prefills = true;
   /// Background chunk size of the timeline.
   bytes chunk_bytes = bytes{8} << 20;
+  /// When set, each system's steps add their rows to it (a progress line).
+  replay_progress* progress = nullptr;
 };
 
 /// How a system's replay ended.
@@ -458,6 +460,7 @@ class offload_run {
       contexts.clear();
       for (const stream_token& tk : tokens) contexts.push_back(tk.context);
       now = decode_pass(s, contexts, out);
+      if (cfg_.progress != nullptr) cfg_.progress->add(step_rows(s));
       for (const stream_token& tk : tokens) out.token_seconds += now - (tk.first ? start : prev_end);
       out.tokens += tokens.size();
       ++out.steps;
@@ -680,6 +683,13 @@ class offload_run {
 
   [[nodiscard]] int priority(std::size_t step, std::size_t l) const noexcept { return static_cast<int>(step * L_ + l); }
 
+  /// The rows of batched step `s`.
+  [[nodiscard]] std::uint64_t step_rows(std::size_t s) const noexcept {
+    std::uint64_t n = 0;
+    for (const batch_ref& b : d_.batched().batches_of(d_.batched().steps()[s])) n += b.num_rows;
+    return n;
+  }
+
   struct op {
     expert_id e;
     seconds ready;
@@ -768,6 +778,7 @@ requires DenseComputeCost<Gpu>
                     static_cast<unsigned long long>(r.peak_kv_tokens), static_cast<double>(r.hbm_capacity_bytes) / 1e9);
       out.status_detail = buf;
       r.systems.push_back(std::move(out));
+      if (cfg.progress != nullptr) cfg.progress->add(d.batched().num_rows());
       continue;
     }
     detail::offload_run<Gpu> run(gpu, shape, sc, cfg, d, prefills, info);

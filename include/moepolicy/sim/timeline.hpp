@@ -726,6 +726,15 @@ class timeline {
     MOEPOLICY_ASSERT(false);  // earliest_fit found the window
   }
 
+  /// The longest idle window of resource `r` within [settled_, until]: in a gap, or from
+  /// `free_at` (0 when none).
+  [[nodiscard]] seconds longest_window(std::size_t r, seconds until) const noexcept {
+    const state& s = state_[r];
+    seconds w = until - std::max(s.free_at, settled_);
+    for (const interval& g : s.gaps) w = std::max(w, std::min(g.end, until) - std::max(g.start, settled_));
+    return std::max(w, 0.0);
+  }
+
   /// Places the queued jobs in order (`order_`: priority, then first in first out), then
   /// drops those that landed from the queue.
   void place_queued(seconds until) {
@@ -733,12 +742,7 @@ class timeline {
     // only takes idle time away, so a chunk longer than this on any of its hops cannot be
     // placed in this pass: `place_chunks` skips it without searching the gaps.
     window_.resize(state_.size());
-    for (std::size_t r = 0; r < state_.size(); ++r) {
-      const state& s = state_[r];
-      seconds w = until - std::max(s.free_at, settled_);
-      for (const interval& g : s.gaps) w = std::max(w, std::min(g.end, until) - std::max(g.start, settled_));
-      window_[r] = std::max(w, 0.0);
-    }
+    for (std::size_t r = 0; r < state_.size(); ++r) window_[r] = longest_window(r, until);
     const bool bounded = until < std::numeric_limits<seconds>::infinity();
     for (job_id id : order_) {
       // The tests `place_chunks_one_hop` starts with, on compact data.
@@ -747,7 +751,15 @@ class timeline {
           (std::max(c.earliest, settled_) >= until || c.raw > window_[c.resource] + 1e-12 * until)) {
         continue;
       }
+      const bytes before = jobs_[id].done_bytes;
       place_chunks(id, until);
+      // What the job placed took idle time away: its resources' longest windows are
+      // measured again, so that the jobs after it whose chunks no longer fit anywhere are
+      // skipped by the test above rather than searched (the same rejection, exact, as the
+      // window is the longest left).
+      if (bounded && jobs_[id].done_bytes != before) {
+        for (const hop& h : jobs_[id].hops) window_[h.resource] = longest_window(h.resource, until);
+      }
     }
     std::size_t w = 0;
     for (job_id id : order_) {
@@ -765,7 +777,8 @@ class timeline {
     j.last_end = std::max(j.last_end, end);
     ledger_.horizon = std::max(ledger_.horizon, end);
     if (last) {
-      landed_.push_back(transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_, j.crosses_link));
+      landed_.push_back(
+          transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_, j.crosses_link));
       j.active = false;
       free_jobs_.push_back(id);
     }
