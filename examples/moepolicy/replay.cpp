@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -235,6 +236,80 @@ void run_tasks(std::vector<std::function<void()>>& tasks, std::size_t jobs) {
   if (failed) std::rethrow_exception(failed);
 }
 
+/// The untimed replays of one canonical file on one thread, in one walk of the file: every
+/// cache of `plain` (policies that hear no predictor) and a Belady cache at each of
+/// `belady_capacities`, which share one cursor of `index` (one rebuild of each chunk's next
+/// uses). Each cache sees exactly what `replay_cache` gives it — `begin_layer`, the batch's
+/// distinct experts in order, `end_layer`, and `end_step` after each step, its accesses
+/// numbered as there — so the hit ratios are those of one replay per cache; the caches are
+/// independent, so interleaving their events changes nothing. LRU, the common case, is
+/// replayed by its own type rather than through `any_eviction_policy`. `ratio(i)` receives
+/// the hit ratio of the i-th plain cache, then of each Belady cache.
+struct fused_cache_spec {
+  std::uint64_t capacity = 0;
+  std::string policy;
+};
+
+template <class Out>
+void replay_fused(const canonical_file& t, const next_use_index& index, capacity_scope scope,
+                  const std::vector<fused_cache_spec>& plain, const std::vector<std::uint64_t>& belady_capacities,
+                  Out&& ratio) {
+  const trace_info& info = t.info();
+  const auto config = [&](std::uint64_t c) {
+    return cache_config{.num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c, .scope = scope};
+  };
+  std::deque<expert_cache<lru_policy>> lru;
+  std::deque<expert_cache<any_eviction_policy>> other;
+  std::deque<expert_cache<belady_policy>> belady;
+  std::vector<std::size_t> slot;  // where each plain cache's ratio goes: lru first, then other
+  for (const fused_cache_spec& p : plain) {
+    if (p.policy == "lru") {
+      lru.emplace_back(config(p.capacity), lru_config{});
+    } else {
+      other.emplace_back(config(p.capacity), eviction_config_by_name(p.policy));
+    }
+  }
+  for (std::uint64_t c : belady_capacities) belady.emplace_back(config(c), belady_config{});
+  // A policy of `other` that reads the future gets it as Belady does.
+  std::vector<std::uint8_t> reads(other.size(), 0);
+  bool any_future = !belady.empty();
+  for (std::size_t i = 0; i < other.size(); ++i) {
+    reads[i] = other[i].policy().reads_future() ? 1 : 0;
+    any_future = any_future || reads[i] != 0;
+  }
+  const auto each = [&](auto&& f) {
+    for (auto& c : lru) f(c);
+    for (auto& c : other) f(c);
+    for (auto& c : belady) f(c);
+  };
+  std::optional<next_use_index::cursor> cursor;
+  if (any_future) cursor.emplace(index);
+  std::vector<std::uint8_t> seen(info.num_experts, 0);
+  std::uint64_t position = 0;
+  t.for_each_batch([](std::uint32_t) {},
+                   [&](const batch_view& b) {
+                     each([&](auto& c) { c.begin_layer(b); });
+                     detail::distinct_experts(b, seen, [&](expert_key k) {
+                       access_info future;
+                       if (cursor) future.next_use = cursor->next(position);
+                       ++position;
+                       for (auto& c : lru) static_cast<void>(c.get(k));
+                       for (std::size_t i = 0; i < other.size(); ++i) {
+                         static_cast<void>(other[i].get(k, reads[i] != 0 ? future : access_info{}));
+                       }
+                       for (auto& c : belady) static_cast<void>(c.get(k, future));
+                     });
+                     each([&](auto& c) { c.end_layer(b.ref.layer); });
+                   },
+                   [&](const step_ref&) { each([](auto& c) { c.end_step(); }); });
+  if (cursor) cursor->finish(position);
+  std::size_t li = 0, oi = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    ratio(i, plain[i].policy == "lru" ? lru[li++].stats().hit_ratio() : other[oi++].stats().hit_ratio());
+  }
+  for (std::size_t i = 0; i < belady.size(); ++i) ratio(plain.size() + i, belady[i].stats().hit_ratio());
+}
+
 /// The untimed replay of a trace in memory or of a canonical file walked from its map
 /// (`canonical_file`, which holds a chunk of the file at a time). The access sequence is
 /// built once: the LRU curve and the next uses Belady reads come from it, and then it is
@@ -283,24 +358,46 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
     }
   };
 
-  // One task per (capacity, column): the policies, then Belady.
+  // One task per (capacity, column): the policies, then Belady. On one thread, a mapped
+  // file's replays that hear no predictor run together in one walk (`replay_fused`).
   const std::size_t columns = names.size() + 1;
   std::vector<double> ratio(o.capacities.size() * columns, 0.0);
   std::vector<std::function<void()>> tasks;
+  const auto hinted_policy = [&](const std::string& n) {
+    return (n == "sticky-lru" || n == "gated-prefetch") && o.predictor != "none";
+  };
+  bool fused = false;
+  if constexpr (mapped) {
+    if (o.jobs <= 1) {
+      fused = true;
+      std::vector<fused_cache_spec> plain;
+      std::vector<std::size_t> where;
+      for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
+        for (std::size_t pi = 0; pi < names.size(); ++pi) {
+          if (hinted_policy(names[pi])) continue;
+          plain.push_back({o.capacities[ci], names[pi]});
+          where.push_back(ci * columns + pi);
+        }
+      }
+      for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) where.push_back(ci * columns + names.size());
+      replay_fused(t, *next_use, scope, plain, o.capacities, [&](std::size_t i, double r) { ratio[where[i]] = r; });
+    }
+  }
   for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
     const cache_config cc{
         .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = o.capacities[ci], .scope = scope};
     for (std::size_t pi = 0; pi < columns; ++pi) {
       double* out = &ratio[ci * columns + pi];
+      if (fused && (pi == names.size() || !hinted_policy(names[pi]))) continue;
       if (pi == names.size()) {
         tasks.emplace_back(
             [&t, cc, out, &future] { *out = replay_cache<belady_policy>(t, cc, {}, {}, future()).stats.hit_ratio(); });
         continue;
       }
       const std::string n = names[pi];
-      tasks.emplace_back([&o, &t, whole, cc, out, n, &future] {
+      tasks.emplace_back([&o, &t, whole, cc, out, n, &future, &hinted_policy] {
         const any_eviction_config pc = eviction_config_by_name(n);
-        if ((n == "sticky-lru" || n == "gated-prefetch") && o.predictor != "none") {
+        if (hinted_policy(n)) {
           // The sticky LRU and the gated prefetch read no future.
           const auto hinted = [&](const auto& trace) {
             with_predictor(o, trace.info(), whole, [&](auto& p) {

@@ -2,10 +2,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 using moepolicy::expert_id;
@@ -284,6 +287,60 @@ TEST_CASE("views: layer_batches, empty and out of range") {
   CHECK(empty.num_rows() == 0);
   CHECK(empty.layer_batches(0).empty());
   CHECK(empty.requests().empty());
+}
+
+TEST_CASE("views: batches of one row each are made from the rows, as longer ones") {
+  // Decode steps of one token (every batch one row: the trace keeps no batch index), and
+  // the mixed trace above (batches of two rows) through the same range operations.
+  routing_trace_builder b(small_info());
+  b.add_request("d");
+  for (std::uint32_t step = 0; step < 3; ++step) {
+    for (moepolicy::layer_id l = 0; l < 2; ++l) {
+      add(b, {.request = 0, .kind = phase::decode, .step = step, .position = step, .layer = l});
+    }
+  }
+  const routing_trace t = std::move(b).finish();
+  const auto batches = t.batches();
+  REQUIRE(batches.size() == 6);
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    CHECK(batches[i].first_row == i);
+    CHECK(batches[i].num_rows == 1);
+    CHECK(batches[i].step == i / 2);
+    CHECK(batches[i].layer == i % 2);
+    CHECK(batches[i].kind == phase::decode);
+  }
+  CHECK(batches.end() - batches.begin() == 6);
+  CHECK((*std::prev(batches.end())).first_row == 5);
+  CHECK(batches.back().first_row == 5);
+  CHECK(std::count_if(batches.begin(), batches.end(), [](const moepolicy::batch_ref& r) { return r.layer == 1; }) == 3);
+  const auto of_step2 = t.batches_of(t.steps()[2]);
+  REQUIRE(of_step2.size() == 2);
+  CHECK(of_step2.front().first_row == 4);
+  CHECK(of_step2.begin()[1].first_row == 5);
+  const auto l1 = t.layer_batches(1);
+  CHECK(std::vector<std::uint32_t>(l1.begin(), l1.end()) == std::vector<std::uint32_t>{1, 3, 5});
+
+  const routing_trace mixed = two_requests();
+  std::vector<std::uint32_t> firsts;
+  for (const moepolicy::batch_ref& r : mixed.batches()) firsts.push_back(r.first_row);
+  CHECK(firsts == std::vector<std::uint32_t>{0, 2, 4, 5, 6});
+}
+
+TEST_CASE("views: layer_batches is built on first use, once, from any thread and for copies") {
+  const routing_trace t = two_requests();
+  const routing_trace copy = t;  // before the index is built
+  std::vector<std::uint32_t> a, b;
+  std::thread other([&] {
+    const auto l0 = t.layer_batches(0);
+    a.assign(l0.begin(), l0.end());
+  });
+  const auto l0 = copy.layer_batches(0);
+  b.assign(l0.begin(), l0.end());
+  other.join();
+  CHECK(a == std::vector<std::uint32_t>{0, 2, 4});
+  CHECK(b == a);
+  const auto l1 = t.layer_batches(1);
+  CHECK(std::vector<std::uint32_t>(l1.begin(), l1.end()) == std::vector<std::uint32_t>{1, 3});
 }
 
 TEST_CASE("views: a batch's spans") {

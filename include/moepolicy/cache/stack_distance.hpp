@@ -5,9 +5,9 @@
 // LRU is a stack algorithm: a cache of c experts holds exactly the c most recently used,
 // so an access hits at capacity c iff its stack distance — the number of distinct experts
 // used since the previous access to the same expert, itself included — is at most c. One
-// pass computing every access's stack distance (a Fenwick tree over access positions marks
-// the latest access of each expert; O(log n) per access) gives the hit count at every
-// capacity at once. With per-layer pools each layer's accesses form their own stack.
+// pass computing every access's stack distance (bits over access positions mark the latest
+// access of each expert, counted by popcounts and a Fenwick tree; O(log n) per access)
+// gives the hit count at every capacity at once. With per-layer pools each layer's accesses form their own stack.
 //
 // Valid for a demand LRU cache counted in experts (`lru_policy` in an `expert_cache` of
 // unit `experts`), as the tests check against replays at every capacity; not for bytes
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -52,15 +53,21 @@ namespace detail {
 /// The stack distances of a stream of dense keys below `slots`, fed one access at a time
 /// into `histogram[d]` (grown as needed); first accesses are counted apart.
 ///
-/// A Fenwick tree marks the time of the last access of every key seen; the distance of an
-/// access is the number of keys marked since its key's last access, plus one. Times are
-/// renumbered 0, 1, … in order whenever they reach the tree's width (twice the keys, at
-/// least 64), so the tree and the tables hold O(slots) entries — they stay in cache, and a
-/// stream of any length costs no memory beyond them.
+/// A bit marks the time of the last access of every key seen; the distance of an access is
+/// the number of keys marked since its key's last access, plus one. The marks are counted
+/// by a popcount within a 64-bit word and a Fenwick tree over the words' counts (O(log
+/// (slots / 64)) per access). Times are renumbered 0, 1, … in order whenever they reach the
+/// width (four times the keys, rounded up to a word, at least 256), so the bits, the tree
+/// and the tables hold O(slots) entries — they stay in cache, and a stream of any length
+/// costs no memory beyond them.
 class stack_distance_counter {
  public:
   explicit stack_distance_counter(std::size_t slots)
-      : width_(std::max<std::size_t>(64, 2 * slots)), tree_(width_ + 1, 0), last_(slots, none), key_at_(width_, none) {}
+      : width_(std::max<std::size_t>(256, (4 * slots + 63) / 64 * 64)),
+        bits_(width_ / 64, 0),
+        tree_(width_ / 64 + 1, 0),
+        last_(slots, none),
+        key_at_(width_, none) {}
 
   /// Adds the access to key `f` (< slots) to `histogram`.
   void push(std::uint32_t f, std::vector<std::uint64_t>& histogram) {
@@ -73,10 +80,10 @@ class stack_distance_counter {
       const std::uint64_t d = live_ - prefix(last_[f] + 1) + 1;
       if (d >= histogram.size()) histogram.resize(d + 1, 0);
       ++histogram[d];
-      add(last_[f], -1);
+      unmark(last_[f]);
       key_at_[last_[f]] = none;
     }
-    add(now_, +1);
+    mark(now_);
     key_at_[now_] = f;
     last_[f] = static_cast<std::uint32_t>(now_);
     ++now_;
@@ -88,14 +95,25 @@ class stack_distance_counter {
  private:
   static constexpr std::uint32_t none = static_cast<std::uint32_t>(-1);
 
-  void add(std::size_t pos, int delta) noexcept {
-    for (std::size_t i = pos + 1; i <= width_; i += i & (~i + 1)) {
+  void mark(std::size_t pos) noexcept {
+    bits_[pos / 64] |= std::uint64_t{1} << (pos % 64);
+    add_word(pos / 64, +1);
+  }
+  void unmark(std::size_t pos) noexcept {
+    bits_[pos / 64] &= ~(std::uint64_t{1} << (pos % 64));
+    add_word(pos / 64, -1);
+  }
+  void add_word(std::size_t word, int delta) noexcept {
+    for (std::size_t i = word + 1; i < tree_.size(); i += i & (~i + 1)) {
       tree_[i] = static_cast<std::uint32_t>(static_cast<int>(tree_[i]) + delta);
     }
   }
-  [[nodiscard]] std::uint64_t prefix(std::size_t pos) const noexcept {  // markers at times [0, pos)
+  [[nodiscard]] std::uint64_t prefix(std::size_t pos) const noexcept {  // marks at times [0, pos)
+    const std::size_t word = pos / 64;
     std::uint64_t s = 0;
-    for (std::size_t i = pos; i > 0; i -= i & (~i + 1)) s += tree_[i];
+    for (std::size_t i = word; i > 0; i -= i & (~i + 1)) s += tree_[i];
+    if (pos % 64 != 0)
+      s += static_cast<std::uint64_t>(std::popcount(bits_[word] & ((std::uint64_t{1} << (pos % 64)) - 1)));
     return s;
   }
   void renumber() noexcept {  // the marked times become 0..live-1, keeping their order
@@ -108,17 +126,21 @@ class stack_distance_counter {
       last_[k] = static_cast<std::uint32_t>(t);
       ++t;
     }
+    std::fill(bits_.begin(), bits_.end(), std::uint64_t{0});
+    for (std::size_t w = 0; w * 64 < t; ++w)
+      bits_[w] = t - w * 64 >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << (t - w * 64)) - 1;
     std::fill(tree_.begin(), tree_.end(), 0u);
-    for (std::size_t i = 1; i <= width_; ++i) {  // linear build: the times below t are marked
-      if (i <= t) tree_[i] += 1;
+    for (std::size_t i = 1; i < tree_.size(); ++i) {  // linear build from the words' counts
+      tree_[i] += static_cast<std::uint32_t>(std::popcount(bits_[i - 1]));
       const std::size_t up = i + (i & (~i + 1));
-      if (up <= width_) tree_[up] += tree_[i];
+      if (up < tree_.size()) tree_[up] += tree_[i];
     }
     now_ = t;
   }
 
   std::size_t width_;
-  std::vector<std::uint32_t> tree_;    // Fenwick tree over times 1..width
+  std::vector<std::uint64_t> bits_;    // one bit per time: the last access of a key
+  std::vector<std::uint32_t> tree_;    // Fenwick tree over the words' counts, 1..width/64
   std::vector<std::uint32_t> last_;    // time of each key's last access
   std::vector<std::uint32_t> key_at_;  // the key marked at each time
   std::size_t now_ = 0, live_ = 0;

@@ -986,10 +986,23 @@ class reader {
     return names;
   }
 
+  /// Decodes a whole column, in pieces of 8 MiB whose mapped pages are given back as soon
+  /// as they are copied, so that a column is never held twice (copy and pages).
   template <class T>
   void load_column(std::vector<T>& v, section s, std::uint64_t count) const {
-    load_range(v, s, 0, count);
-    if (file_ != nullptr) file_->release(data_at_[s], count * sizeof(T));
+    v.resize(static_cast<std::size_t>(count));
+    constexpr std::uint64_t piece = (std::uint64_t{1} << 23) / sizeof(T);
+    for (std::uint64_t at = 0; at < count; at += piece) {
+      const std::uint64_t n = std::min(piece, count - at);
+      const std::byte* p = d_.data() + data_at_[s] + at * sizeof(T);
+      if constexpr (std::endian::native == std::endian::little || sizeof(T) == 1) {
+        std::memcpy(v.data() + at, p, static_cast<std::size_t>(n * sizeof(T)));
+      } else {
+        using U = stored_t<T>;
+        for (std::uint64_t i = 0; i < n; ++i) v[at + i] = std::bit_cast<T>(load<U>(p + i * sizeof(T)));
+      }
+      if (file_ != nullptr) file_->release(data_at_[s] + at * sizeof(T), n * sizeof(T));
+    }
   }
 
   trace_columns decode() const {

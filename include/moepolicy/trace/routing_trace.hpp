@@ -22,6 +22,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -110,6 +113,102 @@ struct batch_view {
   }
 };
 
+namespace detail {
+
+/// Where `batch_list` reads a trace's batches: the row columns a `batch_ref` is made of and
+/// each batch's first row (`start`, one more entry than batches, the last the rows), or
+/// none when every batch is one row (batch i is row i).
+struct batch_source {
+  const std::uint32_t* request = nullptr;
+  const std::uint32_t* step = nullptr;
+  const layer_id* layer = nullptr;
+  const phase* kind = nullptr;
+  const std::uint32_t* start = nullptr;
+
+  [[nodiscard]] batch_ref at(std::size_t i) const noexcept {
+    const auto first = start != nullptr ? start[i] : static_cast<std::uint32_t>(i);
+    const auto end = start != nullptr ? start[i + 1] : static_cast<std::uint32_t>(i + 1);
+    return batch_ref{request[first], step[first], layer[first], kind[first], first, end - first};
+  }
+};
+
+}  // namespace detail
+
+/// A run of a trace's batches (all of them, or one step's), in (request, step, layer)
+/// order: a random-access range of `batch_ref` values, each made from the trace's columns
+/// when it is read, so that a trace holds 4 bytes per batch for them (none when every
+/// batch is one row, as in decode traces) rather than a `batch_ref` each. Valid while the
+/// trace it came from lives (moving the trace keeps it valid, as a span of a column).
+class batch_list {
+ public:
+  class iterator {
+   public:
+    // Random access with elements made on access (a value, not a reference), as
+    // `std::vector<bool>`'s iterators: read-only algorithms and `std::prev`/`std::advance`
+    // work as on a span.
+    using iterator_category = std::random_access_iterator_tag;
+    using iterator_concept = std::random_access_iterator_tag;
+    using value_type = batch_ref;
+    using difference_type = std::ptrdiff_t;
+    using reference = batch_ref;
+    /// What `->` gives: the element, held.
+    struct pointer {
+      batch_ref value;
+      [[nodiscard]] const batch_ref* operator->() const noexcept { return &value; }
+    };
+
+    iterator() = default;
+    iterator(const detail::batch_source& src, std::size_t i) noexcept : src_(src), i_(i) {}
+
+    [[nodiscard]] batch_ref operator*() const noexcept { return src_.at(i_); }
+    [[nodiscard]] pointer operator->() const noexcept { return {src_.at(i_)}; }
+    [[nodiscard]] batch_ref operator[](difference_type n) const noexcept {
+      return src_.at(static_cast<std::size_t>(static_cast<difference_type>(i_) + n));
+    }
+    iterator& operator++() noexcept { return ++i_, *this; }
+    iterator operator++(int) noexcept { return std::exchange(*this, iterator(src_, i_ + 1)); }
+    iterator& operator--() noexcept { return --i_, *this; }
+    iterator operator--(int) noexcept { return std::exchange(*this, iterator(src_, i_ - 1)); }
+    iterator& operator+=(difference_type n) noexcept {
+      i_ = static_cast<std::size_t>(static_cast<difference_type>(i_) + n);
+      return *this;
+    }
+    iterator& operator-=(difference_type n) noexcept { return *this += -n; }
+    [[nodiscard]] friend iterator operator+(iterator it, difference_type n) noexcept { return it += n; }
+    [[nodiscard]] friend iterator operator+(difference_type n, iterator it) noexcept { return it += n; }
+    [[nodiscard]] friend iterator operator-(iterator it, difference_type n) noexcept { return it -= n; }
+    [[nodiscard]] friend difference_type operator-(const iterator& a, const iterator& b) noexcept {
+      return static_cast<difference_type>(a.i_) - static_cast<difference_type>(b.i_);
+    }
+    [[nodiscard]] friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.i_ == b.i_; }
+    [[nodiscard]] friend auto operator<=>(const iterator& a, const iterator& b) noexcept { return a.i_ <=> b.i_; }
+
+   private:
+    detail::batch_source src_{};
+    std::size_t i_ = 0;
+  };
+
+  batch_list() = default;
+  batch_list(const detail::batch_source& src, std::size_t first, std::size_t count) noexcept
+      : src_(src), first_(first), count_(count) {}
+
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }
+  [[nodiscard]] bool empty() const noexcept { return count_ == 0; }
+  /// Preconditions: `i < size()` (and `!empty()` for `front` and `back`).
+  [[nodiscard]] batch_ref operator[](std::size_t i) const noexcept { return src_.at(first_ + i); }
+  [[nodiscard]] batch_ref front() const noexcept { return (*this)[0]; }
+  [[nodiscard]] batch_ref back() const noexcept { return (*this)[count_ - 1]; }
+  [[nodiscard]] iterator begin() const noexcept { return {src_, first_}; }
+  [[nodiscard]] iterator end() const noexcept { return {src_, first_ + count_}; }
+
+ private:
+  detail::batch_source src_{};
+  std::size_t first_ = 0;
+  std::size_t count_ = 0;
+};
+
+static_assert(std::random_access_iterator<batch_list::iterator>);
+
 /// The columns of a trace, one entry per row (ids and weights: `top_k` per row;
 /// scores: `num_experts` per row, or none).
 struct trace_columns {
@@ -143,8 +242,7 @@ namespace detail {
 [[nodiscard]] inline std::optional<std::string> check_row(const trace_info& info, std::size_t num_requests,
                                                           const trace_row& row) {
   if (row.request >= num_requests) {
-    return "request " + std::to_string(row.request) + " does not exist (" + std::to_string(num_requests) +
-           " requests)";
+    return "request " + std::to_string(row.request) + " does not exist (" + std::to_string(num_requests) + " requests)";
   }
   if (static_cast<unsigned>(row.kind) > 1u) {
     return "phase code " + std::to_string(static_cast<unsigned>(row.kind)) + " is neither prefill (0) nor decode (1)";
@@ -260,8 +358,8 @@ class routing_trace {
 
   /// Row `r` as the builder would take it.
   [[nodiscard]] trace_row row(std::size_t r) const noexcept {
-    return trace_row{c_.request[r], c_.kind[r], c_.step[r], c_.position[r], c_.layer[r], experts(r), weights(r),
-                     scores(r)};
+    return trace_row{c_.request[r], c_.kind[r], c_.step[r], c_.position[r],
+                     c_.layer[r],   experts(r), weights(r), scores(r)};
   }
   /// The ids of row `r`.
   [[nodiscard]] std::span<const expert_id> experts(std::size_t r) const noexcept {
@@ -281,18 +379,20 @@ class routing_trace {
   [[nodiscard]] std::span<const request_ref> requests() const noexcept { return requests_; }
   /// Forward passes, by request then step.
   [[nodiscard]] std::span<const step_ref> steps() const noexcept { return steps_; }
-  /// Batches, by request, step, layer.
-  [[nodiscard]] std::span<const batch_ref> batches() const noexcept { return batches_; }
+  /// Batches, by request, step, layer (made from the columns on access; see `batch_list`).
+  [[nodiscard]] batch_list batches() const noexcept { return {batch_source(), 0, num_batches_}; }
   /// Indices into `batches()` of the batches of layer `l`, in (request, step) order;
-  /// empty for a layer with no rows or out of range.
-  [[nodiscard]] std::span<const std::uint32_t> layer_batches(layer_id l) const noexcept {
-    if (l >= info_.num_layers || layer_batch_offset_.empty()) return {};
-    return std::span<const std::uint32_t>(layer_batch_index_)
-        .subspan(layer_batch_offset_[l], layer_batch_offset_[l + 1u] - layer_batch_offset_[l]);
+  /// empty for a layer with no rows or out of range. The index (4 bytes per batch) is
+  /// built on the first call, on any thread.
+  [[nodiscard]] std::span<const std::uint32_t> layer_batches(layer_id l) const {
+    if (l >= info_.num_layers || !layers_) return {};
+    std::call_once(layers_->once, [&] { build_layer_index(*layers_); });
+    const auto& offset = layers_->offset;
+    return std::span<const std::uint32_t>(layers_->index).subspan(offset[l], offset[l + 1u] - offset[l]);
   }
   /// The batches of a step.
-  [[nodiscard]] std::span<const batch_ref> batches_of(const step_ref& s) const noexcept {
-    return std::span<const batch_ref>(batches_).subspan(s.first_batch, s.num_batches);
+  [[nodiscard]] batch_list batches_of(const step_ref& s) const noexcept {
+    return {batch_source(), s.first_batch, s.num_batches};
   }
   /// The steps of a request.
   [[nodiscard]] std::span<const step_ref> steps_of(const request_ref& r) const noexcept {
@@ -320,54 +420,85 @@ class routing_trace {
     return {c_.request[r], c_.step[r], c_.layer[r], c_.position[r]};
   }
 
+  [[nodiscard]] detail::batch_source batch_source() const noexcept {
+    return {c_.request.data(), c_.step.data(), c_.layer.data(), c_.kind.data(),
+            batch_start_.empty() ? nullptr : batch_start_.data()};
+  }
+
+  // Two passes: the first checks the order and counts steps and batches, so the second
+  // allocates each index once, at its size (no growth, no slack at the peak).
   void build_index(std::string_view fn) {
     const std::size_t n = c_.layer.size();
+    std::size_t steps = 0, batches = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const bool new_request = i == 0 || c_.request[i] != c_.request[i - 1];
       const bool new_step = new_request || c_.step[i] != c_.step[i - 1];
       const bool new_batch = new_step || c_.layer[i] != c_.layer[i - 1];
       if (i > 0 && !(key(i - 1) < key(i))) {
-        detail::throw_invalid(fn, key(i - 1) == key(i)
-                                      ? "row " + std::to_string(i) + " repeats the (request, step, layer, position) of the row before"
-                                      : "row " + std::to_string(i) + " is out of (request, step, layer, position) order");
+        detail::throw_invalid(
+            fn, key(i - 1) == key(i)
+                    ? "row " + std::to_string(i) + " repeats the (request, step, layer, position) of the row before"
+                    : "row " + std::to_string(i) + " is out of (request, step, layer, position) order");
       }
+      if (!new_step && c_.kind[i] != c_.kind[i - 1]) {
+        detail::throw_invalid(fn, "row " + std::to_string(i) + ": step " + std::to_string(c_.step[i]) + " of request " +
+                                      std::to_string(c_.request[i]) + " mixes prefill and decode rows");
+      }
+      steps += new_step ? 1 : 0;
+      batches += new_batch ? 1 : 0;
+    }
+    steps_.reserve(steps);
+    num_batches_ = batches;
+    if (batches != n) batch_start_.assign(batches + 1, static_cast<std::uint32_t>(n));
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool new_request = i == 0 || c_.request[i] != c_.request[i - 1];
+      const bool new_step = new_request || c_.step[i] != c_.step[i - 1];
+      const bool new_batch = new_step || c_.layer[i] != c_.layer[i - 1];
       if (new_request) {
         auto& r = requests_[c_.request[i]];
         r.first_row = static_cast<std::uint32_t>(i);
         r.first_step = static_cast<std::uint32_t>(steps_.size());
       }
       if (new_step) {
-        steps_.push_back(step_ref{c_.request[i], c_.step[i], c_.kind[i], static_cast<std::uint32_t>(batches_.size()), 0});
+        steps_.push_back(step_ref{c_.request[i], c_.step[i], c_.kind[i], static_cast<std::uint32_t>(b), 0});
         ++requests_[c_.request[i]].num_steps;
-      } else if (c_.kind[i] != steps_.back().kind) {
-        detail::throw_invalid(fn, "row " + std::to_string(i) + ": step " + std::to_string(c_.step[i]) + " of request " +
-                                      std::to_string(c_.request[i]) + " mixes prefill and decode rows");
       }
       if (new_batch) {
-        batches_.push_back(batch_ref{c_.request[i], c_.step[i], c_.layer[i], c_.kind[i], static_cast<std::uint32_t>(i), 0});
+        if (!batch_start_.empty()) batch_start_[b] = static_cast<std::uint32_t>(i);
+        ++b;
         ++steps_.back().num_batches;
       }
-      ++batches_.back().num_rows;
       ++requests_[c_.request[i]].num_rows;
     }
+    layers_ = std::make_shared<layer_index>();
+  }
+
+  /// Which batches each layer has (`layer_batches`), built on first use.
+  struct layer_index {
+    std::once_flag once;
+    std::vector<std::uint32_t> index;
+    std::vector<std::uint32_t> offset;
+  };
+
+  void build_layer_index(layer_index& li) const {
     const std::size_t layers = info_.num_layers;
-    layer_batch_offset_.assign(layers + 1, 0);
-    for (const auto& b : batches_) ++layer_batch_offset_[b.layer + 1u];
-    for (std::size_t l = 0; l < layers; ++l) layer_batch_offset_[l + 1] += layer_batch_offset_[l];
-    layer_batch_index_.assign(batches_.size(), 0);
-    std::vector<std::uint32_t> fill(layer_batch_offset_.begin(), layer_batch_offset_.end() - 1);
-    for (std::size_t i = 0; i < batches_.size(); ++i) {
-      layer_batch_index_[fill[batches_[i].layer]++] = static_cast<std::uint32_t>(i);
-    }
+    const batch_list all = batches();
+    li.offset.assign(layers + 1, 0);
+    for (const batch_ref b : all) ++li.offset[b.layer + 1u];
+    for (std::size_t l = 0; l < layers; ++l) li.offset[l + 1] += li.offset[l];
+    li.index.assign(all.size(), 0);
+    std::vector<std::uint32_t> fill(li.offset.begin(), li.offset.end() - 1);
+    for (std::size_t i = 0; i < all.size(); ++i) li.index[fill[all[i].layer]++] = static_cast<std::uint32_t>(i);
   }
 
   trace_info info_;
   trace_columns c_;
   std::vector<request_ref> requests_;
   std::vector<step_ref> steps_;
-  std::vector<batch_ref> batches_;
-  std::vector<std::uint32_t> layer_batch_index_;
-  std::vector<std::uint32_t> layer_batch_offset_;
+  std::size_t num_batches_ = 0;
+  std::vector<std::uint32_t> batch_start_;  // each batch's first row, then the rows; empty when batch i is row i
+  std::shared_ptr<layer_index> layers_;     // shared by copies, which have the same batches
 };
 
 /// Collects rows in any order, validates each, and builds a sorted `routing_trace`.
@@ -422,7 +553,9 @@ class routing_trace_builder {
     const std::size_t n = c_.layer.size();
     std::vector<std::uint32_t> order(n);
     std::iota(order.begin(), order.end(), 0u);
-    const auto key = [&](std::uint32_t r) { return std::tuple(c_.request[r], c_.step[r], c_.layer[r], c_.position[r]); };
+    const auto key = [&](std::uint32_t r) {
+      return std::tuple(c_.request[r], c_.step[r], c_.layer[r], c_.position[r]);
+    };
     std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return key(a) < key(b); });
     trace_columns sorted;
     permute(c_.request, sorted.request, order, 1);
