@@ -386,6 +386,15 @@ void run_bytes(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
     for (std::uint32_t i = 0; i < hot; ++i) sizes[base + order[i]] = fp16_bytes;
   }
   const std::uint64_t layer_bytes = hot * fp16_bytes + (E - hot) * int4_bytes;
+  // Per-layer pools of c FP16 experts' bytes, with the sizes above.
+  const auto pools_of = [&](std::uint64_t c) {
+    return cache_config{.num_layers = L,
+                        .num_experts = E,
+                        .capacity = c * fp16_bytes,
+                        .unit = capacity_unit::byte_count,
+                        .scope = capacity_scope::per_layer,
+                        .footprints = sizes};
+  };
   out << "  byte capacity, per-layer pools: the hottest " << hot << " experts of each layer (by activations over "
       << "the trace) at FP16 (" << fp16_bytes << " B for 2^20 parameters), the other " << (E - hot) << " at 4 bits ("
       << int4_bytes
@@ -400,14 +409,8 @@ void run_bytes(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
                     "size-aware", "MIN's rule (heuristic)", "space-time bound", "best online", "gap to bound"});
   const double a = static_cast<double>(accesses.size());
   for (std::uint64_t c : per_layer) {
-    const std::uint64_t cap = c * fp16_bytes;
-    if (cap >= layer_bytes) break;
-    const cache_config cc{.num_layers = L,
-                          .num_experts = E,
-                          .capacity = cap,
-                          .unit = capacity_unit::byte_count,
-                          .scope = capacity_scope::per_layer,
-                          .footprints = sizes};
+    if (c * fp16_bytes >= layer_bytes) break;
+    const cache_config cc = pools_of(c);
     // The online policies (size-aware last), then MIN's rule.
     const std::array<std::uint64_t, 8> h = {
         replay_cache<lru_policy>(t, cc).stats.hits,
@@ -440,14 +443,8 @@ void run_bytes(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
       << "%). Hit ratio % of the FP16 experts' accesses / of the 4-bit experts' accesses:\n";
   text_table why({"capacity (FP16 experts)", "FP16 share of accesses", "ema-score", "pred-reuse", "size-aware"});
   for (std::uint64_t c : per_layer) {
-    const std::uint64_t cap = c * fp16_bytes;
-    if (cap >= layer_bytes) break;
-    const cache_config cc{.num_layers = L,
-                          .num_experts = E,
-                          .capacity = cap,
-                          .unit = capacity_unit::byte_count,
-                          .scope = capacity_scope::per_layer,
-                          .footprints = sizes};
+    if (c * fp16_bytes >= layer_bytes) break;
+    const cache_config cc = pools_of(c);
     const std::array<size_class_hits, 3> h = {hits_by_size<ema_score_policy>(t, cc, {}, fp16_bytes),
                                               hits_by_size<predicted_reuse_policy>(t, cc, {}, fp16_bytes),
                                               hits_by_size<size_aware_reuse_policy>(t, cc, {}, fp16_bytes)};
