@@ -1,0 +1,18 @@
+# Writes the synthetic ROWS-row trace OUT with GENERATOR (bench/scale_trace) unless OUT is
+# already there and newer than GENERATOR: the memory-limit tests share one file per build
+# folder. Run with -DGENERATOR=... -DROWS=... -DOUT=...
+if(EXISTS "${OUT}" AND NOT "${GENERATOR}" IS_NEWER_THAN "${OUT}")
+  file(SIZE "${OUT}" size)
+  message("reusing ${OUT} (${size} bytes)")
+  return()
+endif()
+# Written beside OUT and renamed over it when complete, so an interrupted run never leaves
+# a partial file that a later run would reuse.
+execute_process(COMMAND "${GENERATOR}" ${ROWS} "${OUT}.partial" RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  file(REMOVE "${OUT}.partial")
+  message(FATAL_ERROR "${GENERATOR} ${ROWS} ${OUT}.partial failed (${rc}): ${err}")
+endif()
+file(RENAME "${OUT}.partial" "${OUT}")
+file(SIZE "${OUT}" size)
+message("wrote ${OUT}: ${ROWS} rows, ${size} bytes")
