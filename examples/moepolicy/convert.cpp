@@ -42,6 +42,13 @@ void add_convert(CLI::App& app) {
                 << " requests\n";
       return;
     }
+    // Routing JSONL or CSV to canonical streams when the rows are in canonical order.
+    if (out.extension() == ".mtrace" && paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec)) {
+      if (const auto done = io::write_canonical_from_text(paths.front(), out)) {
+        std::cout << "wrote " << out.string() << ": " << done->rows << " rows, " << done->requests << " requests\n";
+        return;
+      }
+    }
     const routing_trace trace = io::read_trace(paths);
     // Either output replaces OUT only once it is complete (a temporary file beside it,
     // renamed over it): a failed write (a full disk) leaves an earlier OUT as it was.

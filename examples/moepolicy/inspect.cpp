@@ -20,6 +20,7 @@
 #include "../common/table.hpp"
 #include "commands.hpp"
 #include "moepolicy/core/model_shape.hpp"
+#include "moepolicy/detail/file_output.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/summary.hpp"
@@ -48,13 +49,34 @@ std::string format_of(const std::filesystem::path& p) {
 }
 
 /// The info and summary of the traces `paths`: one canonical file is summarised in one walk
-/// of its map (bounded memory), anything else read whole.
+/// of its map (bounded memory), one routing JSONL or CSV file through a
+/// scratch canonical file, anything else read whole.
 std::pair<trace_info, trace_summary> read_summary(const std::vector<std::filesystem::path>& paths) {
   std::error_code ec;
   if (paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
       io::detect_trace_format(paths.front()) == io::trace_format::canonical) {
     const canonical_file f(paths.front());
     return {f.info(), summarize(f)};
+  }
+  // Routing JSONL or CSV goes into a scratch canonical file in the temporary folder (the
+  // size of the canonical rows; streamed when the rows are in canonical order), walked as
+  // above and then removed.
+  if (paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec)) {
+    const auto f = io::detect_trace_format(paths.front());
+    if (f == io::trace_format::moepolicy_jsonl || f == io::trace_format::moepolicy_csv) {
+      struct scratch {
+        std::filesystem::path path;
+        ~scratch() {
+          std::error_code ignored;
+          std::filesystem::remove(path, ignored);
+        }
+      } tmp{detail::temporary_beside(std::filesystem::temp_directory_path() / "moepolicy-inspect.mtrace", 0)};
+      const auto done = io::write_canonical_from_text(paths.front(), tmp.path);
+      if (done) {
+        const canonical_file c(tmp.path);
+        return {c.info(), summarize(c)};
+      }
+    }
   }
   const routing_trace trace = io::read_trace(paths);
   return {trace.info(), summarize(trace)};

@@ -260,3 +260,131 @@ TEST_CASE("trace_text: lines beyond input_limits::max_line_bytes are errors") {
   CHECK_PARSE_ERROR(from_jsonl(std::string(meta_jsonl) + "\n"),
                     "t.jsonl:1: line longer than the limit of 64 bytes (input_limits::max_line_bytes)");
 }
+
+namespace {
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The message of the parse_error `f` throws, or "" when it throws none.
+template <class F>
+std::string parse_error_of(F&& f) {
+  try {
+    f();
+  } catch (const parse_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("trace_text: streaming to the canonical format writes the whole read's bytes") {
+  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-stream";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path bundled = moepolicy::test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
+  const routing_trace t = moepolicy::read_canonical(bundled);
+  REQUIRE(t.num_rows() > 1000);
+  const std::string want = file_bytes(bundled);
+  REQUIRE(want == canonical_bytes(t));
+  {
+    std::ofstream(dir / "t.jsonl", std::ios::binary) << jsonl(t);
+    std::ofstream(dir / "t.csv", std::ios::binary) << csv(t);
+  }
+  // Chunks of 1000 rows: many fills of the canonical writer, a last one shorter.
+  const io::text_to_canonical j = io::write_canonical_from_trace_jsonl(dir / "t.jsonl", dir / "j.mtrace", 1000);
+  CHECK(j.streamed);
+  CHECK(j.rows == t.num_rows());
+  CHECK(j.requests == t.requests().size());
+  CHECK(file_bytes(dir / "j.mtrace") == want);
+  const io::text_to_canonical c = io::write_canonical_from_trace_csv(dir / "t.csv", dir / "c.mtrace", 1000);
+  CHECK(c.streamed);
+  CHECK(file_bytes(dir / "c.mtrace") == want);
+  const auto via = io::write_canonical_from_text(dir / "t.csv", dir / "v.mtrace");
+  REQUIRE(via.has_value());
+  CHECK(via->streamed);
+  CHECK(file_bytes(dir / "v.mtrace") == want);
+  CHECK_FALSE(io::write_canonical_from_text(bundled, dir / "no.mtrace").has_value());
+  CHECK_FALSE(fs::exists(dir / "no.mtrace"));
+
+  // Names, scores, both phases and a request without rows; rows in another order are
+  // read whole (sorted), to the same bytes.
+  const routing_trace s = small_trace();
+  std::string lines = jsonl(s);
+  {
+    std::ofstream(dir / "s.jsonl", std::ios::binary) << lines;
+    std::ofstream(dir / "s.csv", std::ios::binary) << csv(s);
+    // Swap the last two rows.
+    const std::size_t last = lines.rfind('\n', lines.size() - 2) + 1;
+    const std::size_t before = lines.rfind('\n', last - 2) + 1;
+    std::ofstream(dir / "swapped.jsonl", std::ios::binary)
+        << lines.substr(0, before) << lines.substr(last) << lines.substr(before, last - before);
+  }
+  const std::string small = canonical_bytes(s);
+  CHECK(io::write_canonical_from_trace_jsonl(dir / "s.jsonl", dir / "s1.mtrace").streamed);
+  CHECK(file_bytes(dir / "s1.mtrace") == small);
+  CHECK(io::write_canonical_from_trace_csv(dir / "s.csv", dir / "s2.mtrace").streamed);
+  CHECK(file_bytes(dir / "s2.mtrace") == small);
+  const io::text_to_canonical swapped = io::write_canonical_from_trace_jsonl(dir / "swapped.jsonl", dir / "s3.mtrace");
+  CHECK_FALSE(swapped.streamed);
+  CHECK(swapped.rows == s.num_rows());
+  CHECK(file_bytes(dir / "s3.mtrace") == small);
+  // Only the outputs and inputs are left: the scratch files are gone.
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  CHECK(files == 11);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("trace_text: streaming to the canonical format fails as the whole read does") {
+  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-stream-errors";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path bundled = moepolicy::test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
+  const routing_trace t = moepolicy::read_canonical(bundled);
+  const std::string text[2] = {jsonl(t), csv(t)};
+  const char* ext[2] = {".jsonl", ".csv"};
+  for (int f = 0; f < 2; ++f) {
+    CAPTURE(ext[f]);
+    // The line at the middle of the file, changed in three ways: a bad field, a repeat
+    // of the line before, and a line moved there from the start (out of order).
+    std::vector<std::string> rows;
+    std::istringstream in(text[f]);
+    for (std::string l; std::getline(in, l);) rows.push_back(l);
+    const std::size_t first_row = f == 0 ? 1 : 2;
+    const std::size_t mid = rows.size() / 2;
+    std::vector<std::vector<std::string>> bad(3, rows);
+    bad[0][mid] = f == 0 ? rows[mid].substr(0, rows[mid].find("\"phase\":")) + "\"phase\":\"Decode\"}"
+                         : rows[mid].substr(0, rows[mid].find(',')) + ",Decode";
+    bad[1][mid] = rows[mid - 1];
+    bad[2][mid] = rows[first_row];
+    for (std::size_t b = 0; b < bad.size(); ++b) {
+      CAPTURE(b);
+      const fs::path file = dir / ("bad" + std::to_string(b) + ext[f]);
+      {
+        std::ofstream os(file, std::ios::binary);
+        for (const auto& l : bad[b]) os << l << '\n';
+      }
+      const fs::path out = dir / "out.mtrace";
+      const std::string want = parse_error_of([&] { static_cast<void>(io::read_trace(file)); });
+      REQUIRE_FALSE(want.empty());
+      if (b == 0) CHECK(want.find(file.string() + ":" + std::to_string(mid + 1) + ": ") == 0);
+      CHECK(parse_error_of([&] { static_cast<void>(io::write_canonical_from_text(file, out)); }) == want);
+      CHECK_FALSE(fs::exists(out));
+      const std::string plain =
+          parse_error_of([&] { static_cast<void>(f == 0 ? io::read_trace_jsonl(file) : io::read_trace_csv(file)); });
+      CHECK(parse_error_of([&] {
+              static_cast<void>(f == 0 ? io::write_canonical_from_trace_jsonl(file, out, 1000)
+                                       : io::write_canonical_from_trace_csv(file, out, 1000));
+            }) == plain);
+      CHECK_FALSE(fs::exists(out));
+    }
+  }
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  CHECK(files == 6);
+  fs::remove_all(dir);
+}

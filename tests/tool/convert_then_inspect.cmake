@@ -1,12 +1,23 @@
 # `moepolicy convert TRACE -o OUT` then `moepolicy inspect OUT`: what convert writes, every
-# command reads (docs/trace-format.md). Run with -DTOOL=... -DTRACE=... -DOUT=...
+# command reads (docs/trace-format.md); then `moepolicy convert OUT -o OUT.mtrace`, which
+# streams a text trace, gives back TRACE's bytes. Run with -DTOOL=... -DTRACE=... -DOUT=...
 execute_process(COMMAND ${TOOL} convert ${TRACE} -o ${OUT} RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "convert failed: ${rc}")
 endif()
 execute_process(COMMAND ${TOOL} inspect ${OUT} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  file(REMOVE ${OUT})
+  message(FATAL_ERROR "inspect ${OUT} failed: ${err}")
+endif()
+execute_process(COMMAND ${TOOL} convert ${OUT} -o ${OUT}.mtrace RESULT_VARIABLE rc ERROR_VARIABLE err)
 file(REMOVE ${OUT})
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "inspect ${OUT} failed: ${err}")
+  message(FATAL_ERROR "convert ${OUT} back to .mtrace failed: ${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${OUT}.mtrace ${TRACE} RESULT_VARIABLE rc)
+file(REMOVE ${OUT}.mtrace)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${OUT} converted back to .mtrace differs from ${TRACE}")
 endif()
 message("${out}")

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -218,6 +219,18 @@ inline routing_trace read_as(const std::filesystem::path& path, trace_format for
   fail_file(path.string(), "unknown trace format");
 }
 
+/// What `read(...)` returns; its `parse_error` ends with " (read as FORMAT: WHY)".
+template <class Read>
+auto as_read_as(trace_format format, Read&& read) {
+  try {
+    return read();
+  } catch (const parse_error& e) {
+    throw parse_error(
+        e.file(), e.where(),
+        e.problem() + " (read as " + std::string(to_string(format)) + ": " + std::string(why_chosen(format)) + ")");
+  }
+}
+
 }  // namespace detail
 
 /// Reads the trace at `path` with the importer its content calls for.
@@ -226,13 +239,25 @@ inline routing_trace read_as(const std::filesystem::path& path, trace_format for
 /// problem followed by " (read as FORMAT: WHY)", the format `detect_trace_format` chose.
 [[nodiscard]] inline routing_trace read_trace(const std::filesystem::path& path) {
   const trace_format format = detect_trace_format(path);
-  try {
-    return detail::read_as(path, format);
-  } catch (const parse_error& e) {
-    throw parse_error(e.file(), e.where(),
-                      e.problem() + " (read as " + std::string(to_string(format)) + ": " +
-                          std::string(detail::why_chosen(format)) + ")");
+  return detail::as_read_as(format, [&] { return detail::read_as(path, format); });
+}
+
+/// Writes the moepolicy routing JSONL or CSV trace at `path` as the canonical file `out`
+/// through `write_canonical_from_trace_jsonl` / `_csv` (io/trace_text.hpp: streamed when
+/// its rows are in canonical order), the same bytes as `write_canonical(read_trace(path),
+/// out)`; returns nothing and writes nothing when `path` is in another format.
+///
+/// Throws: `parse_error` exactly as `read_trace(path)`; as the writers otherwise.
+[[nodiscard]] inline std::optional<text_to_canonical> write_canonical_from_text(const std::filesystem::path& path,
+                                                                                const std::filesystem::path& out) {
+  const trace_format format = detect_trace_format(path);
+  if (format == trace_format::moepolicy_jsonl) {
+    return detail::as_read_as(format, [&] { return write_canonical_from_trace_jsonl(path, out); });
   }
+  if (format == trace_format::moepolicy_csv) {
+    return detail::as_read_as(format, [&] { return write_canonical_from_trace_csv(path, out); });
+  }
+  return std::nullopt;
 }
 
 /// Reads several Granite JSONL files as one trace, one request per file, in the order

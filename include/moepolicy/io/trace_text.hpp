@@ -23,7 +23,9 @@
 // Without weights every id weighs 1/k, and the trace's source says so. Rows may come in
 // any order; a trace is sorted by (request, step, layer, position) when read. Floats are
 // written in the shortest decimal form that reads back to the same float (negative zero
-// as -0.0 in JSONL, where "-0" would read as the integer 0).
+// as -0.0 in JSONL, where "-0" would read as the integer 0). Rows already in that order
+// stream to the canonical format (`write_canonical_from_trace_jsonl` / `_csv`) without
+// the trace ever being held.
 //
 // Unknown keys, a missing or repeated column, a field that is not a number in range, and
 // every row rule of `routing_trace_builder::check` are errors naming the file and the
@@ -33,10 +35,13 @@
 #pragma once
 
 #include <array>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <ios>
@@ -47,6 +52,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -59,6 +65,7 @@
 #include "moepolicy/io/detail/input.hpp"
 #include "moepolicy/io/json_document.hpp"
 #include "moepolicy/io/jsonl_format.hpp"
+#include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/csv_export.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
@@ -184,10 +191,12 @@ trace_text_metadata parse_trace_text_metadata(const json& j, std::string_view fo
 }
 
 /// Request indices by name, for one reader: the listed requests, or new ones in order of
-/// first appearance.
+/// first appearance, registered with `b` (a `routing_trace_builder` or another sink of rows
+/// with its `add_request`).
 class trace_text_requests {
  public:
-  explicit trace_text_requests(const trace_text_metadata& m, routing_trace_builder& b) : listed_(m.requests_listed) {
+  template <class Sink>
+  explicit trace_text_requests(const trace_text_metadata& m, Sink& b) : listed_(m.requests_listed) {
     for (const auto& name : m.requests) {
       if (!index_.emplace(name, b.add_request(name)).second) repeated_ = name;
     }
@@ -195,8 +204,8 @@ class trace_text_requests {
   /// The name listed twice in the metadata, if any.
   [[nodiscard]] const std::optional<std::string>& repeated() const noexcept { return repeated_; }
 
-  template <class Fail>
-  std::uint32_t find(const std::string& name, routing_trace_builder& b, Fail&& fail) {
+  template <class Sink, class Fail>
+  std::uint32_t find(const std::string& name, Sink& b, Fail&& fail) {
     if (const auto it = index_.find(name); it != index_.end()) return it->second;
     if (listed_) fail("request " + quote_text(name) + " is not in the metadata's \"requests\"");
     return index_.emplace(name, b.add_request(name)).first->second;
@@ -322,13 +331,17 @@ inline void json_floats(const jsonl_lines& at, const json& row, const char* key,
   }
 }
 
-inline routing_trace read_trace_jsonl_impl(std::istream& in, std::string_view name) {
+/// Reads the moepolicy routing JSONL in `in` row by row, in file order, with every check
+/// of the reader: `start(metadata)` returns the sink (`routing_trace_builder&` or one
+/// with its `add_request`, `check` and `add`) that each checked row is added to.
+template <class Start>
+void parse_trace_jsonl(std::istream& in, std::string_view name, Start&& start) {
   jsonl_lines lines(in, name);
   json rec;
   if (!lines.next(rec)) fail_at_line(name, 1, "expected the moepolicy.routing-jsonl metadata object, got end of input");
   const auto fail = [&](const std::string& problem) { lines.fail(problem); };
   const trace_text_metadata meta = parse_trace_text_metadata(rec, trace_jsonl_format_name, fail);
-  routing_trace_builder builder(meta.info);
+  auto& builder = start(meta);
   trace_text_requests requests(meta, builder);
   if (requests.repeated()) fail("request " + quote_text(*requests.repeated()) + " is listed twice in \"requests\"");
   const std::uint32_t k = meta.info.top_k;
@@ -362,11 +375,23 @@ inline routing_trace read_trace_jsonl_impl(std::istream& in, std::string_view na
     if (auto why = builder.check(row)) fail(*why);
     builder.add(row);
   }
+}
+
+/// The trace of the rows in `builder`, sorted; a problem of the rows together (a repeated
+/// row, a step of both phases) is an error naming `name`.
+inline routing_trace finish_text_trace(routing_trace_builder& builder, std::string_view name) {
   try {
     return std::move(builder).finish();
   } catch (const invalid_argument& e) {
     fail_file(name, std::string("the rows do not form a trace: ") + e.what());
   }
+}
+
+inline routing_trace read_trace_jsonl_impl(std::istream& in, std::string_view name) {
+  std::optional<routing_trace_builder> builder;
+  parse_trace_jsonl(in, name,
+                    [&](const trace_text_metadata& m) -> routing_trace_builder& { return builder.emplace(m.info); });
+  return finish_text_trace(*builder, name);
 }
 
 /// Splits one CSV record (RFC 4180) into `fields`; returns false when a quoted field is
@@ -411,7 +436,10 @@ bool parse_number(std::string_view s, T& out) {
   return ec == std::errc{} && end == s.data() + s.size() && !s.empty();
 }
 
-inline routing_trace read_trace_csv_impl(std::istream& in, std::string_view name) {
+/// Reads the moepolicy routing CSV in `in` row by row, in file order, with every check
+/// of the reader; `start` as for `parse_trace_jsonl`.
+template <class Start>
+void parse_trace_csv(std::istream& in, std::string_view name, Start&& start) {
   if (!in) fail_file(name, "the input stream is not readable");
   const input_limits& limits = active_input_limits();
   std::string buf;
@@ -476,7 +504,7 @@ inline routing_trace read_trace_csv_impl(std::istream& in, std::string_view name
   }
   const std::size_t columns = 5 + k + (meta.has_weights ? k : 0) + (meta.info.has_scores ? e : 0);
 
-  routing_trace_builder builder(meta.info);
+  auto& builder = start(meta);
   trace_text_requests requests(meta, builder);
   if (requests.repeated()) {
     record_line = 1;
@@ -543,11 +571,13 @@ inline routing_trace read_trace_csv_impl(std::istream& in, std::string_view name
     if (auto why = builder.check(row)) fail(*why);
     builder.add(row);
   }
-  try {
-    return std::move(builder).finish();
-  } catch (const invalid_argument& ex) {
-    fail_file(name, std::string("the rows do not form a trace: ") + ex.what());
-  }
+}
+
+inline routing_trace read_trace_csv_impl(std::istream& in, std::string_view name) {
+  std::optional<routing_trace_builder> builder;
+  parse_trace_csv(in, name,
+                  [&](const trace_text_metadata& m) -> routing_trace_builder& { return builder.emplace(m.info); });
+  return finish_text_trace(*builder, name);
 }
 
 }  // namespace detail
@@ -576,6 +606,234 @@ inline routing_trace read_trace_csv_impl(std::istream& in, std::string_view name
 [[nodiscard]] inline routing_trace read_trace_csv(const std::filesystem::path& file) {
   std::ifstream in = detail::open_input(file);
   return detail::read_trace_csv_impl(in, file.string());
+}
+
+// ---------------------------------------------------------------------------------------
+// Streaming to the canonical format
+
+/// What `write_canonical_from_trace_jsonl` and `write_canonical_from_trace_csv` wrote.
+struct text_to_canonical {
+  std::uint64_t rows = 0;
+  std::size_t requests = 0;
+  /// True when the rows were streamed (the file holds them in (request, step, layer,
+  /// position) order, as `convert` writes them); false when the trace was read whole.
+  bool streamed = false;
+};
+
+namespace detail {
+
+/// Thrown by `trace_text_spill::add` at the first row that is not after the row before it
+/// in (request, step, layer, position) order, or whose step mixes phases: the rows must be
+/// read whole (sorted, or reported as the whole reader reports them).
+struct text_rows_not_streamable {};
+
+/// A sink of rows (see `parse_trace_jsonl`) that appends each row, in the canonical
+/// writer's order, to a scratch file of fixed-size records: request, step, position (4
+/// bytes each), layer (2), phase (1), the k ids (2 each), the k weights and the scores (4
+/// each), in native byte order; `fill` gives them back a chunk at a time.
+class trace_text_spill {
+ public:
+  /// Creates the scratch file beside `out`; it is removed when the spill is destroyed.
+  ///
+  /// Throws: `std::filesystem::filesystem_error` when no scratch file can be created.
+  explicit trace_text_spill(const std::filesystem::path& out) {
+    for (unsigned attempt = 0; attempt < 64 && file_ == nullptr; ++attempt) {
+      path_ = moepolicy::detail::temporary_beside(out, attempt);
+      path_ += ".rows";
+      file_ = std::fopen(path_.c_str(), "w+bx");
+    }
+    if (file_ == nullptr) {
+      throw std::filesystem::filesystem_error("moepolicy: cannot create a scratch file beside", out,
+                                              std::error_code(errno, std::generic_category()));
+    }
+  }
+  trace_text_spill(const trace_text_spill&) = delete;
+  trace_text_spill& operator=(const trace_text_spill&) = delete;
+  ~trace_text_spill() {
+    std::fclose(file_);
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+
+  /// Called once with the metadata, before the first row.
+  trace_text_spill& start(const trace_info& info) {
+    info_ = info;
+    k_ = info.top_k;
+    e_ = info.has_scores ? info.num_experts : 0;
+    record_ = 15 + 2 * k_ + 4 * k_ + 4 * e_;
+    return *this;
+  }
+
+  std::uint32_t add_request(std::string name) {
+    names_.push_back(std::move(name));
+    return static_cast<std::uint32_t>(names_.size() - 1);
+  }
+  [[nodiscard]] std::optional<std::string> check(const trace_row& row) const {
+    return moepolicy::detail::check_row(info_, names_.size(), row);
+  }
+  /// Appends a checked row.
+  ///
+  /// Throws: `text_rows_not_streamable` for a row out of order, a repeated row or a step
+  /// of both phases; `std::ios_base::failure` when the scratch file cannot be written.
+  void add(const trace_row& row) {
+    const key_t key{row.request, row.step, row.layer, row.position};
+    if (rows_ > 0) {
+      if (!(prev_ < key)) throw text_rows_not_streamable{};
+      if (std::get<0>(prev_) == row.request && std::get<1>(prev_) == row.step && prev_kind_ != row.kind) {
+        throw text_rows_not_streamable{};
+      }
+    }
+    prev_ = key;
+    prev_kind_ = row.kind;
+    ++rows_;
+    put(row.request);
+    put(row.step);
+    put(row.position);
+    put(row.layer);
+    put(row.kind);
+    for (const auto id : row.experts) put(id);
+    for (const auto w : row.weights) put(w);
+    for (const auto s : row.scores) put(s);
+    if (buf_.size() >= block) flush();
+  }
+
+  /// Writes what is buffered; call once after the last row.
+  void flush() {
+    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) {
+      throw std::ios_base::failure("moepolicy: cannot write the scratch file " + path_.string());
+    }
+    buf_.clear();
+  }
+
+  /// Sets `cols` to the rows [first, first + count) (as `write_canonical_rows` asks).
+  void fill(std::uint64_t first, std::uint64_t count, trace_columns& cols) {
+    buf_.resize(count * record_);
+    if (std::fseek(file_, static_cast<long>(first * record_), SEEK_SET) != 0 ||
+        std::fread(buf_.data(), 1, buf_.size(), file_) != buf_.size()) {
+      throw std::ios_base::failure("moepolicy: cannot read back the scratch file " + path_.string());
+    }
+    cols.request.resize(count);
+    cols.step.resize(count);
+    cols.position.resize(count);
+    cols.layer.resize(count);
+    cols.kind.resize(count);
+    cols.experts.resize(count * k_);
+    cols.weights.resize(count * k_);
+    cols.scores.resize(count * e_);
+    const char* p = buf_.data();
+    for (std::uint64_t i = 0; i < count; ++i) {
+      get(p, cols.request[i]);
+      get(p, cols.step[i]);
+      get(p, cols.position[i]);
+      get(p, cols.layer[i]);
+      get(p, cols.kind[i]);
+      for (std::uint64_t j = 0; j < k_; ++j) get(p, cols.experts[i * k_ + j]);
+      for (std::uint64_t j = 0; j < k_; ++j) get(p, cols.weights[i * k_ + j]);
+      for (std::uint64_t j = 0; j < e_; ++j) get(p, cols.scores[i * e_ + j]);
+    }
+    buf_.clear();
+  }
+
+  [[nodiscard]] const trace_info& info() const noexcept { return info_; }
+  [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }
+  [[nodiscard]] std::uint64_t rows() const noexcept { return rows_; }
+
+  /// Bytes buffered before a write to the scratch file.
+  static constexpr std::size_t block = std::size_t{1} << 20;
+
+ private:
+  using key_t = std::tuple<std::uint32_t, std::uint32_t, layer_id, std::uint32_t>;
+  template <class T>
+  void put(T v) {
+    const std::size_t at = buf_.size();
+    buf_.resize(at + sizeof(T));
+    std::memcpy(buf_.data() + at, &v, sizeof(T));
+  }
+  template <class T>
+  static void get(const char*& p, T& v) {
+    std::memcpy(&v, p, sizeof(T));
+    p += sizeof(T);
+  }
+
+  std::filesystem::path path_;
+  std::FILE* file_ = nullptr;
+  trace_info info_;
+  std::uint64_t k_ = 0;
+  std::uint64_t e_ = 0;
+  std::uint64_t record_ = 0;
+  std::vector<std::string> names_;
+  std::vector<char> buf_;
+  std::uint64_t rows_ = 0;
+  key_t prev_{};
+  phase prev_kind_ = phase::prefill;
+};
+
+/// Streams the text trace `file` (read by `parse`) into the canonical file `out`, or reads
+/// it whole when its rows are not in the canonical order.
+template <class Parse, class ReadWhole>
+text_to_canonical write_canonical_from_text(const std::filesystem::path& file, const std::filesystem::path& out,
+                                            std::uint64_t chunk_rows, Parse&& parse, ReadWhole&& read_whole) {
+  {
+    trace_text_spill spill(out);
+    bool streamable = true;
+    {
+      std::ifstream in = open_input(file);
+      try {
+        parse(in, file.string(),
+              [&](const trace_text_metadata& m) -> trace_text_spill& { return spill.start(m.info); });
+      } catch (const text_rows_not_streamable&) {
+        streamable = false;
+      }
+    }
+    if (streamable) {
+      spill.flush();
+      write_canonical_rows(
+          out, spill.info(), spill.names(), spill.rows(),
+          [&](std::uint64_t first, std::uint64_t count, trace_columns& cols) { spill.fill(first, count, cols); },
+          chunk_rows);
+      return {spill.rows(), spill.names().size(), true};
+    }
+  }
+  const routing_trace t = read_whole(file);
+  write_canonical(t, out);
+  return {t.num_rows(), t.requests().size(), false};
+}
+
+}  // namespace detail
+
+/// Writes the moepolicy routing JSONL file `file` as the canonical file `out` (replaced
+/// atomically), the same bytes as `write_canonical(read_trace_jsonl(file), out)`. When the
+/// rows come in (request, step, layer, position) order (as `convert` writes them) they
+/// are streamed: one pass reads and checks them into a scratch file beside `out` (the
+/// canonical rows' size), then `write_canonical_rows` writes the columns from it, so the
+/// trace is never held. Otherwise (rows in another order, a repeated row) the file is read
+/// whole, which sorts the rows or reports the problem. Memory: a chunk of `chunk_rows`
+/// rows and the request names.
+///
+/// Throws: `parse_error` exactly as `read_trace_jsonl(file)`; `std::filesystem::
+/// filesystem_error` and `std::ios_base::failure` when `out` or the scratch file cannot be
+/// written.
+inline text_to_canonical write_canonical_from_trace_jsonl(const std::filesystem::path& file,
+                                                          const std::filesystem::path& out,
+                                                          std::uint64_t chunk_rows = std::uint64_t{1} << 16) {
+  return detail::write_canonical_from_text(
+      file, out, chunk_rows,
+      [](std::istream& in, std::string_view name, auto&& start) { detail::parse_trace_jsonl(in, name, start); },
+      [](const std::filesystem::path& f) { return read_trace_jsonl(f); });
+}
+
+/// The moepolicy routing CSV file `file` as the canonical file `out`; see
+/// `write_canonical_from_trace_jsonl`.
+///
+/// Throws: `parse_error` exactly as `read_trace_csv(file)`; as
+/// `write_canonical_from_trace_jsonl` otherwise.
+inline text_to_canonical write_canonical_from_trace_csv(const std::filesystem::path& file,
+                                                        const std::filesystem::path& out,
+                                                        std::uint64_t chunk_rows = std::uint64_t{1} << 16) {
+  return detail::write_canonical_from_text(
+      file, out, chunk_rows,
+      [](std::istream& in, std::string_view name, auto&& start) { detail::parse_trace_csv(in, name, start); },
+      [](const std::filesystem::path& f) { return read_trace_csv(f); });
 }
 
 /// Whether `first_line` is the metadata line of a moepolicy routing JSONL file (a JSON
