@@ -236,15 +236,13 @@ void run_tasks(std::vector<std::function<void()>>& tasks, std::size_t jobs) {
   if (failed) std::rethrow_exception(failed);
 }
 
-/// The untimed replays of one canonical file on one thread, in one walk of the file: every
-/// cache of `plain` (policies that hear no predictor) and a Belady cache at each of
-/// `belady_capacities`, which share one cursor of `index` (one rebuild of each chunk's next
-/// uses). Each cache sees exactly what `replay_cache` gives it — `begin_layer`, the batch's
-/// distinct experts in order, `end_layer`, and `end_step` after each step, its accesses
-/// numbered as there — so the hit ratios are those of one replay per cache; the caches are
-/// independent, so interleaving their events changes nothing. LRU, the common case, is
-/// replayed by its own type rather than through `any_eviction_policy`. `ratio(i)` receives
-/// the hit ratio of the i-th plain cache, then of each Belady cache.
+/// The untimed replays of one canonical file on one thread, in one walk of the file
+/// (`replay_caches`, sim/cache_replay.hpp): every cache of `plain` (policies that hear no
+/// predictor) and a Belady cache at each of `belady_capacities`, which share one cursor of
+/// `index` (one rebuild of each chunk's next uses). The hit ratios are those of one
+/// `replay_cache` per cache. LRU, the common case, is replayed by its own type rather than
+/// through `any_eviction_policy`. `ratio(i)` receives the hit ratio of the i-th plain
+/// cache, then of each Belady cache.
 struct fused_cache_spec {
   std::uint64_t capacity = 0;
   std::string policy;
@@ -261,7 +259,6 @@ void replay_fused(const canonical_file& t, const next_use_index& index, capacity
   std::deque<expert_cache<lru_policy>> lru;
   std::deque<expert_cache<any_eviction_policy>> other;
   std::deque<expert_cache<belady_policy>> belady;
-  std::vector<std::size_t> slot;  // where each plain cache's ratio goes: lru first, then other
   for (const fused_cache_spec& p : plain) {
     if (p.policy == "lru") {
       lru.emplace_back(config(p.capacity), lru_config{});
@@ -270,39 +267,7 @@ void replay_fused(const canonical_file& t, const next_use_index& index, capacity
     }
   }
   for (std::uint64_t c : belady_capacities) belady.emplace_back(config(c), belady_config{});
-  // A policy of `other` that reads the future gets it as Belady does.
-  std::vector<std::uint8_t> reads(other.size(), 0);
-  bool any_future = !belady.empty();
-  for (std::size_t i = 0; i < other.size(); ++i) {
-    reads[i] = other[i].policy().reads_future() ? 1 : 0;
-    any_future = any_future || reads[i] != 0;
-  }
-  const auto each = [&](auto&& f) {
-    for (auto& c : lru) f(c);
-    for (auto& c : other) f(c);
-    for (auto& c : belady) f(c);
-  };
-  std::optional<next_use_index::cursor> cursor;
-  if (any_future) cursor.emplace(index);
-  std::vector<std::uint8_t> seen(info.num_experts, 0);
-  std::uint64_t position = 0;
-  t.for_each_batch([](std::uint32_t) {},
-                   [&](const batch_view& b) {
-                     each([&](auto& c) { c.begin_layer(b); });
-                     detail::distinct_experts(b, seen, [&](expert_key k) {
-                       access_info future;
-                       if (cursor) future.next_use = cursor->next(position);
-                       ++position;
-                       for (auto& c : lru) static_cast<void>(c.get(k));
-                       for (std::size_t i = 0; i < other.size(); ++i) {
-                         static_cast<void>(other[i].get(k, reads[i] != 0 ? future : access_info{}));
-                       }
-                       for (auto& c : belady) static_cast<void>(c.get(k, future));
-                     });
-                     each([&](auto& c) { c.end_layer(b.ref.layer); });
-                   },
-                   [&](const step_ref&) { each([](auto& c) { c.end_step(); }); });
-  if (cursor) cursor->finish(position);
+  static_cast<void>(replay_caches(t, cache_replay_config{}, index, lru, other, belady));
   std::size_t li = 0, oi = 0;
   for (std::size_t i = 0; i < plain.size(); ++i) {
     ratio(i, plain[i].policy == "lru" ? lru[li++].stats().hit_ratio() : other[oi++].stats().hit_ratio());
