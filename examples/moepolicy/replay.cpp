@@ -72,6 +72,7 @@ struct options {
   std::optional<std::uint32_t> lookahead;
   std::optional<std::uint32_t> history;
   std::optional<double> router_alpha;
+  std::string reference = "belady";  // untimed: the bound printed beside the policies
   // Timed mode.
   std::string link;
   std::vector<std::size_t> concurrency{1};
@@ -242,14 +243,14 @@ void run_tasks(std::vector<std::function<void()>>& tasks, std::size_t jobs) {
 /// `index` (one rebuild of each chunk's next uses). The hit ratios are those of one
 /// `replay_cache` per cache. LRU, the common case, is replayed by its own type rather than
 /// through `any_eviction_policy`. `ratio(i)` receives the hit ratio of the i-th plain
-/// cache, then of each Belady cache.
+/// cache, then of each Belady cache. Without `index`, no cache may read the future.
 struct fused_cache_spec {
   std::uint64_t capacity = 0;
   std::string policy;
 };
 
 template <class Out>
-void replay_fused(const canonical_file& t, const next_use_index& index, capacity_scope scope,
+void replay_fused(const canonical_file& t, const next_use_index* index, capacity_scope scope,
                   const std::vector<fused_cache_spec>& plain, const std::vector<std::uint64_t>& belady_capacities,
                   Out&& ratio) {
   const trace_info& info = t.info();
@@ -267,7 +268,11 @@ void replay_fused(const canonical_file& t, const next_use_index& index, capacity
     }
   }
   for (std::uint64_t c : belady_capacities) belady.emplace_back(config(c), belady_config{});
-  static_cast<void>(replay_caches(t, cache_replay_config{}, index, lru, other, belady));
+  if (index != nullptr) {
+    static_cast<void>(replay_caches(t, cache_replay_config{}, *index, lru, other, belady));
+  } else {  // no cache reads the future
+    static_cast<void>(replay_caches(t, cache_replay_config{}, std::span<const std::uint64_t>{}, lru, other, belady));
+  }
   std::size_t li = 0, oi = 0;
   for (std::size_t i = 0; i < plain.size(); ++i) {
     ratio(i, plain[i].policy == "lru" ? lru[li++].stats().hit_ratio() : other[oi++].stats().hit_ratio());
@@ -287,18 +292,31 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
   const cache_shape shape{info.num_layers, info.num_experts, scope};
   const std::vector<std::string> names = policy_names(o, false);
   const bool show_lru_exact = o.policy == "lru" || o.policy == "all";
+  const bool reference = o.reference == "belady";
   const bool sticky = std::find(names.begin(), names.end(), "sticky-lru") != names.end() ||
                       std::find(names.begin(), names.end(), "gated-prefetch") != names.end();
   const std::string hints = predictor_label(o, info);
+  // The next uses are read by the Belady column and by a policy that reads the future.
+  const cache_config probe{
+      .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = o.capacities.front(), .scope = scope};
+  bool needs_future = reference;
+  for (const auto& n : names) {
+    needs_future =
+        needs_future || expert_cache<any_eviction_policy>(probe, eviction_config_by_name(n)).policy().reads_future();
+  }
   // The future Belady reads: a trace in memory holds its next uses (8 bytes per access); a
   // mapped file gets an index that rebuilds them a chunk at a time, so its replay runs in
-  // bounded memory at any length. The LRU curve comes from the same pass.
+  // bounded memory at any length. The LRU curve comes from the same pass; without a
+  // reader of the future the curve's pass is the only one before the replays.
   constexpr bool mapped = std::is_same_v<Trace, canonical_file>;
   using future_type = std::conditional_t<mapped, std::unique_ptr<next_use_index>, std::vector<std::uint64_t>>;
   hit_curve lru_curve;
   future_type next_use;
   std::uint64_t accesses = 0;
-  {
+  if (!needs_future) {
+    lru_curve = lru_hit_curve(t, shape);  // counts the accesses too
+    accesses = lru_curve.accesses;
+  } else {
     lru_curve_builder lru(shape);
     if constexpr (mapped) {
       next_use = std::make_unique<next_use_index>(t, cache_replay_config{}, 0, [&](expert_key k) {
@@ -315,22 +333,28 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
     }
     if (show_lru_exact) lru_curve = lru.curve();
   }
-  const auto future = [&]() -> decltype(auto) {
-    if constexpr (mapped) {
-      return static_cast<const next_use_index&>(*next_use);
-    } else {
-      return std::span<const std::uint64_t>(next_use);
-    }
-  };
+  // The LRU column is read off the exact curve, computed whenever LRU is replayed: a demand
+  // LRU cache counted in experts, with no admission, prefetch, shield or reset, is a stack
+  // algorithm (cache/stack_distance.hpp), so its hits at every capacity are the curve's, as
+  // the tests check against replays. No LRU cache is replayed.
+  const auto lru_from_curve = [&](const std::string& n) { return n == "lru" && show_lru_exact; };
 
-  // One task per (capacity, column): the policies, then Belady. On one thread, a mapped
-  // file's replays that hear no predictor run together in one walk (`replay_fused`).
+  // One task per (capacity, column): the policies, then Belady unless `--reference none`.
+  // On one thread, a mapped file's replays that hear no predictor run together in one walk
+  // (`replay_fused`).
   const std::size_t columns = names.size() + 1;
   std::vector<double> ratio(o.capacities.size() * columns, 0.0);
   std::vector<std::function<void()>> tasks;
   const auto hinted_policy = [&](const std::string& n) {
     return (n == "sticky-lru" || n == "gated-prefetch") && o.predictor != "none";
   };
+  for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
+    for (std::size_t pi = 0; pi < names.size(); ++pi) {
+      if (lru_from_curve(names[pi])) {
+        ratio[ci * columns + pi] = lru_curve.hit_ratio(static_cast<std::size_t>(o.capacities[ci]));
+      }
+    }
+  }
   bool fused = false;
   if constexpr (mapped) {
     if (o.jobs <= 1) {
@@ -339,28 +363,48 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
       std::vector<std::size_t> where;
       for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
         for (std::size_t pi = 0; pi < names.size(); ++pi) {
-          if (hinted_policy(names[pi])) continue;
+          if (hinted_policy(names[pi]) || lru_from_curve(names[pi])) continue;
           plain.push_back({o.capacities[ci], names[pi]});
           where.push_back(ci * columns + pi);
         }
       }
-      for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) where.push_back(ci * columns + names.size());
-      replay_fused(t, *next_use, scope, plain, o.capacities, [&](std::size_t i, double r) { ratio[where[i]] = r; });
+      const std::vector<std::uint64_t> belady_capacities = reference ? o.capacities : std::vector<std::uint64_t>{};
+      for (std::size_t ci = 0; ci < belady_capacities.size(); ++ci) where.push_back(ci * columns + names.size());
+      if (!plain.empty() || !belady_capacities.empty()) {
+        replay_fused(t, next_use.get(), scope, plain, belady_capacities,
+                     [&](std::size_t i, double r) { ratio[where[i]] = r; });
+      }
     }
   }
+  // One replay, reading the index or the positions, or no future when nothing reads it.
+  const auto replay_one = [&](const cache_config& cc, const any_eviction_config& pc) {
+    if constexpr (mapped) {
+      if (next_use) return replay_cache(t, cc, pc, {}, *next_use);
+      return replay_cache(t, cc, pc);
+    } else {
+      return replay_cache(t, cc, pc, {}, std::span<const std::uint64_t>(next_use));
+    }
+  };
   for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
     const cache_config cc{
         .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = o.capacities[ci], .scope = scope};
     for (std::size_t pi = 0; pi < columns; ++pi) {
       double* out = &ratio[ci * columns + pi];
-      if (fused && (pi == names.size() || !hinted_policy(names[pi]))) continue;
       if (pi == names.size()) {
-        tasks.emplace_back(
-            [&t, cc, out, &future] { *out = replay_cache<belady_policy>(t, cc, {}, {}, future()).stats.hit_ratio(); });
+        if (!fused && reference) {
+          tasks.emplace_back([&t, cc, out, &next_use] {
+            if constexpr (mapped) {
+              *out = replay_cache<belady_policy>(t, cc, {}, {}, *next_use).stats.hit_ratio();
+            } else {
+              *out = replay_cache<belady_policy>(t, cc, {}, {}, next_use).stats.hit_ratio();
+            }
+          });
+        }
         continue;
       }
+      if (lru_from_curve(names[pi]) || (fused && !hinted_policy(names[pi]))) continue;
       const std::string n = names[pi];
-      tasks.emplace_back([&o, &t, whole, cc, out, n, &future, &hinted_policy] {
+      tasks.emplace_back([&o, &t, whole, cc, out, n, &replay_one, &hinted_policy] {
         const any_eviction_config pc = eviction_config_by_name(n);
         if (hinted_policy(n)) {
           // The sticky LRU and the gated prefetch read no future.
@@ -375,7 +419,7 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
             hinted(t);
           }
         } else {
-          *out = replay_cache(t, cc, pc, {}, future()).stats.hit_ratio();
+          *out = replay_one(cc, pc).stats.hit_ratio();
         }
       });
     }
@@ -390,8 +434,9 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
            {"rows", json::array()}};
   std::vector<std::string> header{"capacity"};
   for (const auto& n : names) header.push_back(n);
-  header.emplace_back("belady (MIN)");
-  if (o.policy != "all" && o.policy != "belady") header.emplace_back("gap to MIN");
+  const bool gap = reference && o.policy != "all" && o.policy != "belady";
+  if (reference) header.emplace_back("belady (MIN)");
+  if (gap) header.emplace_back("gap to MIN");
   if (show_lru_exact) header.emplace_back("lru exact");
   examples::text_table table(header);
   for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
@@ -404,10 +449,12 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
       row.push_back(pct(last));
       jr[names[pi]] = last;
     }
-    const double min = ratio[ci * columns + names.size()];
-    row.push_back(pct(min));
-    jr["belady"] = min;
-    if (o.policy != "all" && o.policy != "belady") row.push_back(fixed(100.0 * (min - last), 2) + " pt");
+    if (reference) {
+      const double min = ratio[ci * columns + names.size()];
+      row.push_back(pct(min));
+      jr["belady"] = min;
+      if (gap) row.push_back(fixed(100.0 * (min - last), 2) + " pt");
+    }
     if (show_lru_exact) {
       const double exact = lru_curve.hit_ratio(static_cast<std::size_t>(c));
       row.push_back(pct(exact));
@@ -676,6 +723,11 @@ void add_replay(CLI::App& app) {
       ->transform(whole_number(0));
   cmd->add_flag("--prefill-prefetch", opt->prefill_prefetch,
                 "Timed: CXL-MoE's prefill-stage prefetch (stand-in: the prefill's own activation counts)");
+  cmd->add_option("--reference", opt->reference,
+                  "Untimed: the bound printed beside the policies: belady (MIN, the default) or none (the "
+                  "policies alone, without the next-use pass and Belady's replays)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"belady", "none"}));
   cmd->add_flag("--json", opt->json_out, "Print the results as JSON");
   cmd->add_option("--jobs", opt->jobs,
                   "Untimed: replays (one per capacity and policy) run on this many threads, >= 1; the results do "
@@ -706,6 +758,11 @@ void add_replay(CLI::App& app) {
                                  "prefetches the next step: use short-horizon, markov or oracle");
     }
     if (timed && opt->per_layer) throw CLI::ValidationError("--per-layer", "the timed replay has one shared pool");
+    if (timed && opt->reference != "belady") {
+      throw CLI::ValidationError("--reference",
+                                 "--reference applies to the untimed replay; the timed one prints "
+                                 "Belady's untimed hit ratio beside every row");
+    }
     if (timed && opt->router_alpha) {
       throw CLI::ValidationError("--router-alpha", "the router runs in the untimed replay (the timed one has no CPU)");
     }

@@ -467,6 +467,51 @@ TEST_CASE("several caches in one walk: a hand-made trace, hits worked by hand") 
   CHECK(warm[0].stats().hits != replay_cache<lru_policy>(t, two).stats.hits);
 }
 
+TEST_CASE("a demand LRU cache hits exactly as the stack-distance curve, at every capacity") {
+  // What lets `moepolicy replay` read its LRU column off `lru_hit_curve` instead of
+  // replaying LRU caches: the LRU cache protects nothing of the current batch and keeps
+  // one recency order per pool, so it is a stack algorithm in both scopes. Checked on the
+  // bundled trace and on random traces (batches of several tokens repeat experts), both
+  // phases and decode alone, one LRU cache per capacity from 0 to past the pool's slots.
+  std::vector<routing_trace> traces;
+  traces.push_back(test::granite_trace());
+  for (std::uint32_t seed : {3u, 17u, 29u}) {
+    for (std::uint32_t batch : {1u, 4u}) {
+      traces.push_back(test::synthetic_trace(seed, {.layers = 3, .experts = 12, .top_k = 3, .batch = batch}));
+    }
+  }
+  std::size_t compared = 0;
+  for (std::size_t ti = 0; ti < traces.size(); ++ti) {
+    const routing_trace& t = traces[ti];
+    const std::uint32_t L = t.info().num_layers, E = t.info().num_experts;
+    for (const capacity_scope scope : {capacity_scope::shared, capacity_scope::per_layer}) {
+      const cache_shape shape{L, E, scope};
+      const std::size_t slots = shape.partition_slots();
+      std::vector<std::uint64_t> capacities;
+      for (std::uint64_t c = 0; c <= slots + 1; ++c) {
+        if (c <= 40 || c % 32 == 0 || c + 1 >= slots) capacities.push_back(c);
+      }
+      for (const cache_replay_config rc : {cache_replay_config{}, cache_replay_config{.prefill = false}}) {
+        std::vector<expert_cache<lru_policy>> lru;
+        for (std::uint64_t c : capacities) {
+          lru.emplace_back(cache_config{.num_layers = L, .num_experts = E, .capacity = c, .scope = scope});
+        }
+        static_cast<void>(replay_caches(t, rc, {}, lru));
+        const hit_curve curve = lru_hit_curve(t, shape, rc);
+        for (std::size_t i = 0; i < capacities.size(); ++i) {
+          CAPTURE(ti);
+          CAPTURE(to_string(scope));
+          CAPTURE(capacities[i]);
+          CHECK(curve.hits_at(capacities[i]) == lru[i].stats().hits);
+          CHECK(curve.accesses == lru[i].stats().accesses);
+          ++compared;
+        }
+      }
+    }
+  }
+  CHECK(compared > 500);
+}
+
 TEST_CASE("several caches in one walk allocate nothing per batch or access") {
   if (!test::allocation_counting) {
     MESSAGE("allocation counting is off under AddressSanitizer");
