@@ -652,8 +652,9 @@ void run_timed(const options& o, const routing_trace& t, const std::vector<std::
 
 void run_replay(const options& o) {
   const std::vector<std::filesystem::path> paths(o.traces.begin(), o.traces.end());
-  // One canonical file is walked from its map in bounded memory, unless a part of the run
-  // needs the trace's indices (the timed model, the router, a predictor's scoring).
+  // One canonical file is walked from its map in bounded memory; a part of the run that
+  // needs the trace's indices (the timed model, the router, a predictor's scoring) reads it
+  // whole besides.
   std::error_code ec;
   const bool one_canonical = paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
                              io::detect_trace_format(paths.front()) == io::trace_format::canonical;
@@ -662,6 +663,15 @@ void run_replay(const options& o) {
   if (one_canonical && !needs_whole) {
     const canonical_file f(paths.front());
     run_untimed(o, f, nullptr, paths);
+    return;
+  }
+  if (one_canonical && o.link.empty()) {
+    // The router, a predictor's scoring and the oracle read the trace whole; the replays,
+    // Belady's next uses (a chunk at a time from the index) and the LRU curve still walk
+    // the map, so no next uses are held whole beside the trace.
+    const routing_trace t = io::read_trace(paths);
+    const canonical_file f(paths.front());
+    run_untimed(o, f, &t, paths);
     return;
   }
   const routing_trace t = io::read_trace(paths);
