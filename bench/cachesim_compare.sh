@@ -8,10 +8,12 @@
 # uses included, so cachesim's Belady reads the same future). Then, each measured with GNU
 # time (wall, user + system CPU, peak resident memory):
 #   moepolicy replay TRACE --policy lru --capacity 64 128   (LRU at both capacities, with
-#       its Belady and exact-LRU columns: the work the command always does)
+#       its Belady and exact-LRU columns: the work the command does by default)
+#   moepolicy replay TRACE --policy lru --capacity 64 128 --reference none   (LRU alone,
+#       and its exact curve, of which the LRU column is read)
 #   cachesim BIN oracleGeneral lru 64,128 --ignore-obj-size=1      (LRU only)
 #   cachesim BIN oracleGeneral lru,belady 64,128 --ignore-obj-size=1 (LRU and Belady, the
-#       columns `replay` prints but its exact-LRU curve)
+#       columns `replay` prints by default but its exact-LRU curve)
 # and the LRU hit ratios of both tools are printed side by side (they must agree). Each
 # tool reads its own format: `replay` the canonical file (27 bytes a row, 13.5 per access),
 # `cachesim` the oracleGeneral file; writing that file is not counted.
@@ -54,9 +56,17 @@ for rows in "${sizes[@]}"; do
   "$export_bin" "$trace" "$bin" 2> /dev/null
   accesses=$(($(stat -c %s "$bin") / 24))
 
-  read -r wall cpu mb <<< "$(timed "$dir/ours.json" "$tool" replay "$trace" --policy lru --capacity 64 128 --json)"
-  ours() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" / ".join("%.4f" % r[sys.argv[2]] for r in d["rows"]))' "$dir/ours.json" "$1"; }
-  echo "| $rows | $accesses | \`moepolicy replay --policy lru --capacity 64 128\` | $wall | $cpu | $mb | $(ours lru) | $(ours belady) |"
+  ours() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" / ".join("%.4f" % r[sys.argv[2]] for r in d["rows"] if sys.argv[2] in r))' "$dir/ours.json" "$1"; }
+  for reference in belady none; do
+    extra=()
+    label=""
+    if [ "$reference" = none ]; then
+      extra=(--reference none)
+      label=" --reference none"
+    fi
+    read -r wall cpu mb <<< "$(timed "$dir/ours.json" "$tool" replay "$trace" --policy lru --capacity 64 128 "${extra[@]}" --json)"
+    echo "| $rows | $accesses | \`moepolicy replay --policy lru --capacity 64 128$label\` | $wall | $cpu | $mb | $(ours lru) | $(ours belady) |"
+  done
 
   for algos in lru lru,belady; do
     # cachesim writes result/ under the working directory.

@@ -72,6 +72,7 @@ struct options {
   std::optional<std::uint32_t> lookahead;
   std::optional<std::uint32_t> history;
   std::optional<double> router_alpha;
+  std::string reference = "belady";  // untimed: the bound printed beside the policies
   // Timed mode.
   std::string link;
   std::vector<std::size_t> concurrency{1};
@@ -236,22 +237,20 @@ void run_tasks(std::vector<std::function<void()>>& tasks, std::size_t jobs) {
   if (failed) std::rethrow_exception(failed);
 }
 
-/// The untimed replays of one canonical file on one thread, in one walk of the file: every
-/// cache of `plain` (policies that hear no predictor) and a Belady cache at each of
-/// `belady_capacities`, which share one cursor of `index` (one rebuild of each chunk's next
-/// uses). Each cache sees exactly what `replay_cache` gives it — `begin_layer`, the batch's
-/// distinct experts in order, `end_layer`, and `end_step` after each step, its accesses
-/// numbered as there — so the hit ratios are those of one replay per cache; the caches are
-/// independent, so interleaving their events changes nothing. LRU, the common case, is
-/// replayed by its own type rather than through `any_eviction_policy`. `ratio(i)` receives
-/// the hit ratio of the i-th plain cache, then of each Belady cache.
+/// The untimed replays of one canonical file on one thread, in one walk of the file
+/// (`replay_caches`, sim/cache_replay.hpp): every cache of `plain` (policies that hear no
+/// predictor) and a Belady cache at each of `belady_capacities`, which share one cursor of
+/// `index` (one rebuild of each chunk's next uses). The hit ratios are those of one
+/// `replay_cache` per cache. LRU, the common case, is replayed by its own type rather than
+/// through `any_eviction_policy`. `ratio(i)` receives the hit ratio of the i-th plain
+/// cache, then of each Belady cache. Without `index`, no cache may read the future.
 struct fused_cache_spec {
   std::uint64_t capacity = 0;
   std::string policy;
 };
 
 template <class Out>
-void replay_fused(const canonical_file& t, const next_use_index& index, capacity_scope scope,
+void replay_fused(const canonical_file& t, const next_use_index* index, capacity_scope scope,
                   const std::vector<fused_cache_spec>& plain, const std::vector<std::uint64_t>& belady_capacities,
                   Out&& ratio) {
   const trace_info& info = t.info();
@@ -261,7 +260,6 @@ void replay_fused(const canonical_file& t, const next_use_index& index, capacity
   std::deque<expert_cache<lru_policy>> lru;
   std::deque<expert_cache<any_eviction_policy>> other;
   std::deque<expert_cache<belady_policy>> belady;
-  std::vector<std::size_t> slot;  // where each plain cache's ratio goes: lru first, then other
   for (const fused_cache_spec& p : plain) {
     if (p.policy == "lru") {
       lru.emplace_back(config(p.capacity), lru_config{});
@@ -270,39 +268,11 @@ void replay_fused(const canonical_file& t, const next_use_index& index, capacity
     }
   }
   for (std::uint64_t c : belady_capacities) belady.emplace_back(config(c), belady_config{});
-  // A policy of `other` that reads the future gets it as Belady does.
-  std::vector<std::uint8_t> reads(other.size(), 0);
-  bool any_future = !belady.empty();
-  for (std::size_t i = 0; i < other.size(); ++i) {
-    reads[i] = other[i].policy().reads_future() ? 1 : 0;
-    any_future = any_future || reads[i] != 0;
+  if (index != nullptr) {
+    static_cast<void>(replay_caches(t, cache_replay_config{}, *index, lru, other, belady));
+  } else {  // no cache reads the future
+    static_cast<void>(replay_caches(t, cache_replay_config{}, std::span<const std::uint64_t>{}, lru, other, belady));
   }
-  const auto each = [&](auto&& f) {
-    for (auto& c : lru) f(c);
-    for (auto& c : other) f(c);
-    for (auto& c : belady) f(c);
-  };
-  std::optional<next_use_index::cursor> cursor;
-  if (any_future) cursor.emplace(index);
-  std::vector<std::uint8_t> seen(info.num_experts, 0);
-  std::uint64_t position = 0;
-  t.for_each_batch([](std::uint32_t) {},
-                   [&](const batch_view& b) {
-                     each([&](auto& c) { c.begin_layer(b); });
-                     detail::distinct_experts(b, seen, [&](expert_key k) {
-                       access_info future;
-                       if (cursor) future.next_use = cursor->next(position);
-                       ++position;
-                       for (auto& c : lru) static_cast<void>(c.get(k));
-                       for (std::size_t i = 0; i < other.size(); ++i) {
-                         static_cast<void>(other[i].get(k, reads[i] != 0 ? future : access_info{}));
-                       }
-                       for (auto& c : belady) static_cast<void>(c.get(k, future));
-                     });
-                     each([&](auto& c) { c.end_layer(b.ref.layer); });
-                   },
-                   [&](const step_ref&) { each([](auto& c) { c.end_step(); }); });
-  if (cursor) cursor->finish(position);
   std::size_t li = 0, oi = 0;
   for (std::size_t i = 0; i < plain.size(); ++i) {
     ratio(i, plain[i].policy == "lru" ? lru[li++].stats().hit_ratio() : other[oi++].stats().hit_ratio());
@@ -322,18 +292,31 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
   const cache_shape shape{info.num_layers, info.num_experts, scope};
   const std::vector<std::string> names = policy_names(o, false);
   const bool show_lru_exact = o.policy == "lru" || o.policy == "all";
+  const bool reference = o.reference == "belady";
   const bool sticky = std::find(names.begin(), names.end(), "sticky-lru") != names.end() ||
                       std::find(names.begin(), names.end(), "gated-prefetch") != names.end();
   const std::string hints = predictor_label(o, info);
+  // The next uses are read by the Belady column and by a policy that reads the future.
+  const cache_config probe{
+      .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = o.capacities.front(), .scope = scope};
+  bool needs_future = reference;
+  for (const auto& n : names) {
+    needs_future =
+        needs_future || expert_cache<any_eviction_policy>(probe, eviction_config_by_name(n)).policy().reads_future();
+  }
   // The future Belady reads: a trace in memory holds its next uses (8 bytes per access); a
   // mapped file gets an index that rebuilds them a chunk at a time, so its replay runs in
-  // bounded memory at any length. The LRU curve comes from the same pass.
+  // bounded memory at any length. The LRU curve comes from the same pass; without a
+  // reader of the future the curve's pass is the only one before the replays.
   constexpr bool mapped = std::is_same_v<Trace, canonical_file>;
   using future_type = std::conditional_t<mapped, std::unique_ptr<next_use_index>, std::vector<std::uint64_t>>;
   hit_curve lru_curve;
   future_type next_use;
   std::uint64_t accesses = 0;
-  {
+  if (!needs_future) {
+    lru_curve = lru_hit_curve(t, shape);  // counts the accesses too
+    accesses = lru_curve.accesses;
+  } else {
     lru_curve_builder lru(shape);
     if constexpr (mapped) {
       next_use = std::make_unique<next_use_index>(t, cache_replay_config{}, 0, [&](expert_key k) {
@@ -350,22 +333,28 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
     }
     if (show_lru_exact) lru_curve = lru.curve();
   }
-  const auto future = [&]() -> decltype(auto) {
-    if constexpr (mapped) {
-      return static_cast<const next_use_index&>(*next_use);
-    } else {
-      return std::span<const std::uint64_t>(next_use);
-    }
-  };
+  // The LRU column is read off the exact curve, computed whenever LRU is replayed: a demand
+  // LRU cache counted in experts, with no admission, prefetch, shield or reset, is a stack
+  // algorithm (cache/stack_distance.hpp), so its hits at every capacity are the curve's, as
+  // the tests check against replays. No LRU cache is replayed.
+  const auto lru_from_curve = [&](const std::string& n) { return n == "lru" && show_lru_exact; };
 
-  // One task per (capacity, column): the policies, then Belady. On one thread, a mapped
-  // file's replays that hear no predictor run together in one walk (`replay_fused`).
+  // One task per (capacity, column): the policies, then Belady unless `--reference none`.
+  // On one thread, a mapped file's replays that hear no predictor run together in one walk
+  // (`replay_fused`).
   const std::size_t columns = names.size() + 1;
   std::vector<double> ratio(o.capacities.size() * columns, 0.0);
   std::vector<std::function<void()>> tasks;
   const auto hinted_policy = [&](const std::string& n) {
     return (n == "sticky-lru" || n == "gated-prefetch") && o.predictor != "none";
   };
+  for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
+    for (std::size_t pi = 0; pi < names.size(); ++pi) {
+      if (lru_from_curve(names[pi])) {
+        ratio[ci * columns + pi] = lru_curve.hit_ratio(static_cast<std::size_t>(o.capacities[ci]));
+      }
+    }
+  }
   bool fused = false;
   if constexpr (mapped) {
     if (o.jobs <= 1) {
@@ -374,28 +363,48 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
       std::vector<std::size_t> where;
       for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
         for (std::size_t pi = 0; pi < names.size(); ++pi) {
-          if (hinted_policy(names[pi])) continue;
+          if (hinted_policy(names[pi]) || lru_from_curve(names[pi])) continue;
           plain.push_back({o.capacities[ci], names[pi]});
           where.push_back(ci * columns + pi);
         }
       }
-      for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) where.push_back(ci * columns + names.size());
-      replay_fused(t, *next_use, scope, plain, o.capacities, [&](std::size_t i, double r) { ratio[where[i]] = r; });
+      const std::vector<std::uint64_t> belady_capacities = reference ? o.capacities : std::vector<std::uint64_t>{};
+      for (std::size_t ci = 0; ci < belady_capacities.size(); ++ci) where.push_back(ci * columns + names.size());
+      if (!plain.empty() || !belady_capacities.empty()) {
+        replay_fused(t, next_use.get(), scope, plain, belady_capacities,
+                     [&](std::size_t i, double r) { ratio[where[i]] = r; });
+      }
     }
   }
+  // One replay, reading the index or the positions, or no future when nothing reads it.
+  const auto replay_one = [&](const cache_config& cc, const any_eviction_config& pc) {
+    if constexpr (mapped) {
+      if (next_use) return replay_cache(t, cc, pc, {}, *next_use);
+      return replay_cache(t, cc, pc);
+    } else {
+      return replay_cache(t, cc, pc, {}, std::span<const std::uint64_t>(next_use));
+    }
+  };
   for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
     const cache_config cc{
         .num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = o.capacities[ci], .scope = scope};
     for (std::size_t pi = 0; pi < columns; ++pi) {
       double* out = &ratio[ci * columns + pi];
-      if (fused && (pi == names.size() || !hinted_policy(names[pi]))) continue;
       if (pi == names.size()) {
-        tasks.emplace_back(
-            [&t, cc, out, &future] { *out = replay_cache<belady_policy>(t, cc, {}, {}, future()).stats.hit_ratio(); });
+        if (!fused && reference) {
+          tasks.emplace_back([&t, cc, out, &next_use] {
+            if constexpr (mapped) {
+              *out = replay_cache<belady_policy>(t, cc, {}, {}, *next_use).stats.hit_ratio();
+            } else {
+              *out = replay_cache<belady_policy>(t, cc, {}, {}, next_use).stats.hit_ratio();
+            }
+          });
+        }
         continue;
       }
+      if (lru_from_curve(names[pi]) || (fused && !hinted_policy(names[pi]))) continue;
       const std::string n = names[pi];
-      tasks.emplace_back([&o, &t, whole, cc, out, n, &future, &hinted_policy] {
+      tasks.emplace_back([&o, &t, whole, cc, out, n, &replay_one, &hinted_policy] {
         const any_eviction_config pc = eviction_config_by_name(n);
         if (hinted_policy(n)) {
           // The sticky LRU and the gated prefetch read no future.
@@ -410,7 +419,7 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
             hinted(t);
           }
         } else {
-          *out = replay_cache(t, cc, pc, {}, future()).stats.hit_ratio();
+          *out = replay_one(cc, pc).stats.hit_ratio();
         }
       });
     }
@@ -425,8 +434,9 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
            {"rows", json::array()}};
   std::vector<std::string> header{"capacity"};
   for (const auto& n : names) header.push_back(n);
-  header.emplace_back("belady (MIN)");
-  if (o.policy != "all" && o.policy != "belady") header.emplace_back("gap to MIN");
+  const bool gap = reference && o.policy != "all" && o.policy != "belady";
+  if (reference) header.emplace_back("belady (MIN)");
+  if (gap) header.emplace_back("gap to MIN");
   if (show_lru_exact) header.emplace_back("lru exact");
   examples::text_table table(header);
   for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
@@ -439,10 +449,12 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
       row.push_back(pct(last));
       jr[names[pi]] = last;
     }
-    const double min = ratio[ci * columns + names.size()];
-    row.push_back(pct(min));
-    jr["belady"] = min;
-    if (o.policy != "all" && o.policy != "belady") row.push_back(fixed(100.0 * (min - last), 2) + " pt");
+    if (reference) {
+      const double min = ratio[ci * columns + names.size()];
+      row.push_back(pct(min));
+      jr["belady"] = min;
+      if (gap) row.push_back(fixed(100.0 * (min - last), 2) + " pt");
+    }
     if (show_lru_exact) {
       const double exact = lru_curve.hit_ratio(static_cast<std::size_t>(c));
       row.push_back(pct(exact));
@@ -640,8 +652,9 @@ void run_timed(const options& o, const routing_trace& t, const std::vector<std::
 
 void run_replay(const options& o) {
   const std::vector<std::filesystem::path> paths(o.traces.begin(), o.traces.end());
-  // One canonical file is walked from its map in bounded memory, unless a part of the run
-  // needs the trace's indices (the timed model, the router, a predictor's scoring).
+  // One canonical file is walked from its map in bounded memory; a part of the run that
+  // needs the trace's indices (the timed model, the router, a predictor's scoring) reads it
+  // whole besides.
   std::error_code ec;
   const bool one_canonical = paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
                              io::detect_trace_format(paths.front()) == io::trace_format::canonical;
@@ -650,6 +663,15 @@ void run_replay(const options& o) {
   if (one_canonical && !needs_whole) {
     const canonical_file f(paths.front());
     run_untimed(o, f, nullptr, paths);
+    return;
+  }
+  if (one_canonical && o.link.empty()) {
+    // The router, a predictor's scoring and the oracle read the trace whole; the replays,
+    // Belady's next uses (a chunk at a time from the index) and the LRU curve still walk
+    // the map, so no next uses are held whole beside the trace.
+    const routing_trace t = io::read_trace(paths);
+    const canonical_file f(paths.front());
+    run_untimed(o, f, &t, paths);
     return;
   }
   const routing_trace t = io::read_trace(paths);
@@ -711,6 +733,11 @@ void add_replay(CLI::App& app) {
       ->transform(whole_number(0));
   cmd->add_flag("--prefill-prefetch", opt->prefill_prefetch,
                 "Timed: CXL-MoE's prefill-stage prefetch (stand-in: the prefill's own activation counts)");
+  cmd->add_option("--reference", opt->reference,
+                  "Untimed: the bound printed beside the policies: belady (MIN, the default) or none (the "
+                  "policies alone, without the next-use pass and Belady's replays)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"belady", "none"}));
   cmd->add_flag("--json", opt->json_out, "Print the results as JSON");
   cmd->add_option("--jobs", opt->jobs,
                   "Untimed: replays (one per capacity and policy) run on this many threads, >= 1; the results do "
@@ -741,6 +768,11 @@ void add_replay(CLI::App& app) {
                                  "prefetches the next step: use short-horizon, markov or oracle");
     }
     if (timed && opt->per_layer) throw CLI::ValidationError("--per-layer", "the timed replay has one shared pool");
+    if (timed && opt->reference != "belady") {
+      throw CLI::ValidationError("--reference",
+                                 "--reference applies to the untimed replay; the timed one prints "
+                                 "Belady's untimed hit ratio beside every row");
+    }
     if (timed && opt->router_alpha) {
       throw CLI::ValidationError("--router-alpha", "the router runs in the untimed replay (the timed one has no CPU)");
     }

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <random>
 #include <vector>
 
 #include "moepolicy/cache/expert_cache.hpp"
@@ -58,4 +60,41 @@ TEST_CASE("Belady's victim is the resident needed farthest ahead") {
   CHECK(p.admit({0, 3}, {.next_use = 7}, true));
   CHECK(!p.admit({0, 3}, {.next_use = 12}, true));
   CHECK(p.admit({0, 3}, {.next_use = 12}, false));
+}
+
+TEST_CASE("Belady's victim after any sequence of events: the farthest resident, ties to the lower key") {
+  // Random skewed sequences (so several residents are never needed again and tie), both
+  // scopes and several capacities: after every access the policy's victim in the accessed
+  // pool is the one a scan of the residents finds.
+  std::size_t checked = 0;
+  for (std::uint32_t seed = 1; seed <= 12; ++seed) {
+    std::mt19937 rng(seed);
+    constexpr std::uint32_t L = 3, E = 6;
+    const capacity_scope scope = seed % 2 == 0 ? capacity_scope::shared : capacity_scope::per_layer;
+    const std::uint64_t capacity = scope == capacity_scope::shared ? 2 + seed % 9 : 1 + seed % 5;
+    std::geometric_distribution<std::uint32_t> skew(0.35);
+    std::vector<expert_key> seq;
+    for (int i = 0; i < 600; ++i) {
+      seq.push_back({static_cast<layer_id>(rng() % L), static_cast<expert_id>(std::min(skew(rng), E - 1))});
+    }
+    const std::vector<std::uint64_t> next = next_use_positions(seq, L, E);
+    expert_cache<belady_policy> c({.num_layers = L, .num_experts = E, .capacity = capacity, .scope = scope});
+    std::vector<std::uint64_t> given(L * E, no_next_use);  // the next use each resident was last given
+    for (std::size_t i = 0; i < seq.size(); ++i) {
+      c.get(seq[i], {.next_use = next[i]});
+      given[seq[i].flat(E)] = next[i];
+      std::optional<expert_key> want;
+      for (std::uint32_t l = 0; l < L; ++l) {
+        if (scope == capacity_scope::per_layer && l != seq[i].layer) continue;
+        for (std::uint32_t e = 0; e < E; ++e) {
+          const expert_key k{static_cast<layer_id>(l), static_cast<expert_id>(e)};
+          if (!c.contains(k)) continue;
+          if (!want || given[k.flat(E)] > given[want->flat(E)]) want = k;
+        }
+      }
+      CHECK(c.victim_for(seq[i]) == want);
+      ++checked;
+    }
+  }
+  CHECK(checked == 12 * 600);
 }

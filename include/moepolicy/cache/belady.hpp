@@ -29,6 +29,103 @@
 
 namespace moepolicy {
 
+namespace detail {
+
+/// Belady's residents: one binary heap per pool of (next use, slot) entries held in the heap
+/// itself, the farthest next use on top, ties to the lower slot — the order of
+/// `partitioned_heap` with the rank {0, no_next_use − next use}, without its indirection
+/// through a rank table and its comparison of doubles on every step of a sift.
+class next_use_heap {
+ public:
+  explicit next_use_heap(const cache_shape& s)
+      : shape_(s), layer_of_(s.num_experts), heap_(s.slots()), pos_(s.slots(), no_slot), size_(s.partitions(), 0) {}
+
+  void push(std::size_t f, std::uint64_t next_use) noexcept {
+    MOEPOLICY_ASSERT(pos_[f] == no_slot);
+    const std::size_t p = part_of(f);
+    sift_up(p, size_[p]++, {next_use, static_cast<std::uint32_t>(f)});
+  }
+  void update(std::size_t f, std::uint64_t next_use) noexcept {
+    MOEPOLICY_ASSERT(pos_[f] != no_slot);
+    const std::size_t p = part_of(f);
+    const std::size_t i = pos_[f];
+    const entry e{next_use, static_cast<std::uint32_t>(f)};
+    if (i > 0 && before(e, heap_[base(p) + (i - 1) / 2])) {
+      sift_up(p, i, e);
+    } else {
+      sift_down(p, i, e);
+    }
+  }
+  void erase(std::size_t f) noexcept {
+    MOEPOLICY_ASSERT(pos_[f] != no_slot);
+    const std::size_t p = part_of(f);
+    const std::size_t i = pos_[f];
+    const std::size_t last = --size_[p];
+    pos_[f] = no_slot;
+    if (i == last) return;
+    const entry moved = heap_[base(p) + last];
+    if (i > 0 && before(moved, heap_[base(p) + (i - 1) / 2])) {
+      sift_up(p, i, moved);
+    } else {
+      sift_down(p, i, moved);
+    }
+  }
+  /// The resident of pool `part` needed farthest in the future, or nothing when it is empty.
+  [[nodiscard]] std::optional<std::size_t> top(std::size_t part) const noexcept {
+    if (size_[part] == 0) return std::nullopt;
+    return heap_[base(part)].slot;
+  }
+
+ private:
+  struct entry {
+    std::uint64_t next_use = 0;
+    std::uint32_t slot = 0;
+  };
+
+  [[nodiscard]] static bool before(const entry& a, const entry& b) noexcept {
+    return a.next_use != b.next_use ? a.next_use > b.next_use : a.slot < b.slot;
+  }
+  [[nodiscard]] std::size_t part_of(std::size_t f) const noexcept {
+    return shape_.scope == capacity_scope::per_layer ? layer_of_.divide(f) : 0;
+  }
+  [[nodiscard]] std::size_t base(std::size_t part) const noexcept { return part * shape_.partition_slots(); }
+  void place(std::size_t b, std::size_t i, const entry& e) noexcept {
+    heap_[b + i] = e;
+    pos_[e.slot] = static_cast<std::uint32_t>(i);
+  }
+  void sift_up(std::size_t p, std::size_t i, const entry& e) noexcept {
+    const std::size_t b = base(p);
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / 2;
+      if (!before(e, heap_[b + parent])) break;
+      place(b, i, heap_[b + parent]);
+      i = parent;
+    }
+    place(b, i, e);
+  }
+  void sift_down(std::size_t p, std::size_t i, const entry& e) noexcept {
+    const std::size_t b = base(p);
+    const std::size_t n = size_[p];
+    for (;;) {
+      std::size_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && before(heap_[b + child + 1], heap_[b + child])) ++child;
+      if (!before(heap_[b + child], e)) break;
+      place(b, i, heap_[b + child]);
+      i = child;
+    }
+    place(b, i, e);
+  }
+
+  cache_shape shape_;
+  slot_divider layer_of_;  // slot → layer (its pool when pools are per layer)
+  std::vector<entry> heap_;
+  std::vector<std::uint32_t> pos_;
+  std::vector<std::size_t> size_;
+};
+
+}  // namespace detail
+
 /// Belady has nothing to configure.
 struct belady_config {};
 
@@ -46,12 +143,12 @@ class belady_policy {
   void on_insert(expert_key k, const access_info& i) noexcept {
     const std::size_t f = shape_.flat(k);
     next_[f] = i.next_use;
-    heap_.push(f, rank(i.next_use));
+    heap_.push(f, i.next_use);
   }
   void on_hit(expert_key k, const access_info& i) noexcept {
     const std::size_t f = shape_.flat(k);
     next_[f] = i.next_use;
-    heap_.update(f, rank(i.next_use));
+    heap_.update(f, i.next_use);
   }
   void on_evict(expert_key k) noexcept { heap_.erase(shape_.flat(k)); }
 
@@ -72,10 +169,8 @@ class belady_policy {
   }
 
  private:
-  static detail::heap_rank rank(std::uint64_t next_use) noexcept { return {0.0, no_next_use - next_use}; }
-
   cache_shape shape_;
-  detail::partitioned_heap heap_;
+  detail::next_use_heap heap_;
   std::vector<std::uint64_t> next_;
 };
 

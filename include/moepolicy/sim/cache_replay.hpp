@@ -22,6 +22,11 @@
 // Functions:
 //   replay_accesses            the demand access sequence of a replay;
 //   replay_cache               a demand replay, by policy type or by `any_eviction_config`;
+//   replay_caches              demand replays of several caches of any policy types,
+//                              capacities and scopes in one walk, the caches that read the
+//                              future sharing one next-use sequence (or one cursor of a
+//                              `next_use_index`); the same statistics as one `replay_cache`
+//                              per cache, for the cost of one walk;
 //   replay_cache_with_hints    a demand replay whose policy hears a predictor's hints;
 //   replay_cache_with_prefetch a replay that also prefetches a predictor's forecast
 //                              (untimed: an upper bound on the prefetches' benefit, their
@@ -31,6 +36,9 @@
 //   lru_hit_curve              the LRU hit count at every capacity in one pass;
 //   next_use_index             the next uses of a canonical file's replay, rebuilt a chunk
 //                              at a time, for replays in bounded memory at any length.
+//
+// Every replay runs one event loop (`detail::replay_walk`), which feeds the events of each
+// kept batch to one cache or to a set of caches.
 //
 // The demand replays, `replay_accesses` and `lru_hit_curve` take a `routing_trace` or a
 // `canonical_file` (trace/canonical.hpp), which they walk straight from its memory map in
@@ -46,9 +54,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <ranges>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -88,6 +100,15 @@ struct cache_replay_result {
   /// Per layer, demand accesses and hits.
   std::vector<layer_hits> layers;
   /// Forward passes and batches replayed.
+  std::uint64_t steps = 0;
+  std::uint64_t batches = 0;
+};
+
+/// What a replay of several caches in one walk counted (`replay_caches`); each cache holds
+/// its own statistics.
+struct replay_walk_result {
+  /// Demand accesses, forward passes and batches replayed.
+  std::uint64_t accesses = 0;
   std::uint64_t steps = 0;
   std::uint64_t batches = 0;
 };
@@ -184,45 +205,78 @@ void distinct_experts(const batch_view& b, std::vector<std::uint8_t>& seen, Each
   for (expert_id e : b.experts) seen[e] = 0;
 }
 
-/// The replay loop shared by the demand and hint replays. `before(b)` runs before the
-/// batch's accesses, `after(b)` after its `end_layer`, `new_request()` when a request
-/// starts, `step_end()` after each kept step.
-template <EvictionPolicy P, replay_source T, class Future, class Before, class After, class NewRequest, class StepEnd>
-cache_replay_result replay_loop(const T& t, expert_cache<P>& cache, const cache_replay_config& rc, Future&& future,
-                                Before&& before, After&& after, NewRequest&& new_request, StepEnd&& step_end) {
-  cache_replay_result out;
-  out.layers.assign(t.info().num_layers, {});
+/// The replay event loop, shared by every replay of this header: walks `t`'s batches in
+/// order and, for each batch of a kept phase, calls `before(b)`, `feed.begin_layer(b)`,
+/// `feed.access(k, info)` for each distinct expert `k` of the batch in order of first
+/// selection (`info.next_use` read from `future` when it is active, the accesses numbered
+/// 0, 1, … in this order), `feed.end_layer(layer)` and `after(b)`; after each kept step
+/// `feed.end_step()` and `step_end()`; when a request starts `feed.clear()` if the replay
+/// resets between requests, then `new_request()`. `future.finish(accesses)` checks the
+/// count at the end. The feed dispatches the events to one cache or to many.
+template <replay_source T, class Future, class Feed, class Before, class After, class NewRequest, class StepEnd>
+replay_walk_result replay_walk(const T& t, const cache_replay_config& rc, Future& future, Feed& feed, Before&& before,
+                               After&& after, NewRequest&& new_request, StepEnd&& step_end) {
+  replay_walk_result out;
   std::vector<std::uint8_t> seen(t.info().num_experts, 0);
   std::uint64_t position = 0;
   walk_batches(
       t,
       [&](std::uint32_t) {
-        if (rc.reset_between_requests) cache.clear();
+        if (rc.reset_between_requests) feed.clear();
         new_request();
       },
       [&](const batch_view& b) {
         if (!kept(b.ref.kind, rc.prefill, rc.decode)) return;
         before(b);
-        cache.begin_layer(b);
+        feed.begin_layer(b);
         distinct_experts(b, seen, [&](expert_key k) {
           access_info info;
           if (future.active()) info.next_use = future.next(position);
           ++position;
-          const access_outcome o = cache.get(k, info);
-          ++out.layers[k.layer].accesses;
-          if (o.hit) ++out.layers[k.layer].hits;
+          feed.access(k, info);
         });
-        cache.end_layer(b.ref.layer);
+        feed.end_layer(b.ref.layer);
         after(b);
         ++out.batches;
       },
       [&](const step_ref& s) {
         if (!kept(s.kind, rc.prefill, rc.decode)) return;
-        cache.end_step();
+        feed.end_step();
         step_end();
         ++out.steps;
       });
   if (future.active()) future.finish(position);
+  out.accesses = position;
+  return out;
+}
+
+/// The events of a replay fed to one cache, counting each layer's accesses and hits.
+template <EvictionPolicy P>
+struct single_cache_feed {
+  expert_cache<P>& cache;
+  std::vector<layer_hits>& layers;
+
+  void clear() noexcept { cache.clear(); }
+  void begin_layer(const batch_view& b) noexcept { cache.begin_layer(b); }
+  void access(expert_key k, const access_info& info) noexcept {
+    const access_outcome o = cache.get(k, info);
+    ++layers[k.layer].accesses;
+    if (o.hit) ++layers[k.layer].hits;
+  }
+  void end_layer(layer_id l) noexcept { cache.end_layer(l); }
+  void end_step() noexcept { cache.end_step(); }
+};
+
+/// The replay of one cache (`replay_walk` through a `single_cache_feed`).
+template <EvictionPolicy P, replay_source T, class Future, class Before, class After, class NewRequest, class StepEnd>
+cache_replay_result replay_loop(const T& t, expert_cache<P>& cache, const cache_replay_config& rc, Future&& future,
+                                Before&& before, After&& after, NewRequest&& new_request, StepEnd&& step_end) {
+  cache_replay_result out;
+  out.layers.assign(t.info().num_layers, {});
+  single_cache_feed<P> feed{cache, out.layers};
+  const replay_walk_result w = replay_walk(t, rc, future, feed, before, after, new_request, step_end);
+  out.steps = w.steps;
+  out.batches = w.batches;
   out.stats = cache.stats();
   return out;
 }
@@ -231,18 +285,19 @@ cache_replay_result replay_loop(const T& t, expert_cache<P>& cache, const cache_
 /// replay's accesses.
 struct span_future {
   std::span<const std::uint64_t> next_use;
+  std::string_view fn = "replay_cache";
 
   [[nodiscard]] bool active() const noexcept { return !next_use.empty(); }
   [[nodiscard]] std::uint64_t next(std::uint64_t position) const {
     if (position >= next_use.size()) {
-      throw_invalid("replay_cache", "next_use has fewer entries than the replay's accesses", next_use.size());
+      throw_invalid(fn, "next_use has fewer entries than the replay's accesses", next_use.size());
     }
     return next_use[position];
   }
   void finish(std::uint64_t positions) const {
     if (positions != next_use.size()) {
-      throw_invalid("replay_cache", "next_use has " + std::to_string(next_use.size()) + " entries, the replay made " +
-                                        std::to_string(positions) + " accesses");
+      throw_invalid(fn, "next_use has " + std::to_string(next_use.size()) + " entries, the replay made " +
+                            std::to_string(positions) + " accesses");
     }
   }
 };
@@ -487,6 +542,23 @@ std::span<const std::uint64_t> future_of(const T& t, const expert_cache<P>& cach
   return storage;
 }
 
+/// The next uses a replay reads from an index's cursor, or none.
+struct optional_cursor {
+  std::optional<next_use_index::cursor> cursor;
+
+  [[nodiscard]] bool active() const noexcept { return cursor.has_value(); }
+  [[nodiscard]] std::uint64_t next(std::uint64_t position) { return cursor->next(position); }
+  void finish(std::uint64_t positions) const { cursor->finish(positions); }
+};
+
+inline void check_index(const canonical_file& t, const cache_replay_config& rc, const next_use_index& index,
+                        std::string_view fn) {
+  if (&index.file() != &t) throw_invalid(fn, "the next-use index was built on another file than " + t.name());
+  if (index.config().prefill != rc.prefill || index.config().decode != rc.decode) {
+    throw_invalid(fn, "the next-use index was built for other phases than the replay keeps");
+  }
+}
+
 }  // namespace detail
 
 /// Replays `t` through an `expert_cache<P>` of configuration `cc` (demand accesses only).
@@ -529,16 +601,12 @@ template <EvictionPolicy P>
                                                const next_use_index& index) {
   constexpr std::string_view fn = "replay_cache";
   detail::check_replay(t, cc, rc, fn);
-  if (&index.file() != &t) detail::throw_invalid(fn, "the next-use index was built on another file than " + t.name());
-  if (index.config().prefill != rc.prefill || index.config().decode != rc.decode) {
-    detail::throw_invalid(fn, "the next-use index was built for other phases than the replay keeps");
-  }
+  detail::check_index(t, rc, index, fn);
   expert_cache<P> cache(cc, pc);
+  detail::optional_cursor future;
+  if (detail::reads_future(cache)) future.cursor.emplace(index);
   const auto nothing = [](const auto&...) {};
-  if (!detail::reads_future(cache)) {
-    return detail::replay_loop(t, cache, rc, detail::span_future{}, nothing, nothing, nothing, nothing);
-  }
-  return detail::replay_loop(t, cache, rc, next_use_index::cursor(index), nothing, nothing, nothing, nothing);
+  return detail::replay_loop(t, cache, rc, future, nothing, nothing, nothing, nothing);
 }
 
 /// Replays the canonical file `t` through the policy `pc` names, with `index` as above.
@@ -546,6 +614,124 @@ template <EvictionPolicy P>
                                                       const any_eviction_config& pc, const cache_replay_config& rc,
                                                       const next_use_index& index) {
   return replay_cache<any_eviction_policy>(t, cc, pc, rc, index);
+}
+
+/// A range of expert caches of one policy type that `replay_caches` can feed: a
+/// `std::vector`, `std::deque`, `std::array` or `std::span` of `expert_cache<P>`, not const.
+template <class R>
+concept expert_cache_range = std::ranges::forward_range<R> && requires {
+  typename std::ranges::range_value_t<R>::policy_type;
+} && std::same_as<std::ranges::range_value_t<R>, expert_cache<typename std::ranges::range_value_t<R>::policy_type>> &&
+    std::same_as < std::ranges::range_reference_t<R>,
+    std::ranges::range_value_t<R>
+& > ;
+
+namespace detail {
+
+/// The events of a replay fed to every cache of several ranges, in order; a cache whose
+/// policy reads the future gets the access's next use, the others an empty `access_info`.
+template <class... Ranges>
+struct cache_set_feed {
+  std::tuple<Ranges&...> sets;
+
+  template <class F>
+  void each(F&& f) {
+    std::apply([&](auto&... set) { (each_in(set, f), ...); }, sets);
+  }
+  template <class Set, class F>
+  static void each_in(Set& set, F& f) {
+    for (auto& c : set) f(c);
+  }
+
+  void clear() noexcept {
+    each([](auto& c) { c.clear(); });
+  }
+  void begin_layer(const batch_view& b) noexcept {
+    each([&](auto& c) { c.begin_layer(b); });
+  }
+  void access(expert_key k, const access_info& info) noexcept {
+    each([&](auto& c) {
+      if (reads_future(c)) {
+        static_cast<void>(c.get(k, info));
+      } else {
+        static_cast<void>(c.get(k));
+      }
+    });
+  }
+  void end_layer(layer_id l) noexcept {
+    each([&](auto& c) { c.end_layer(l); });
+  }
+  void end_step() noexcept {
+    each([](auto& c) { c.end_step(); });
+  }
+  /// Checks every cache against `t` and `rc`; returns whether one reads the future.
+  template <replay_source T>
+  bool check(const T& t, const cache_replay_config& rc, std::string_view fn) {
+    check_replay(t, cache_config{.num_layers = t.info().num_layers, .num_experts = t.info().num_experts}, rc, fn);
+    bool future = false;
+    each([&](auto& c) {
+      check_replay(t, c.config(), rc, fn);
+      future = future || reads_future(c);
+    });
+    return future;
+  }
+};
+
+}  // namespace detail
+
+/// Replays `t` through every cache of `caches...` in one walk: any number of caches, of
+/// any policy types (one range per type; LRU in its own type avoids the dispatch of
+/// `any_eviction_policy`), at any capacities and scopes. Each cache sees exactly the
+/// events that `replay_cache` gives one cache — `begin_layer`, one `get` per distinct
+/// expert of each kept batch, in order, `end_layer`, `end_step` after each kept step,
+/// `clear` when a request starts if `rc` resets — so, the caches being independent, each
+/// one's statistics afterwards are those of `replay_cache` with its configuration from a
+/// fresh cache (`replay_cache` starts from an empty cache; these start from the state
+/// they are passed in). Caches whose policy reads the future (Belady) share one next-use
+/// sequence: `next_use` when not empty (checked against the replay's accesses), else
+/// computed once (`replay_next_uses`, 8 bytes per access) when a cache reads it. The trace
+/// is walked once whatever the number of caches (twice when next uses are computed).
+///
+/// Throws: `invalid_argument` when a cache is smaller than the trace's layers or experts,
+/// no phase is kept, or `next_use` does not match the replay's accesses.
+/// Complexity: O(accesses × the sum of the caches' event costs); nothing allocates per
+/// batch or access.
+template <replay_source T, class... Ranges>
+requires(expert_cache_range<Ranges>&&...) replay_walk_result
+    replay_caches(const T& t, const cache_replay_config& rc, std::span<const std::uint64_t> next_use,
+                  Ranges&&... caches) {
+  constexpr std::string_view fn = "replay_caches";
+  detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
+  const bool reads = feed.check(t, rc, fn);
+  std::vector<std::uint64_t> storage;
+  if (reads && next_use.empty()) {
+    storage = replay_next_uses(t, rc);
+    next_use = storage;
+  }
+  detail::span_future future{reads ? next_use : std::span<const std::uint64_t>{}, fn};
+  const auto nothing = [](const auto&...) {};
+  return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+}
+
+/// Replays the canonical file `t` through every cache of `caches...` in one walk, as above,
+/// the caches that read the future sharing one cursor of `index` (built on `t` for the same
+/// phases: one rebuild of each chunk's next uses for all of them), in memory bounded
+/// however long the file is.
+///
+/// Throws: as above; `invalid_argument` when `index` was built on another file or for other
+/// phases.
+template <class... Ranges>
+requires(expert_cache_range<Ranges>&&...) replay_walk_result
+    replay_caches(const canonical_file& t, const cache_replay_config& rc, const next_use_index& index,
+                  Ranges&&... caches) {
+  constexpr std::string_view fn = "replay_caches";
+  detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
+  const bool reads = feed.check(t, rc, fn);
+  detail::check_index(t, rc, index, fn);
+  detail::optional_cursor future;
+  if (reads) future.cursor.emplace(index);
+  const auto nothing = [](const auto&...) {};
+  return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
 }
 
 /// Replays `t` through an `expert_cache<P>` whose policy hears `predictor`'s hints before

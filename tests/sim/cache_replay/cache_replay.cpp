@@ -9,16 +9,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "../../cache/cache_test_support.hpp"
+#include "../../cache/count_allocations.hpp"
+#include "large_decode_file.hpp"
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/predict/oracle_predictor.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 #include "moepolicy/predict/transition_predictor.hpp"
-#include "large_decode_file.hpp"
 #include "peak_rss.hpp"
 
 using namespace moepolicy;
@@ -308,6 +310,233 @@ TEST_CASE("a next-use index gives a canonical file's next uses a chunk at a time
       invalid_argument);
   CHECK_THROWS_WITH_AS(next_use_index(f, {.prefill = false, .decode = false}),
                        "moepolicy::next_use_index: index prefill, decode or both", invalid_argument);
+}
+
+namespace {
+
+/// The caches of one multi-cache replay: LRU by type, every policy of the name table
+/// through the variant, and Belady by type, each at every (capacity, scope) of `points`.
+struct cache_set {
+  std::vector<cache_config> configs;
+  std::deque<expert_cache<lru_policy>> lru;
+  std::deque<expert_cache<any_eviction_policy>> any;
+  std::deque<expert_cache<belady_policy>> belady;
+
+  explicit cache_set(const std::vector<cache_config>& points) : configs(points) {
+    for (const cache_config& cc : configs) {
+      lru.emplace_back(cc);
+      for (const auto& e : eviction_policies) any.emplace_back(cc, e.defaults);
+      belady.emplace_back(cc);
+    }
+  }
+};
+
+/// The statistics of one `replay_cache` per cache of a `cache_set` of `points` on `t`, in
+/// its order.
+std::vector<cache_stats> single_replays(const routing_trace& t, const std::vector<cache_config>& points,
+                                        const cache_replay_config& rc) {
+  std::vector<cache_stats> out;
+  for (const cache_config& cc : points) {
+    out.push_back(replay_cache<lru_policy>(t, cc, {}, rc).stats);
+    for (const auto& e : eviction_policies) out.push_back(replay_cache(t, cc, e.defaults, rc).stats);
+    out.push_back(replay_cache<belady_policy>(t, cc, {}, rc).stats);
+  }
+  return out;
+}
+
+/// Checks that every cache of `set`, replayed together, has the statistics `want` of its
+/// own replay.
+void check_against_single(const cache_set& set, const std::vector<cache_stats>& want) {
+  REQUIRE(want.size() == set.configs.size() * (eviction_policies.size() + 2));
+  const auto same = [](const cache_stats& got, const cache_stats& single) {
+    CHECK(got.accesses == single.accesses);
+    CHECK(got.hits == single.hits);
+    CHECK(got.admissions == single.admissions);
+    CHECK(got.rejections == single.rejections);
+    CHECK(got.evictions == single.evictions);
+    CHECK(got.dropped == single.dropped);
+  };
+  std::size_t w = 0, a = 0;
+  for (std::size_t i = 0; i < set.configs.size(); ++i) {
+    CAPTURE(set.configs[i].capacity);
+    CAPTURE(to_string(set.configs[i].scope));
+    same(set.lru[i].stats(), want[w++]);
+    for (const auto& e : eviction_policies) {
+      CAPTURE(e.name);
+      same(set.any[a++].stats(), want[w++]);
+    }
+    same(set.belady[i].stats(), want[w++]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("several caches in one walk: each has the hits of its own replay, on the bundled trace") {
+  const auto path =
+      std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
+  const routing_trace t = test::granite_trace();
+  const canonical_file f(path);
+  // A shared and a per-layer cache of every policy, all in one walk.
+  const std::vector<cache_config> points{granite_cache(64), granite_cache(8, capacity_scope::per_layer)};
+  {  // Both phases: a trace in memory (the next uses computed by the replay), then the
+     // canonical file, the Belady caches sharing one cursor of a chunked index.
+    const std::vector<cache_stats> want = single_replays(t, points, {});
+    cache_set in_memory(points);
+    const replay_walk_result w = replay_caches(t, {}, {}, in_memory.lru, in_memory.any, in_memory.belady);
+    CHECK(w.accesses == 44803);
+    CHECK(w.batches == replay_cache<lru_policy>(t, granite_cache(1)).batches);
+    CHECK(w.steps == replay_cache<lru_policy>(t, granite_cache(1)).steps);
+    check_against_single(in_memory, want);
+    cache_set mapped(points);
+    const next_use_index ix(f, {}, 1000);
+    CHECK(replay_caches(f, {}, ix, mapped.lru, mapped.any, mapped.belady).accesses == 44803);
+    check_against_single(mapped, want);
+  }
+  {  // Decode alone, each request starting cold (the per-layer cache).
+    const cache_replay_config rc{.prefill = false, .reset_between_requests = true};
+    const std::vector<cache_config> per_layer{points.back()};
+    cache_set mapped(per_layer);
+    const next_use_index ix(f, rc, 1000);
+    static_cast<void>(replay_caches(f, rc, ix, mapped.lru, mapped.any, mapped.belady));
+    check_against_single(mapped, single_replays(t, per_layer, rc));
+  }
+  // The next uses given are checked against the replay's accesses; a cache smaller than
+  // the trace, an index of other phases and a replay of no phase are refused.
+  std::vector<expert_cache<belady_policy>> one;
+  one.emplace_back(granite_cache(64));
+  const std::vector<std::uint64_t> next = replay_next_uses(t);
+  const std::vector<std::uint64_t> short_next(next.begin(), next.end() - 1);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches(t, {}, short_next, one)),
+                       ("moepolicy::replay_caches: next_use has fewer entries than the replay's accesses, got " +
+                        std::to_string(short_next.size()))
+                           .c_str(),
+                       invalid_argument);
+  std::vector<expert_cache<lru_policy>> small;
+  small.emplace_back(cache_config{.num_layers = 24, .num_experts = 16, .capacity = 4});
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches(t, {}, {}, one, small)),
+                       "moepolicy::replay_caches: cache num_experts must be >= the trace's 32, got 16",
+                       invalid_argument);
+  const next_use_index decode_ix(f, {.prefill = false});
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches(f, {}, decode_ix, one)),
+                       "moepolicy::replay_caches: the next-use index was built for other phases than the replay keeps",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches(t, {.prefill = false, .decode = false}, {})),
+                       "moepolicy::replay_caches: replay prefill, decode or both", invalid_argument);
+}
+
+TEST_CASE("several caches in one walk: a hand-made trace, hits worked by hand") {
+  // One layer of 4 experts, one expert a step: A B C A B D A B.
+  routing_trace_builder b({"t", "test", 1, 4, 1, false});
+  b.add_request("r");
+  const float w[1] = {1.0f};
+  const expert_id seq[8] = {0, 1, 2, 0, 1, 3, 0, 1};
+  for (std::uint32_t s = 0; s < 8; ++s) b.add({0, phase::decode, s, s, 0, {&seq[s], 1}, w, {}});
+  const routing_trace t = std::move(b).finish();
+  const cache_config two{.num_layers = 1, .num_experts = 4, .capacity = 2};
+  const cache_config three{.num_layers = 1, .num_experts = 4, .capacity = 3};
+  std::vector<expert_cache<lru_policy>> lru{expert_cache<lru_policy>(two), expert_cache<lru_policy>(three)};
+  std::vector<expert_cache<belady_policy>> belady{expert_cache<belady_policy>(two), expert_cache<belady_policy>(three)};
+  std::vector<expert_cache<any_eviction_policy>> fifo{
+      expert_cache<any_eviction_policy>(two, eviction_config_by_name("fifo"))};
+  const replay_walk_result r = replay_caches(t, {}, {}, lru, belady, fifo);
+  CHECK(r.accesses == 8);
+  CHECK(r.steps == 8);
+  CHECK(r.batches == 8);
+  // LRU of 2 thrashes on the cycle of 3; of 3 it hits A and B twice until D evicts C, then
+  // A and B again: A B C A+ B+ D(evicts C) A+ B+.
+  CHECK(lru[0].stats().hits == 0);
+  CHECK(lru[1].stats().hits == 4);
+  // MIN of 2 bypasses C and D (never needed again): A+ B+ A+ B+.
+  CHECK(belady[0].stats().hits == 4);
+  CHECK(belady[1].stats().hits == 4);
+  CHECK(fifo[0].stats().hits == 0);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const cache_config& cc = i == 0 ? two : three;
+    CHECK(lru[i].stats().hits == replay_cache<lru_policy>(t, cc).stats.hits);
+    CHECK(belady[i].stats().hits == replay_cache<belady_policy>(t, cc).stats.hits);
+  }
+  // The caches replay from the state they are passed in: a warm cache hits where a fresh
+  // one missed, so the comparisons with single replays can tell a cache that was not fed
+  // exactly the single replay's events.
+  std::vector<expert_cache<lru_policy>> warm{expert_cache<lru_policy>(two)};
+  static_cast<void>(warm[0].get({0, 2}));
+  static_cast<void>(warm[0].get({0, 0}));
+  warm[0].reset_stats();
+  static_cast<void>(replay_caches(t, {}, {}, warm));
+  CHECK(warm[0].stats().hits == 1);
+  CHECK(warm[0].stats().hits != replay_cache<lru_policy>(t, two).stats.hits);
+}
+
+TEST_CASE("a demand LRU cache hits exactly as the stack-distance curve, at every capacity") {
+  // What lets `moepolicy replay` read its LRU column off `lru_hit_curve` instead of
+  // replaying LRU caches: the LRU cache protects nothing of the current batch and keeps
+  // one recency order per pool, so it is a stack algorithm in both scopes. Checked on the
+  // bundled trace and on random traces (batches of several tokens repeat experts), both
+  // phases and decode alone, one LRU cache per capacity from 0 to past the pool's slots.
+  std::vector<routing_trace> traces;
+  traces.push_back(test::granite_trace());
+  for (std::uint32_t seed : {3u, 17u, 29u}) {
+    for (std::uint32_t batch : {1u, 4u}) {
+      traces.push_back(test::synthetic_trace(seed, {.layers = 3, .experts = 12, .top_k = 3, .batch = batch}));
+    }
+  }
+  std::size_t compared = 0;
+  for (std::size_t ti = 0; ti < traces.size(); ++ti) {
+    const routing_trace& t = traces[ti];
+    const std::uint32_t L = t.info().num_layers, E = t.info().num_experts;
+    for (const capacity_scope scope : {capacity_scope::shared, capacity_scope::per_layer}) {
+      const cache_shape shape{L, E, scope};
+      const std::size_t slots = shape.partition_slots();
+      std::vector<std::uint64_t> capacities;
+      for (std::uint64_t c = 0; c <= slots + 1; ++c) {
+        if (c <= 16 || c % 64 == 0 || c + 1 >= slots) capacities.push_back(c);
+      }
+      for (const cache_replay_config rc : {cache_replay_config{}, cache_replay_config{.prefill = false}}) {
+        if (ti == 0 && !rc.prefill) continue;  // the bundled trace: both phases only (time)
+        std::vector<expert_cache<lru_policy>> lru;
+        for (std::uint64_t c : capacities) {
+          lru.emplace_back(cache_config{.num_layers = L, .num_experts = E, .capacity = c, .scope = scope});
+        }
+        static_cast<void>(replay_caches(t, rc, {}, lru));
+        const hit_curve curve = lru_hit_curve(t, shape, rc);
+        for (std::size_t i = 0; i < capacities.size(); ++i) {
+          CAPTURE(ti);
+          CAPTURE(to_string(scope));
+          CAPTURE(capacities[i]);
+          CHECK(curve.hits_at(capacities[i]) == lru[i].stats().hits);
+          CHECK(curve.accesses == lru[i].stats().accesses);
+          ++compared;
+        }
+      }
+    }
+  }
+  CHECK(compared > 300);
+}
+
+TEST_CASE("several caches in one walk allocate nothing per batch or access") {
+  if (!test::allocation_counting) {
+    MESSAGE("allocation counting is off under AddressSanitizer");
+    return;
+  }
+  const routing_trace t = test::granite_trace();
+  const std::vector<std::uint64_t> next = replay_next_uses(t);
+  std::vector<expert_cache<lru_policy>> lru;
+  std::vector<expert_cache<belady_policy>> belady;
+  std::vector<expert_cache<any_eviction_policy>> any;
+  for (const std::uint64_t c : {std::uint64_t{64}, std::uint64_t{128}}) {
+    lru.emplace_back(granite_cache(c));
+    belady.emplace_back(granite_cache(c));
+    any.emplace_back(granite_cache(c), eviction_config_by_name("hawkeye"));
+  }
+  replay_walk_result w;
+  std::size_t made = 0;
+  {
+    test::allocation_counter count;
+    w = replay_caches(t, {}, next, lru, belady, any);
+    made = count.count();
+  }
+  CHECK(w.accesses == next.size());
+  CHECK(made <= 1);  // the walk's one flag per expert, whatever the trace's length (44,803 accesses)
 }
 
 TEST_CASE("Belady's replay of a 10^7-access file holds a bounded window of it") {
