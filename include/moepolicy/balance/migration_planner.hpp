@@ -103,8 +103,10 @@
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/core/units.hpp"
 #include "moepolicy/cost/concepts.hpp"
+#include "moepolicy/sched/bottleneck_refinement.hpp"
 #include "moepolicy/sched/gpu_cpu_ndp.hpp"
 #include "moepolicy/sched/local_search.hpp"
+#include "moepolicy/sched/lower_bound.hpp"
 #include "moepolicy/sched/problem.hpp"
 #include "moepolicy/stats/analysis.hpp"
 
@@ -223,6 +225,15 @@ class migration_planner {
     prices_.assign(num_experts, {});
     projected_.reserve(system_.num_dimms());
     scheduler_.reserve(num_experts, system_.num_dimms());
+    schedule_.dimm_seconds.reserve(system_.num_dimms());
+    greedy_loads_.reset(system_.num_dimms());
+    bound_scratch_.assign(2 * system_.num_dimms(), 0.0);
+    if constexpr (key_independent_cost<Gpu>) memo_gpu_.assign(memo_tokens, unpriced);
+    if constexpr (key_independent_cost<Cpu>) memo_cpu_.assign(memo_tokens, unpriced);
+    if constexpr (key_independent_cost<Dimm>) {
+      memo_ndp_.assign(memo_tokens, unpriced);
+      size_ = system_.weight_bytes(key(0), config_.bits);
+    }
   }
 
   [[nodiscard]] const system_type& system() const noexcept { return system_; }
@@ -288,38 +299,64 @@ class migration_planner {
     layer_ = layer;
     tasks_.clear();
     const std::size_t D = system_.num_dimms();
-    const bitwidth b = config_.bits;
 
     // One pass prices every expert: its NDP seconds (its NDP price in every row below and
     // its weight in rebalancing), the GPU and CPU compute times at the two loads around
     // its predicted load, and its weights' size; the row of the predicted step follows
-    // from them by max and interpolation.
+    // from them by max and interpolation. The same pass starts the local search's work
+    // on the step: each row's greedy option (the search's first start), that
+    // assignment's totals and the step's lower bound, added row by row in the order a
+    // rebuild and `makespan_lower_bound` add them (the same values bit for bit).
     problem_.clear();
+    schedule_.assignment.clear();
+    greedy_loads_.reset(D);
+    detail::lower_bound_accumulator bound(D, bound_scratch_);
+    unsigned bad_row = 0;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
       const expert_key k = key(e);
-      ndp_weight_[e] = priced(x, [&](std::uint32_t t) { return system_.ndp_seconds(k, b, t); });
+      ndp_weight_[e] = priced(x, [&](std::uint32_t t) { return ndp_at(k, t); });
       index_[e] = none;
       if (!(x > 0.0)) continue;
       expert_prices& q = prices_[e];
       q.lo = std::floor(x);
       const auto l = static_cast<std::uint32_t>(q.lo);
       q.whole = x == q.lo;
-      q.gpu[0] = l == 0 ? 0.0 : system_.gpu().compute_seconds(k, b, l);
-      q.gpu[1] = q.whole ? 0.0 : system_.gpu().compute_seconds(k, b, l + 1);
+      q.gpu[0] = l == 0 ? 0.0 : gpu_at(k, l);
+      q.gpu[1] = q.whole ? 0.0 : gpu_at(k, l + 1);
       if (system_.config().use_cpu) {
-        q.cpu[0] = l == 0 ? 0.0 : cpu_compute(k, l);
-        q.cpu[1] = q.whole ? 0.0 : cpu_compute(k, l + 1);
+        q.cpu[0] = l == 0 ? 0.0 : cpu_at(k, l);
+        q.cpu[1] = q.whole ? 0.0 : cpu_at(k, l + 1);
       }
-      q.size = system_.weight_bytes(k, b);
+      q.size = weight_bytes(k);
       index_[e] = problem_.size();
-      problem_.add(expected_row(e, x, layouts[e], resident[e] != 0));
+      const expert_costs c = expected_row(e, x, layouts[e], resident[e] != 0);
+      // What `makespan_problem::add` accepts, checked without branches (a row failing it
+      // goes through `add` below for its error).
+      bad_row |= static_cast<unsigned>(!(c.exec[0] >= 0.0 && c.exec[0] < not_allowed)) |
+                 static_cast<unsigned>(!(c.exec[1] >= 0.0)) | static_cast<unsigned>(!(c.exec[2] >= 0.0)) |
+                 static_cast<unsigned>(!(c.dram >= 0.0 && c.dram < not_allowed));
+      problem_.add_unchecked(c);
+      const device_option o = bottleneck_refinement_scheduler::greedy_option(c);
+      schedule_.assignment.push_back(o);
+      greedy_loads_.apply(c, o, 1.0);
+      bound.add(c);
     }
-    scheduler_.solve(problem_, schedule_);
-    // The scheduler's totals of that schedule (a rebuild from its assignment).
-    const detail::device_loads& loads = scheduler_.loads();
-    base_m_ = loads.makespan();
-    base_q_ = loads.square_sum_after({});
+    if (bad_row != 0) recheck_rows();
+    greedy_loads_.refresh();
+    // The local search returns its greedy start unchanged, as optimal, when it meets the
+    // lower bound (sched/local_search.hpp, step 4); it runs only otherwise.
+    if (!detail::less_than(bound.result().value, greedy_loads_.makespan(), config_.scheduling.tolerance)) {
+      schedule_.status = solve_status::optimal;
+      schedule_.iterations = 0;
+      detail::write_totals(greedy_loads_, schedule_);
+      loads_ = &greedy_loads_;
+    } else {
+      scheduler_.solve(problem_, schedule_);
+      loads_ = &scheduler_.loads();  // the totals of its schedule (a rebuild from its assignment)
+    }
+    base_m_ = loads_->makespan();
+    base_q_ = loads_->square_sum_after({});
 
     // Rebalancing on today's layout, in predicted NDP seconds.
     if (config_.rebalance) {
@@ -417,9 +454,45 @@ class migration_planner {
 
   [[nodiscard]] expert_key key(std::size_t e) const noexcept { return {layer_, static_cast<expert_id>(e)}; }
 
+  /// A price of a key-independent model at `t` tokens from `memo` (taken on first use),
+  /// or the model's call.
+  template <class Model, class F>
+  [[nodiscard]] static seconds memoised(std::vector<seconds>& memo, std::uint32_t t, F&& f) {
+    if constexpr (key_independent_cost<Model>) {
+      if (t < memo.size()) {
+        seconds& v = memo[t];
+        if (!(v >= 0.0)) v = f();  // unpriced (a model breaking its contract is called again)
+        return v;
+      }
+    }
+    return f();
+  }
+  /// f_calc_gpu, f_calc_cpu (T_CPU before its DIMM read) and Eq. 4 at `t` tokens.
+  [[nodiscard]] seconds gpu_at(expert_key k, std::uint32_t t) {
+    return memoised<Gpu>(memo_gpu_, t, [&] { return system_.gpu().compute_seconds(k, config_.bits, t); });
+  }
+  [[nodiscard]] seconds cpu_at(expert_key k, std::uint32_t t) {
+    return memoised<Cpu>(memo_cpu_, t, [&] { return cpu_compute(k, t); });
+  }
+  [[nodiscard]] seconds ndp_at(expert_key k, std::uint32_t t) {
+    return memoised<Dimm>(memo_ndp_, t, [&] { return system_.ndp_seconds(k, config_.bits, t); });
+  }
+  /// W of expert key `k`.
+  [[nodiscard]] bytes weight_bytes(expert_key k) const noexcept {
+    if constexpr (key_independent_cost<Dimm>) return size_;
+    return system_.weight_bytes(k, config_.bits);
+  }
+
+  /// Calls `makespan_problem::add` on every row of the predicted step, for its error when
+  /// a cost model gave a price `add` refuses (allocates; only on that path).
+  void recheck_rows() const {
+    makespan_problem check(problem_.num_dimms(), problem_.size());
+    for (const auto& r : problem_.experts()) check.add(r);
+  }
+
   /// W of expert `e`: priced with the predicted step when it is in it.
   [[nodiscard]] bytes size_of(std::size_t e) const noexcept {
-    return index_[e] != none ? prices_[e].size : system_.weight_bytes(key(e), config_.bits);
+    return index_[e] != none ? prices_[e].size : weight_bytes(key(e));
   }
 
   /// Bytes the busiest DIMM-Link port carries in a relayout of `w` bytes.
@@ -531,8 +604,8 @@ class migration_planner {
       detail::device_loads::delta d;
       d.add(old, schedule_.assignment[i], -1.0);
       d.add(now, o, 1.0);
-      const seconds m = scheduler_.loads().makespan_after(d);
-      const double q = scheduler_.loads().square_sum_after(d);
+      const seconds m = loads_->makespan_after(d);
+      const double q = loads_->square_sum_after(d);
       if (!found || m < best_m || (m == best_m && q < best_q)) {
         found = true;
         best_m = m;
@@ -613,6 +686,16 @@ class migration_planner {
   std::vector<double> ndp_weight_, projected_;
   std::vector<expert_prices> prices_;  // per expert of the predicted step (`index_` != none)
   mutable size_prices sized_;          // the last W priced
+  // The predicted step's greedy assignment's totals, the lower bound's scratch, and the
+  // totals of the predicted schedule (these or the local search's).
+  detail::device_loads greedy_loads_;
+  std::vector<double> bound_scratch_;
+  const detail::device_loads* loads_ = nullptr;  // set by each `plan`
+  // Prices of key-independent models by token count (`memoised`), and their W.
+  static constexpr std::size_t memo_tokens = 1024;
+  static constexpr seconds unpriced = -1.0;
+  std::vector<seconds> memo_gpu_, memo_cpu_, memo_ndp_;
+  bytes size_ = 0;
 };
 
 /// Applies the taken tasks of a plan to the layer's state: layouts change for relayouts

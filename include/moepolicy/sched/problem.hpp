@@ -170,6 +170,17 @@ class makespan_problem {
     rows_.push_back(e);
   }
 
+  /// Appends an expert without `add`'s checks, for a caller that has checked the row (or
+  /// will call `add` with it when its own check fails, so that bad rows still get `add`'s
+  /// error).
+  ///
+  /// Preconditions: those of `add`.
+  /// Complexity: O(1); allocates only beyond the capacity given at construction.
+  void add_unchecked(const expert_costs& e) {
+    MOEPOLICY_ASSERT(e.layout.is_striped() || e.layout.home < dimms_);
+    rows_.push_back(e);
+  }
+
  private:
   std::size_t dimms_;
   std::vector<expert_costs> rows_;
