@@ -222,6 +222,7 @@ class migration_planner {
     keys_.reserve(most);
     ndp_weight_.assign(num_experts, 0.0);
     index_.assign(num_experts, none);
+    candidates_.assign(num_experts, 0);
     prices_.assign(num_experts, {});
     projected_.reserve(system_.num_dimms());
     scheduler_.reserve(num_experts, system_.num_dimms());
@@ -311,32 +312,40 @@ class migration_planner {
     schedule_.assignment.clear();
     greedy_loads_.reset(D);
     detail::lower_bound_accumulator bound(D, bound_scratch_);
+    const bool use_cpu = system_.config().use_cpu;
     unsigned bad_row = 0;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
-      const expert_key k = key(e);
-      ndp_weight_[e] = priced(x, [&](std::uint32_t t) { return ndp_at(k, t); });
       index_[e] = none;
-      if (!(x > 0.0)) continue;
+      if (!(x > 0.0)) {
+        ndp_weight_[e] = 0.0;
+        continue;
+      }
+      const expert_key k = key(e);
       expert_prices& q = prices_[e];
       q.lo = std::floor(x);
       const auto l = static_cast<std::uint32_t>(q.lo);
       q.whole = x == q.lo;
+      // At ⌊x⌋ = 0 a price is 0 and at x = ⌊x⌋ the price at ⌊x⌋ + 1 is not used (both
+      // are selected away below; a memoised model returns them without branches).
+      const seconds ndp0 = l == 0 ? 0.0 : ndp_at(k, l);
+      const seconds ndp1 = q.whole ? 0.0 : ndp_at(k, l + 1);
+      ndp_weight_[e] = q.whole ? ndp0 : ndp0 + (x - q.lo) * (ndp1 - ndp0);  // `priced`
       q.gpu[0] = l == 0 ? 0.0 : gpu_at(k, l);
       q.gpu[1] = q.whole ? 0.0 : gpu_at(k, l + 1);
-      if (system_.config().use_cpu) {
+      if (use_cpu) {
         q.cpu[0] = l == 0 ? 0.0 : cpu_at(k, l);
         q.cpu[1] = q.whole ? 0.0 : cpu_at(k, l + 1);
       }
       q.size = weight_bytes(k);
       index_[e] = problem_.size();
-      const expert_costs c = expected_row(e, x, layouts[e], resident[e] != 0);
+      expert_costs& c = problem_.add_unchecked();
+      expected_row(c, e, x, layouts[e], resident[e] != 0);
       // What `makespan_problem::add` accepts, checked without branches (a row failing it
       // goes through `add` below for its error).
-      bad_row |= static_cast<unsigned>(!(c.exec[0] >= 0.0 && c.exec[0] < not_allowed)) |
-                 static_cast<unsigned>(!(c.exec[1] >= 0.0)) | static_cast<unsigned>(!(c.exec[2] >= 0.0)) |
-                 static_cast<unsigned>(!(c.dram >= 0.0 && c.dram < not_allowed));
-      problem_.add_unchecked(c);
+      const auto no = [](bool ok) { return static_cast<unsigned>(!ok); };
+      bad_row |= no(c.exec[0] >= 0.0) | no(c.exec[0] < not_allowed) | no(c.exec[1] >= 0.0) | no(c.exec[2] >= 0.0) |
+                 no(c.dram >= 0.0) | no(c.dram < not_allowed);
       const device_option o = bottleneck_refinement_scheduler::greedy_option(c);
       schedule_.assignment.push_back(o);
       greedy_loads_.apply(c, o, 1.0);
@@ -369,7 +378,7 @@ class migration_planner {
         t.to = expert_layout::localized(m.to);
         if (!evaluate(t, predicted[m.expert], resident[m.expert] != 0, t.to)) break;  // no benefit ends the chain
         t.size = size_of(m.expert);
-        t.transfer_seconds = system_.dimm().transfer_seconds(t.size);
+        t.transfer_seconds = size_priced(m.expert, t.size).move;  // dimm().transfer_seconds(W)
         t.chain = ++chain;
         tasks_.push_back(t);
       }
@@ -384,29 +393,34 @@ class migration_planner {
       }
     }
 
+    // The experts with a candidate, gathered in index order without branches on the data
+    // (a candidate of an expert outside the predicted step has no benefit), then valued.
     const bool by_class = config_.relayout_when == relayout_rule::class_change;
+    std::size_t m = 0;
     for (std::size_t e = 0; e < experts_; ++e) {
+      candidates_[m] = static_cast<std::uint32_t>(e);
+      m += static_cast<std::size_t>(index_[e] != none) &
+           static_cast<std::size_t>(candidate_kinds(predicted[e], classes[e], layouts[e], resident[e] != 0, by_class) != 0);
+    }
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::size_t e = candidates_[j];
       const double x = predicted[e];
       const expert_layout here = layouts[e];
       const bool res = resident[e] != 0;
-      const bool prefetch = config_.prefetch && classes[e] == hotness::hot && !res;
-      const bool to_striped =
-          config_.relayout && here.is_localized() && (by_class ? classes[e] != hotness::cold : x > 0.0);
-      const bool to_localized = config_.relayout && !to_striped && here.is_striped() &&
-                                (by_class ? classes[e] == hotness::cold : classes[e] != hotness::hot);
-      // A candidate of an expert outside the predicted step has no benefit.
-      if (index_[e] == none || !(prefetch || to_striped || to_localized)) continue;
+      const unsigned kinds = candidate_kinds(x, classes[e], here, res, by_class);
+      const bool to_striped = (kinds & 2u) != 0, to_localized = (kinds & 4u) != 0;
       migration_task t;
       t.expert = static_cast<expert_id>(e);
       t.from = t.to = here;
       t.size = size_of(e);
-      if (prefetch) {
+      const size_prices& w = size_priced(e, t.size);
+      if ((kinds & 1u) != 0) {
         t.kind = migration_kind::prefetch;
-        t.transfer_seconds = system_.gpu().transfer_seconds(t.size);
+        t.transfer_seconds = w.pcie;  // gpu().transfer_seconds(W)
         if (evaluate(t, x, true, here)) tasks_.push_back(t);
       }
       if (!config_.relayout) continue;
-      t.transfer_seconds = system_.dimm().transfer_seconds(relayout_port_bytes(t.size));
+      t.transfer_seconds = w.relayout;
       if (to_striped) {
         t.kind = migration_kind::relayout_to_striped;
         t.to = expert_layout::striped();
@@ -450,6 +464,8 @@ class migration_planner {
     seconds pcie = 0.0;       // T_PCIe(W)
     seconds localized = 0.0;  // T_DRAM(W, localized)
     seconds striped = 0.0;    // T_DRAM(W, striped)
+    seconds relayout = 0.0;   // a relayout on DIMM-Link (`relayout_port_bytes`)
+    seconds move = 0.0;       // a rebalance move on DIMM-Link
   };
 
   [[nodiscard]] expert_key key(std::size_t e) const noexcept { return {layer_, static_cast<expert_id>(e)}; }
@@ -495,6 +511,18 @@ class migration_planner {
     return index_[e] != none ? prices_[e].size : weight_bytes(key(e));
   }
 
+  /// The candidate tasks of an expert at predicted load `x` (see the header): bit 0 a
+  /// prefetch, bit 1 a relayout to striped, bit 2 a relayout to localized.
+  [[nodiscard]] unsigned candidate_kinds(double x, hotness c, expert_layout here, bool res,
+                                         bool by_class) const noexcept {
+    const bool prefetch = config_.prefetch && c == hotness::hot && !res;
+    const bool to_striped = config_.relayout && here.is_localized() && (by_class ? c != hotness::cold : x > 0.0);
+    const bool to_localized = config_.relayout && !to_striped && here.is_striped() &&
+                              (by_class ? c == hotness::cold : c != hotness::hot);
+    return static_cast<unsigned>(prefetch) | (static_cast<unsigned>(to_striped) << 1) |
+           (static_cast<unsigned>(to_localized) << 2);
+  }
+
   /// Bytes the busiest DIMM-Link port carries in a relayout of `w` bytes.
   [[nodiscard]] bytes relayout_port_bytes(bytes w) const noexcept {
     if (config_.relayout_time == relayout_estimate::whole_expert) return w;
@@ -502,24 +530,16 @@ class migration_planner {
     return D <= 1 ? w : (D - 1) * ((w + D - 1) / D);
   }
 
-  template <class F>
-  [[nodiscard]] static seconds priced(double x, F&& f) {
-    if (!(x > 0.0)) return 0.0;
-    MOEPOLICY_ASSERT(x < 4.0e9);
-    const double lo = std::floor(x);
-    const auto l = static_cast<std::uint32_t>(lo);
-    const seconds c_lo = l == 0 ? 0.0 : f(l);
-    if (x == lo) return c_lo;
-    const seconds c_hi = f(l + 1);
-    return c_lo + (x - lo) * (c_hi - c_lo);
-  }
-  /// `priced` from prices at ⌊x⌋ and ⌊x⌋ + 1 already taken: `f(i)` for i = 0, 1.
+  /// A price at predicted load x, interpolated between ⌊x⌋ and ⌊x⌋ + 1 with f(0) = 0, from
+  /// prices at ⌊x⌋ and ⌊x⌋ + 1 already taken: `f(i)` for i = 0, 1.
+  /// Both prices are taken and the result selected, without branches on the data (the
+  /// same value as the branching form: f(0) and f(1) are pure).
   template <class F>
   [[nodiscard]] static seconds interpolated(double x, const expert_prices& q, F&& f) {
-    const seconds c_lo = q.lo == 0.0 ? 0.0 : f(0);
-    if (q.whole) return c_lo;
-    const seconds c_hi = f(1);
-    return c_lo + (x - q.lo) * (c_hi - c_lo);
+    const seconds f0 = f(0), f1 = f(1);
+    const seconds c_lo = q.lo == 0.0 ? 0.0 : f0;
+    const seconds mixed = c_lo + (x - q.lo) * (f1 - c_lo);
+    return q.whole ? c_lo : mixed;
   }
 
   /// T_CPU's part before the DIMM read: `cpu_seconds` is max(f_calc_cpu, T_DRAM), plus the
@@ -545,17 +565,20 @@ class migration_planner {
       sized_.pcie = system_.gpu().transfer_seconds(w);
       sized_.localized = system_.dram_seconds(k, config_.bits, expert_layout::localized(0));
       sized_.striped = system_.dram_seconds(k, config_.bits, expert_layout::striped());
+      sized_.relayout = system_.dimm().transfer_seconds(relayout_port_bytes(w));
+      sized_.move = system_.dimm().transfer_seconds(w);
     }
     return sized_;
   }
 
   /// The prices of expert `e` at predicted load `x` with `layout` and residency `res`, from
   /// its `prices_` (the same values as the system's calls: Eq. 1–4 interpolated).
-  [[nodiscard]] expert_costs expected_row(std::size_t e, double x, expert_layout layout, bool res) const {
+  /// (Written into `c` in place: a row returned by value and copied costs more than the
+  /// arithmetic.)
+  void expected_row(expert_costs& c, std::size_t e, double x, expert_layout layout, bool res) const {
     const expert_prices& q = prices_[e];
     const size_prices& w = size_priced(e, q.size);
     const seconds dram = layout.is_localized() ? w.localized : w.striped;
-    expert_costs c;
     c.key = key(e);
     c.load = static_cast<std::uint32_t>(std::ceil(x));
     c.layout = layout;
@@ -564,22 +587,26 @@ class migration_planner {
     c.exec[0] = gpu_price(x, q, res, w.pcie, dram);
     c.exec[1] = system_.config().use_cpu ? cpu_price(x, q, dram) : not_allowed;
     c.exec[2] = (system_.config().use_ndp && layout.is_localized()) ? ndp_weight_[e] : not_allowed;
-    return c;
   }
 
   /// The GPU price at predicted load `x`: a hit (Eq. 1) when resident, else a miss
   /// (Eq. 2) reading the weights in `pcie` over PCIe and `dram` from the DIMMs.
   [[nodiscard]] static seconds gpu_price(double x, const expert_prices& q, bool res, seconds pcie, seconds dram) {
-    if (res) return interpolated(x, q, [&](std::size_t i) { return q.gpu[i]; });
-    return interpolated(x, q, [&](std::size_t i) { return std::max({q.gpu[i], pcie, dram}); });
+    // A hit reads nothing from the host: the miss's read terms drop out (Eq. 1 vs Eq. 2).
+    const seconds read = res ? 0.0 : std::max(pcie, dram);
+    return interpolated(x, q, [&](std::size_t i) { return std::max(q.gpu[i], read); });
   }
 
   /// `old`'s row with residency `res` and `layout`: the prices that depend on neither
   /// change are kept (the same calls give the same values), the others priced afresh.
   [[nodiscard]] expert_costs moved_row(const expert_costs& old, std::size_t e, double x, expert_layout layout,
                                        bool res) const {
-    if (layout.home != old.layout.home) return expected_row(e, x, layout, res);
-    expert_costs c = old;
+    expert_costs c;
+    if (layout.home != old.layout.home) {
+      expected_row(c, e, x, layout, res);
+      return c;
+    }
+    c = old;
     if (res != old.gpu_resident) {
       const expert_prices& q = prices_[e];
       const size_prices& w = size_priced(e, q.size);
@@ -682,6 +709,7 @@ class migration_planner {
   double base_q_ = 0.0;
   std::vector<migration_task> tasks_, ranked_;
   std::vector<std::size_t> order_, index_;
+  std::vector<std::uint32_t> candidates_;  // the experts with a candidate task
   std::vector<seconds> keys_;
   std::vector<double> ndp_weight_, projected_;
   std::vector<expert_prices> prices_;  // per expert of the predicted step (`index_` != none)

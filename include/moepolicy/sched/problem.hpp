@@ -170,16 +170,14 @@ class makespan_problem {
     rows_.push_back(e);
   }
 
-  /// Appends an expert without `add`'s checks, for a caller that has checked the row (or
-  /// will call `add` with it when its own check fails, so that bad rows still get `add`'s
-  /// error).
+  /// Appends a default row for the caller to fill in place, without `add`'s checks: for a
+  /// caller that checks the row itself (or calls `add` with it when its own check fails,
+  /// so that bad rows still get `add`'s error).
   ///
-  /// Preconditions: those of `add`.
+  /// Preconditions: once filled, the row meets those of `add`.
+  /// Returns: the row added (valid until the next append or `clear`).
   /// Complexity: O(1); allocates only beyond the capacity given at construction.
-  void add_unchecked(const expert_costs& e) {
-    MOEPOLICY_ASSERT(e.layout.is_striped() || e.layout.home < dimms_);
-    rows_.push_back(e);
-  }
+  expert_costs& add_unchecked() { return rows_.emplace_back(); }
 
  private:
   std::size_t dimms_;
@@ -258,15 +256,17 @@ class device_loads {
   }
 
   /// Adds (`sign` = +1) or removes (-1) expert `e` under option `o`.
+  /// Without branches on the data: the totals an option leaves alone get + 0.0 (no
+  /// change to a total >= 0), a striped expert's to DIMM 0's.
   void apply(const expert_costs& e, device_option o, double sign) noexcept {
-    if (o == device_option::gpu) gpu += sign * e.exec[0];
-    if (o == device_option::cpu) cpu += sign * e.exec[1];
-    const seconds d = sign * e.dimm_seconds(o);
-    if (e.layout.is_striped()) {
-      stripe += d;
-    } else {
-      local[e.layout.home] += d;
-    }
+    MOEPOLICY_ASSERT(!local.empty());
+    gpu += o == device_option::gpu ? sign * e.exec[0] : 0.0;
+    cpu += o == device_option::cpu ? sign * e.exec[1] : 0.0;
+    const seconds r = o == device_option::ndp ? e.exec[2] : (o == device_option::cpu || !e.gpu_resident) ? e.dram : 0.0;
+    const seconds d = sign * r;
+    const bool striped = e.layout.is_striped();
+    stripe += striped ? d : 0.0;
+    local[striped ? 0 : e.layout.home] += striped ? 0.0 : d;
   }
 
   /// Totals of `assignment` over the first `count` experts of `p`, from scratch.
