@@ -95,6 +95,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -323,19 +324,17 @@ class migration_planner {
       }
       const expert_key k = key(e);
       expert_prices& q = prices_[e];
-      q.lo = std::floor(x);
-      const auto l = static_cast<std::uint32_t>(q.lo);
+      // ⌊x⌋ by truncation, exact for 0 < x < 4·10⁹ < 2³² (checked above), without a call
+      // to the C library's floor.
+      const auto l = static_cast<std::uint32_t>(x);
+      q.lo = static_cast<double>(l);
       q.whole = x == q.lo;
-      // At ⌊x⌋ = 0 a price is 0 and at x = ⌊x⌋ the price at ⌊x⌋ + 1 is not used (both
-      // are selected away below; a memoised model returns them without branches).
-      const seconds ndp0 = l == 0 ? 0.0 : ndp_at(k, l);
-      const seconds ndp1 = q.whole ? 0.0 : ndp_at(k, l + 1);
+      // The prices at ⌊x⌋ (0 at ⌊x⌋ = 0) and ⌊x⌋ + 1 (0, unused, at x = ⌊x⌋).
+      const auto [ndp0, ndp1] = at_both(l, q.whole, [&](std::uint32_t t) { return ndp_at(k, t); });
       ndp_weight_[e] = q.whole ? ndp0 : ndp0 + (x - q.lo) * (ndp1 - ndp0);  // `priced`
-      q.gpu[0] = l == 0 ? 0.0 : gpu_at(k, l);
-      q.gpu[1] = q.whole ? 0.0 : gpu_at(k, l + 1);
+      std::tie(q.gpu[0], q.gpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return gpu_at(k, t); });
       if (use_cpu) {
-        q.cpu[0] = l == 0 ? 0.0 : cpu_at(k, l);
-        q.cpu[1] = q.whole ? 0.0 : cpu_at(k, l + 1);
+        std::tie(q.cpu[0], q.cpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return cpu_at(k, t); });
       }
       q.size = weight_bytes(k);
       index_[e] = problem_.size();
@@ -400,7 +399,8 @@ class migration_planner {
     for (std::size_t e = 0; e < experts_; ++e) {
       candidates_[m] = static_cast<std::uint32_t>(e);
       m += static_cast<std::size_t>(index_[e] != none) &
-           static_cast<std::size_t>(candidate_kinds(predicted[e], classes[e], layouts[e], resident[e] != 0, by_class) != 0);
+           static_cast<std::size_t>(candidate_kinds(predicted[e], classes[e], layouts[e], resident[e] != 0, by_class) !=
+                                    0);
     }
     for (std::size_t j = 0; j < m; ++j) {
       const std::size_t e = candidates_[j];
@@ -483,6 +483,13 @@ class migration_planner {
     }
     return f();
   }
+  /// A model's prices at `l` and `l + 1` tokens, as `f` gives them, except 0 for the
+  /// first when `l` = 0 and for the second when `whole` (no call for those).
+  template <class F>
+  [[nodiscard]] static std::pair<seconds, seconds> at_both(std::uint32_t l, bool whole, F&& f) {
+    return {l == 0 ? 0.0 : f(l), whole ? 0.0 : f(l + 1)};
+  }
+
   /// f_calc_gpu, f_calc_cpu (T_CPU before its DIMM read) and Eq. 4 at `t` tokens.
   [[nodiscard]] seconds gpu_at(expert_key k, std::uint32_t t) {
     return memoised<Gpu>(memo_gpu_, t, [&] { return system_.gpu().compute_seconds(k, config_.bits, t); });
@@ -517,8 +524,8 @@ class migration_planner {
                                          bool by_class) const noexcept {
     const bool prefetch = config_.prefetch && c == hotness::hot && !res;
     const bool to_striped = config_.relayout && here.is_localized() && (by_class ? c != hotness::cold : x > 0.0);
-    const bool to_localized = config_.relayout && !to_striped && here.is_striped() &&
-                              (by_class ? c == hotness::cold : c != hotness::hot);
+    const bool to_localized =
+        config_.relayout && !to_striped && here.is_striped() && (by_class ? c == hotness::cold : c != hotness::hot);
     return static_cast<unsigned>(prefetch) | (static_cast<unsigned>(to_striped) << 1) |
            (static_cast<unsigned>(to_localized) << 2);
   }
@@ -548,17 +555,22 @@ class migration_planner {
     return system_.cpu().compute_seconds(k, config_.bits, n);
   }
   [[nodiscard]] seconds cpu_price(double x, const expert_prices& q, seconds dram) const {
+    if (!system_.config().activation_transfer) {
+      return interpolated(x, q, [&](std::size_t i) { return std::max(q.cpu[i], dram); });
+    }
     return interpolated(x, q, [&](std::size_t i) {
-      const seconds t = std::max(q.cpu[i], dram);
-      if (!system_.config().activation_transfer) return t;
       const auto n = static_cast<std::uint32_t>(q.lo) + static_cast<std::uint32_t>(i);
-      return t + system_.cpu().activation_transfer_seconds(n);
+      return std::max(q.cpu[i], dram) + system_.cpu().activation_transfer_seconds(n);
     });
   }
 
   /// T_PCIe and T_DRAM of an expert of `w` bytes (memoised by W).
   [[nodiscard]] const size_prices& size_priced(std::size_t e, bytes w) const {
-    if (!sized_.valid || sized_.size != w) {
+    if (!sized_.valid || sized_.size != w) price_size(e, w);
+    return sized_;
+  }
+  void price_size(std::size_t e, bytes w) const {
+    {
       const expert_key k = key(e);
       sized_.size = w;
       sized_.valid = true;
@@ -568,7 +580,6 @@ class migration_planner {
       sized_.relayout = system_.dimm().transfer_seconds(relayout_port_bytes(w));
       sized_.move = system_.dimm().transfer_seconds(w);
     }
-    return sized_;
   }
 
   /// The prices of expert `e` at predicted load `x` with `layout` and residency `res`, from
@@ -580,7 +591,7 @@ class migration_planner {
     const size_prices& w = size_priced(e, q.size);
     const seconds dram = layout.is_localized() ? w.localized : w.striped;
     c.key = key(e);
-    c.load = static_cast<std::uint32_t>(std::ceil(x));
+    c.load = static_cast<std::uint32_t>(q.lo) + static_cast<std::uint32_t>(!q.whole);  // ⌈x⌉
     c.layout = layout;
     c.gpu_resident = res;
     c.dram = std::min(1.0, x) * dram;
