@@ -122,12 +122,15 @@ class bottleneck_refinement_scheduler {
 
   /// The greedy option of one expert: its smallest execution time (gpu, cpu, ndp among equals).
   [[nodiscard]] static device_option greedy_option(const expert_costs& e) noexcept {
-    // The first cheapest option, GPU when none is allowed; selected without branches.
-    seconds t = e.exec[0] < not_allowed ? e.exec[0] : not_allowed;
-    const bool cpu = e.exec[1] < t;
-    t = cpu ? e.exec[1] : t;
-    const bool ndp = e.exec[2] < t;
-    return ndp ? device_option::ndp : cpu ? device_option::cpu : device_option::gpu;
+    device_option best = device_option::gpu;
+    seconds t = not_allowed;
+    for (std::size_t o = 0; o < num_device_options; ++o) {
+      if (e.exec[o] < t) {
+        t = e.exec[o];
+        best = static_cast<device_option>(o);
+      }
+    }
+    return best;
   }
 
  private:

@@ -76,20 +76,15 @@ struct bound_terms {
   seconds triple = 0.0;     // B4 numerator on a home DIMM: min_o (g + u + r)
 };
 
-/// Each minimum runs over every option, with the terms of an option not allowed at
-/// `not_allowed` (its serial part and its r; an infinite exec already makes its other
-/// terms infinite), so no branch depends on the data; the minima are those over the
-/// allowed options exactly (a minimum does not round).
 [[nodiscard]] inline bound_terms terms_of(const expert_costs& e, std::size_t num_dimms) noexcept {
-  const double h = e.layout.is_striped() ? static_cast<double>(num_dimms) : 1.0;
   bound_terms t{not_allowed, not_allowed, not_allowed, not_allowed, not_allowed};
+  const double h = e.layout.is_striped() ? static_cast<double>(num_dimms) : 1.0;
   for (std::size_t k = 0; k < num_device_options; ++k) {
     const auto o = static_cast<device_option>(k);
-    const bool ok = e.allows(o);
-    const seconds serial = ok ? (o == device_option::ndp ? 0.0 : e.exec[k]) : not_allowed;
-    const seconds r = ok ? e.dimm_seconds(o) : not_allowed;
-    const seconds x = ok ? e.exec[k] : not_allowed;
-    t.single = std::min(t.single, std::max(x, r));
+    if (!e.allows(o)) continue;
+    const seconds serial = o == device_option::ndp ? 0.0 : e.exec[k];
+    const seconds r = e.dimm_seconds(o);
+    t.single = std::min(t.single, std::max(e.exec[k], r));
     t.all = std::min(t.all, serial + h * r);
     t.serial = std::min(t.serial, serial);
     t.dimm = std::min(t.dimm, r);
@@ -216,17 +211,15 @@ class lower_bound_accumulator {
     out_.single_expert = std::max(out_.single_expert, t.single);
     all_ += t.all;
     serial_ += t.serial;
-    // A striped expert adds to the striped sums, a localized one to its home's: the sums
-    // it leaves alone get + 0.0 (no change to a sum >= 0), a striped expert's DIMM 0's, so
-    // no branch depends on the layout.
-    // Off its home a localized expert adds only serial work; on its home, serial work and r.
-    const bool striped = e.layout.is_striped();
-    striped_dimm_ += striped ? t.dimm : 0.0;
-    striped_triple_ += striped ? t.triple : 0.0;
-    local_serial_ += striped ? 0.0 : t.serial;
-    const std::size_t home = striped ? 0 : e.layout.home;
-    b3_[home] += striped ? 0.0 : t.dimm;
-    b4_[home] += striped ? 0.0 : t.triple - t.serial;
+    if (e.layout.is_striped()) {
+      striped_dimm_ += t.dimm;
+      striped_triple_ += t.triple;
+    } else {
+      // Off its home the expert adds only serial work; on its home, serial work and r.
+      local_serial_ += t.serial;
+      b3_[e.layout.home] += t.dimm;
+      b4_[e.layout.home] += t.triple - t.serial;
+    }
   }
 
   /// The bound of the experts added. O(D).

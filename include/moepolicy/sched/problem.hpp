@@ -256,17 +256,15 @@ class device_loads {
   }
 
   /// Adds (`sign` = +1) or removes (-1) expert `e` under option `o`.
-  /// Without branches on the data: the totals an option leaves alone get + 0.0 (no
-  /// change to a total >= 0), a striped expert's to DIMM 0's.
   void apply(const expert_costs& e, device_option o, double sign) noexcept {
-    MOEPOLICY_ASSERT(!local.empty());
-    gpu += o == device_option::gpu ? sign * e.exec[0] : 0.0;
-    cpu += o == device_option::cpu ? sign * e.exec[1] : 0.0;
-    const seconds r = o == device_option::ndp ? e.exec[2] : (o == device_option::cpu || !e.gpu_resident) ? e.dram : 0.0;
-    const seconds d = sign * r;
-    const bool striped = e.layout.is_striped();
-    stripe += striped ? d : 0.0;
-    local[striped ? 0 : e.layout.home] += striped ? 0.0 : d;
+    if (o == device_option::gpu) gpu += sign * e.exec[0];
+    if (o == device_option::cpu) cpu += sign * e.exec[1];
+    const seconds d = sign * e.dimm_seconds(o);
+    if (e.layout.is_striped()) {
+      stripe += d;
+    } else {
+      local[e.layout.home] += d;
+    }
   }
 
   /// Totals of `assignment` over the first `count` experts of `p`, from scratch.
