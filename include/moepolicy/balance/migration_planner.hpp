@@ -83,8 +83,13 @@
 // rule is also ahead, by less: 7.256 ms per step against 7.318.
 //
 // Cost per plan (details at `plan`): O(E) cost-model calls (each expert's compute times at
-// the two loads around its prediction, its size; link and read times once per size), one
-// local search of the predicted step, O(1) per candidate task, O(T log T) to rank.
+// the two loads around its prediction, its size; link and read times once per size; for
+// models whose prices do not depend on the expert, `key_independent_cost` such as the
+// roofline, once per token count over the planner's life), one pass over the experts that
+// also builds the predicted step's greedy schedule and lower bound, the local search only
+// when that schedule misses the bound, O(1) per candidate task, O(T log T) to rank.
+// Measured at DeepSeek-V3 shape (E = 256, bench/shapes_bench.cpp, `migration_planner`
+// beside `migration_planner_reference`): see the README's cost table.
 #pragma once
 
 #include <algorithm>
@@ -256,15 +261,21 @@ class migration_planner {
   /// (valid until the next call).
   /// Complexity: O(E) cost-model calls — per expert of the predicted step f_calc_gpu,
   /// f_calc_cpu and the NDP price at ⌊x⌋ and ⌊x⌋ + 1 (one of each for an integer x, none
-  /// at ⌊x⌋ = 0) and W, and T_PCIe and T_DRAM once per distinct W; every row, of the step
-  /// and of each of the T ≤ 2E + moves candidate tasks, follows by O(1) arithmetic (the
-  /// values the system's calls give), and each task is valued in O(1) against the step's
-  /// totals; plus one local search of the predicted step (sched/local_search.hpp: O(E)
-  /// when the greedy start meets the lower bound), the rebalancing (O(E + moves · (D + m)),
-  /// balance/ndp_rebalance.hpp) and O(T log T) to rank; no allocation after the first
-  /// call. The first implementation (balance/detail/migration_planner_reference.hpp)
-  /// called the cost models about three times as often per expert and again for every
-  /// task.
+  /// at ⌊x⌋ = 0) and W, and T_PCIe, T_DRAM and the DIMM-Link times once per distinct W;
+  /// for a `key_independent_cost` model each compute price is taken once per token count
+  /// below 1024 over the planner's life and W once. Every row, of the step and of each of
+  /// the T ≤ 2E + moves candidate tasks, follows by O(1) arithmetic (the values the
+  /// system's calls give), and each task is valued in O(1) against the step's totals. The
+  /// pass that writes the step's rows also takes each row's greedy option, that
+  /// assignment's totals and the step's lower bound (sched/lower_bound.hpp); when the
+  /// greedy schedule meets the bound, it is the local search's result (the search returns
+  /// its greedy start unchanged then) and the search is not run; otherwise one local
+  /// search of the predicted step (sched/local_search.hpp). Plus the rebalancing
+  /// (O(E + moves · (D + m)), balance/ndp_rebalance.hpp) and O(T log T) to rank; no
+  /// allocation after the first call. The first implementation
+  /// (balance/detail/migration_planner_reference.hpp) called the cost models about three
+  /// times as often per expert and again for every task, and ran the search on every
+  /// plan; the plans are the same bit for bit (tests/balance/ndp/migration_planner.cpp).
   std::span<const migration_task> plan(layer_id layer, std::span<const double> predicted,
                                        std::span<const hotness> classes, std::span<const expert_layout> layouts,
                                        std::span<const std::uint8_t> resident, seconds window, bytes gpu_free_bytes) {
