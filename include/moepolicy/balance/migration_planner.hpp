@@ -325,6 +325,9 @@ class migration_planner {
     greedy_loads_.reset(D);
     detail::lower_bound_accumulator bound(D, bound_scratch_);
     const bool use_cpu = system_.config().use_cpu;
+    // With key-independent models the memos are first filled up to the plan's largest
+    // ⌊x⌋ + 1, so that the pass reads every price from them without a call or a branch.
+    const bool direct = fill_memos(predicted);
     unsigned bad_row = 0;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
@@ -341,12 +344,22 @@ class migration_planner {
       q.lo = static_cast<double>(l);
       q.whole = x == q.lo;
       // The prices at ⌊x⌋ (0 at ⌊x⌋ = 0) and ⌊x⌋ + 1 (0, unused, at x = ⌊x⌋).
-      const auto [ndp0, ndp1] = at_both(l, q.whole, [&](std::uint32_t t) { return ndp_at(k, t); });
-      ndp_weight_[e] = q.whole ? ndp0 : ndp0 + (x - q.lo) * (ndp1 - ndp0);  // `priced`
-      std::tie(q.gpu[0], q.gpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return gpu_at(k, t); });
-      if (use_cpu) {
-        std::tie(q.cpu[0], q.cpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return cpu_at(k, t); });
+      seconds ndp0 = 0.0, ndp1 = 0.0;
+      if (direct) {  // the memos hold 0 at 0 tokens
+        ndp0 = memo_ndp_[l];
+        ndp1 = q.whole ? 0.0 : memo_ndp_[l + 1];
+        q.gpu[0] = memo_gpu_[l];
+        q.gpu[1] = q.whole ? 0.0 : memo_gpu_[l + 1];
+        q.cpu[0] = memo_cpu_[l];
+        q.cpu[1] = q.whole ? 0.0 : memo_cpu_[l + 1];
+      } else {
+        std::tie(ndp0, ndp1) = at_both(l, q.whole, [&](std::uint32_t t) { return ndp_at(k, t); });
+        std::tie(q.gpu[0], q.gpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return gpu_at(k, t); });
+        if (use_cpu) {
+          std::tie(q.cpu[0], q.cpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return cpu_at(k, t); });
+        }
       }
+      ndp_weight_[e] = q.whole ? ndp0 : ndp0 + (x - q.lo) * (ndp1 - ndp0);  // `priced`
       q.size = weight_bytes(k);
       index_[e] = problem_.size();
       expert_costs& c = problem_.add_unchecked();
@@ -494,6 +507,27 @@ class migration_planner {
     }
     return f();
   }
+  /// Whether every model is `key_independent_cost` and the memos now hold every price at
+  /// 0 … max ⌊predicted⌋ + 1 tokens (0 at 0 tokens, the models' calls elsewhere).
+  bool fill_memos(std::span<const double> predicted) {
+    if constexpr (key_independent_cost<Gpu> && key_independent_cost<Cpu> && key_independent_cost<Dimm>) {
+      std::uint32_t top = 0;
+      for (const double x : predicted) top = std::max(top, static_cast<std::uint32_t>(x));  // 0 <= x < 4e9
+      if (static_cast<std::size_t>(top) + 1 >= memo_tokens) return false;
+      for (std::uint32_t t = filled_; t <= top + 1; ++t) {
+        const expert_key k = key(0);
+        memo_gpu_[t] = t == 0 ? 0.0 : system_.gpu().compute_seconds(k, config_.bits, t);
+        memo_cpu_[t] = t == 0 ? 0.0 : cpu_compute(k, t);
+        memo_ndp_[t] = t == 0 ? 0.0 : system_.ndp_seconds(k, config_.bits, t);
+      }
+      filled_ = std::max(filled_, top + 2);
+      return true;
+    } else {
+      static_cast<void>(predicted);
+      return false;
+    }
+  }
+
   /// A model's prices at `l` and `l + 1` tokens, as `f` gives them, except 0 for the
   /// first when `l` = 0 and for the second when `whole` (no call for those).
   template <class F>
@@ -745,6 +779,7 @@ class migration_planner {
   static constexpr std::size_t memo_tokens = 1024;
   static constexpr seconds unpriced = -1.0;
   std::vector<seconds> memo_gpu_, memo_cpu_, memo_ndp_;
+  std::uint32_t filled_ = 0;  // the memos hold every price below this token count
   bytes size_ = 0;
 };
 

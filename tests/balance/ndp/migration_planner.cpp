@@ -478,10 +478,12 @@ namespace {
 
 /// Plans random layers of `E` experts with `planner` and the reference on `sys` under
 /// every relayout rule and budget reading and checks that they agree; `ties` draws every
-/// predicted load from {0, 1, 2} (many experts priced alike). Returns the plans on which
-/// the local search moved and the tasks seen.
+/// predicted load from {0, 1, 2} (many experts priced alike); `scale` multiplies the
+/// others (above 1023 tokens the planner prices without its memo). Returns the plans on
+/// which the local search moved and the tasks seen.
 template <class System>
-std::array<std::size_t, 2> random_layers_agree(const System& sys, std::size_t E, unsigned seed, bool ties) {
+std::array<std::size_t, 2> random_layers_agree(const System& sys, std::size_t E, unsigned seed, bool ties,
+                                               double scale = 1.0) {
   std::mt19937 rng(seed);
   std::exponential_distribution<double> load(0.25);
   std::size_t tasks_seen = 0, searched = 0;
@@ -499,7 +501,7 @@ std::array<std::size_t, 2> random_layers_agree(const System& sys, std::size_t E,
         if (ties) {
           x = static_cast<double>(rng() % 3);
         } else {
-          x = rng() % 3 == 0 ? 0.0 : (rng() % 4 == 0 ? std::floor(load(rng)) : load(rng));
+          x = rng() % 3 == 0 ? 0.0 : (rng() % 4 == 0 ? std::floor(scale * load(rng)) : scale * load(rng));
         }
       }
       std::vector<hotness> classes(E);
@@ -529,9 +531,9 @@ std::array<std::size_t, 2> random_layers_agree(const System& sys, std::size_t E,
 // the same order, with the same benefits, times and choices, bit for bit, and the same
 // predicted step and schedule, on random layers under every relayout rule and budget
 // reading; on systems without the CPU or with activation transfers, with prices that
-// differ by expert, and with loads that make many experts tie. Both of the planner's
-// paths to the predicted schedule are taken (the greedy start proven optimal, and the
-// local search).
+// differ by expert, with loads that make many experts tie and with loads of thousands of
+// tokens. Both of the planner's paths to the predicted schedule are taken (the greedy
+// start proven optimal, and the local search).
 TEST_CASE("migration_planner equals the reference implementation on random layers") {
   const model_shape m = models::qwen3_30b_a3b();
   const auto gpu = presets::h100_pcie_gen5();
@@ -548,6 +550,13 @@ TEST_CASE("migration_planner equals the reference implementation on random layer
       searched += s;
       plans += 60;
     }
+  }
+  {
+    const toy_system sys(roofline_cost{gpu, m}, roofline_cost{cpu, m}, roofline_cost{dimm, m});
+    const auto [s, tasks] = random_layers_agree(sys, 96, 15, false, 300.0);
+    CHECK(tasks > 20);
+    searched += s;
+    plans += 60;
   }
   using keyed_system = gpu_cpu_ndp_system<keyed_roofline, keyed_roofline, keyed_roofline>;
   const keyed_system keyed(keyed_roofline{gpu, m}, keyed_roofline{cpu, m}, keyed_roofline{dimm, m});
