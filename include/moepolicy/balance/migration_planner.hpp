@@ -609,22 +609,21 @@ class migration_planner {
     });
   }
 
-  /// T_PCIe and T_DRAM of an expert of `w` bytes (memoised by W).
+  /// T_PCIe, T_DRAM and the DIMM-Link times of an expert of `w` bytes (memoised by W).
   [[nodiscard]] const size_prices& size_priced(std::size_t e, bytes w) const {
     if (!sized_.valid || sized_.size != w) price_size(e, w);
     return sized_;
   }
+  /// Fills `sized_` for W = `w` (expert `e` stands for every expert of that size).
   void price_size(std::size_t e, bytes w) const {
-    {
-      const expert_key k = key(e);
-      sized_.size = w;
-      sized_.valid = true;
-      sized_.pcie = system_.gpu().transfer_seconds(w);
-      sized_.localized = system_.dram_seconds(k, config_.bits, expert_layout::localized(0));
-      sized_.striped = system_.dram_seconds(k, config_.bits, expert_layout::striped());
-      sized_.relayout = system_.dimm().transfer_seconds(relayout_port_bytes(w));
-      sized_.move = system_.dimm().transfer_seconds(w);
-    }
+    const expert_key k = key(e);
+    sized_.size = w;
+    sized_.valid = true;
+    sized_.pcie = system_.gpu().transfer_seconds(w);
+    sized_.localized = system_.dram_seconds(k, config_.bits, expert_layout::localized(0));
+    sized_.striped = system_.dram_seconds(k, config_.bits, expert_layout::striped());
+    sized_.relayout = system_.dimm().transfer_seconds(relayout_port_bytes(w));
+    sized_.move = system_.dimm().transfer_seconds(w);
   }
 
   /// The prices of expert `e` at predicted load `x` with `layout` and residency `res`, from

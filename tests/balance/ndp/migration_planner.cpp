@@ -462,7 +462,7 @@ TEST_CASE("migration_planner equals the reference implementation on the bundled 
         CAPTURE(t);
         CAPTURE(l);
         check_same_plan(a, b);
-        searched += check_same_step(planner, ref) ? 1 : 0;
+        searched += check_same_step(planner, ref) ? 1U : 0U;
         tasks_seen += a.size();
         taken += static_cast<std::size_t>(std::count_if(a.begin(), a.end(), [](const auto& x) { return x.taken; }));
         apply_migrations(a, layouts[l], resident[l]);
@@ -518,7 +518,7 @@ std::array<std::size_t, 2> random_layers_agree(const System& sys, std::size_t E,
       const auto b = ref.plan(layer, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
       CAPTURE(trial);
       check_same_plan(a, b);
-      searched += check_same_step(planner, ref) ? 1 : 0;
+      searched += check_same_step(planner, ref) ? 1U : 0U;
       tasks_seen += a.size();
     }
   }
