@@ -363,7 +363,7 @@ class migration_planner {
       q.size = weight_bytes(k);
       index_[e] = problem_.size();
       expert_costs& c = problem_.add_unchecked();
-      expected_row(c, e, x, layouts[e], resident[e] != 0);
+      fill_row(c, k, x, q, size_priced(e, q.size), layouts[e], resident[e] != 0, ndp_weight_[e]);
       // What `makespan_problem::add` accepts, checked without branches (a row failing it
       // goes through `add` below for its error).
       const auto no = [](bool ok) { return static_cast<unsigned>(!ok); };
@@ -632,16 +632,21 @@ class migration_planner {
   /// arithmetic.)
   void expected_row(expert_costs& c, std::size_t e, double x, expert_layout layout, bool res) const {
     const expert_prices& q = prices_[e];
-    const size_prices& w = size_priced(e, q.size);
+    fill_row(c, key(e), x, q, size_priced(e, q.size), layout, res, ndp_weight_[e]);
+  }
+  /// `expected_row` from the expert's prices `q`, its size's `w` and its NDP seconds `ndp`
+  /// (small enough to be inlined in the pricing pass).
+  void fill_row(expert_costs& c, expert_key k, double x, const expert_prices& q, const size_prices& w,
+                expert_layout layout, bool res, seconds ndp) const {
     const seconds dram = layout.is_localized() ? w.localized : w.striped;
-    c.key = key(e);
+    c.key = k;
     c.load = static_cast<std::uint32_t>(q.lo) + static_cast<std::uint32_t>(!q.whole);  // ⌈x⌉
     c.layout = layout;
     c.gpu_resident = res;
     c.dram = std::min(1.0, x) * dram;
     c.exec[0] = gpu_price(x, q, res, w.pcie, dram);
     c.exec[1] = system_.config().use_cpu ? cpu_price(x, q, dram) : not_allowed;
-    c.exec[2] = (system_.config().use_ndp && layout.is_localized()) ? ndp_weight_[e] : not_allowed;
+    c.exec[2] = (system_.config().use_ndp && layout.is_localized()) ? ndp : not_allowed;
   }
 
   /// The GPU price at predicted load `x`: a hit (Eq. 1) when resident, else a miss
