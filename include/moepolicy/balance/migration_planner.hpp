@@ -83,8 +83,13 @@
 // rule is also ahead, by less: 7.256 ms per step against 7.318.
 //
 // Cost per plan (details at `plan`): O(E) cost-model calls (each expert's compute times at
-// the two loads around its prediction, its size; link and read times once per size), one
-// local search of the predicted step, O(1) per candidate task, O(T log T) to rank.
+// the two loads around its prediction, its size; link and read times once per size; for
+// models whose prices do not depend on the expert, `key_independent_cost` such as the
+// roofline, once per token count over the planner's life), one pass over the experts that
+// also builds the predicted step's greedy schedule and lower bound, the local search only
+// when that schedule misses the bound, O(1) per candidate task, O(T log T) to rank.
+// Measured at DeepSeek-V3 shape (E = 256, bench/shapes_bench.cpp, `migration_planner`
+// beside `migration_planner_reference`): see the README's cost table.
 #pragma once
 
 #include <algorithm>
@@ -95,6 +100,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -103,8 +109,10 @@
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/core/units.hpp"
 #include "moepolicy/cost/concepts.hpp"
+#include "moepolicy/sched/bottleneck_refinement.hpp"
 #include "moepolicy/sched/gpu_cpu_ndp.hpp"
 #include "moepolicy/sched/local_search.hpp"
+#include "moepolicy/sched/lower_bound.hpp"
 #include "moepolicy/sched/problem.hpp"
 #include "moepolicy/stats/analysis.hpp"
 
@@ -220,9 +228,19 @@ class migration_planner {
     keys_.reserve(most);
     ndp_weight_.assign(num_experts, 0.0);
     index_.assign(num_experts, none);
+    candidates_.assign(num_experts, 0);
     prices_.assign(num_experts, {});
     projected_.reserve(system_.num_dimms());
     scheduler_.reserve(num_experts, system_.num_dimms());
+    schedule_.dimm_seconds.reserve(system_.num_dimms());
+    greedy_loads_.reset(system_.num_dimms());
+    bound_scratch_.assign(2 * system_.num_dimms(), 0.0);
+    if constexpr (key_independent_cost<Gpu>) memo_gpu_.assign(memo_tokens, unpriced);
+    if constexpr (key_independent_cost<Cpu>) memo_cpu_.assign(memo_tokens, unpriced);
+    if constexpr (key_independent_cost<Dimm>) {
+      memo_ndp_.assign(memo_tokens, unpriced);
+      size_ = system_.weight_bytes(key(0), config_.bits);
+    }
   }
 
   [[nodiscard]] const system_type& system() const noexcept { return system_; }
@@ -243,15 +261,21 @@ class migration_planner {
   /// (valid until the next call).
   /// Complexity: O(E) cost-model calls — per expert of the predicted step f_calc_gpu,
   /// f_calc_cpu and the NDP price at ⌊x⌋ and ⌊x⌋ + 1 (one of each for an integer x, none
-  /// at ⌊x⌋ = 0) and W, and T_PCIe and T_DRAM once per distinct W; every row, of the step
-  /// and of each of the T ≤ 2E + moves candidate tasks, follows by O(1) arithmetic (the
-  /// values the system's calls give), and each task is valued in O(1) against the step's
-  /// totals; plus one local search of the predicted step (sched/local_search.hpp: O(E)
-  /// when the greedy start meets the lower bound), the rebalancing (O(E + moves · (D + m)),
-  /// balance/ndp_rebalance.hpp) and O(T log T) to rank; no allocation after the first
-  /// call. The first implementation (balance/detail/migration_planner_reference.hpp)
-  /// called the cost models about three times as often per expert and again for every
-  /// task.
+  /// at ⌊x⌋ = 0) and W, and T_PCIe, T_DRAM and the DIMM-Link times once per distinct W;
+  /// for a `key_independent_cost` model each compute price is taken once per token count
+  /// below 1024 over the planner's life and W once. Every row, of the step and of each of
+  /// the T ≤ 2E + moves candidate tasks, follows by O(1) arithmetic (the values the
+  /// system's calls give), and each task is valued in O(1) against the step's totals. The
+  /// pass that writes the step's rows also takes each row's greedy option, that
+  /// assignment's totals and the step's lower bound (sched/lower_bound.hpp); when the
+  /// greedy schedule meets the bound, it is the local search's result (the search returns
+  /// its greedy start unchanged then) and the search is not run; otherwise one local
+  /// search of the predicted step (sched/local_search.hpp). Plus the rebalancing
+  /// (O(E + moves · (D + m)), balance/ndp_rebalance.hpp) and O(T log T) to rank; no
+  /// allocation after the first call. The first implementation
+  /// (balance/detail/migration_planner_reference.hpp) called the cost models about three
+  /// times as often per expert and again for every task, and ran the search on every
+  /// plan; the plans are the same bit for bit (tests/balance/ndp/migration_planner.cpp).
   std::span<const migration_task> plan(layer_id layer, std::span<const double> predicted,
                                        std::span<const hotness> classes, std::span<const expert_layout> layouts,
                                        std::span<const std::uint8_t> resident, seconds window, bytes gpu_free_bytes) {
@@ -288,38 +312,83 @@ class migration_planner {
     layer_ = layer;
     tasks_.clear();
     const std::size_t D = system_.num_dimms();
-    const bitwidth b = config_.bits;
 
     // One pass prices every expert: its NDP seconds (its NDP price in every row below and
     // its weight in rebalancing), the GPU and CPU compute times at the two loads around
     // its predicted load, and its weights' size; the row of the predicted step follows
-    // from them by max and interpolation.
+    // from them by max and interpolation. The same pass starts the local search's work
+    // on the step: each row's greedy option (the search's first start), that
+    // assignment's totals and the step's lower bound, added row by row in the order a
+    // rebuild and `makespan_lower_bound` add them (the same values bit for bit).
     problem_.clear();
+    schedule_.assignment.clear();
+    greedy_loads_.reset(D);
+    detail::lower_bound_accumulator bound(D, bound_scratch_);
+    const bool use_cpu = system_.config().use_cpu;
+    // With key-independent models the memos are first filled up to the plan's largest
+    // ⌊x⌋ + 1, so that the pass reads every price from them without a call or a branch.
+    const bool direct = fill_memos(predicted);
+    unsigned bad_row = 0;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
-      const expert_key k = key(e);
-      ndp_weight_[e] = priced(x, [&](std::uint32_t t) { return system_.ndp_seconds(k, b, t); });
       index_[e] = none;
-      if (!(x > 0.0)) continue;
-      expert_prices& q = prices_[e];
-      q.lo = std::floor(x);
-      const auto l = static_cast<std::uint32_t>(q.lo);
-      q.whole = x == q.lo;
-      q.gpu[0] = l == 0 ? 0.0 : system_.gpu().compute_seconds(k, b, l);
-      q.gpu[1] = q.whole ? 0.0 : system_.gpu().compute_seconds(k, b, l + 1);
-      if (system_.config().use_cpu) {
-        q.cpu[0] = l == 0 ? 0.0 : cpu_compute(k, l);
-        q.cpu[1] = q.whole ? 0.0 : cpu_compute(k, l + 1);
+      if (!(x > 0.0)) {
+        ndp_weight_[e] = 0.0;
+        continue;
       }
-      q.size = system_.weight_bytes(k, b);
+      const expert_key k = key(e);
+      expert_prices& q = prices_[e];
+      // ⌊x⌋ by truncation, exact for 0 < x < 4·10⁹ < 2³² (checked above), without a call
+      // to the C library's floor.
+      const auto l = static_cast<std::uint32_t>(x);
+      q.lo = static_cast<double>(l);
+      q.whole = x == q.lo;
+      // The prices at ⌊x⌋ (0 at ⌊x⌋ = 0) and ⌊x⌋ + 1 (0, unused, at x = ⌊x⌋).
+      seconds ndp0 = 0.0, ndp1 = 0.0;
+      if (direct) {  // the memos hold 0 at 0 tokens
+        ndp0 = memo_ndp_[l];
+        ndp1 = q.whole ? 0.0 : memo_ndp_[l + 1];
+        q.gpu[0] = memo_gpu_[l];
+        q.gpu[1] = q.whole ? 0.0 : memo_gpu_[l + 1];
+        q.cpu[0] = memo_cpu_[l];
+        q.cpu[1] = q.whole ? 0.0 : memo_cpu_[l + 1];
+      } else {
+        std::tie(ndp0, ndp1) = at_both(l, q.whole, [&](std::uint32_t t) { return ndp_at(k, t); });
+        std::tie(q.gpu[0], q.gpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return gpu_at(k, t); });
+        if (use_cpu) {
+          std::tie(q.cpu[0], q.cpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return cpu_at(k, t); });
+        }
+      }
+      ndp_weight_[e] = q.whole ? ndp0 : ndp0 + (x - q.lo) * (ndp1 - ndp0);  // `priced`
+      q.size = weight_bytes(k);
       index_[e] = problem_.size();
-      problem_.add(expected_row(e, x, layouts[e], resident[e] != 0));
+      expert_costs& c = problem_.add_unchecked();
+      fill_row(c, k, x, q, size_priced(e, q.size), layouts[e], resident[e] != 0, ndp_weight_[e]);
+      // What `makespan_problem::add` accepts, checked without branches (a row failing it
+      // goes through `add` below for its error).
+      const auto no = [](bool ok) { return static_cast<unsigned>(!ok); };
+      bad_row |= no(c.exec[0] >= 0.0) | no(c.exec[0] < not_allowed) | no(c.exec[1] >= 0.0) | no(c.exec[2] >= 0.0) |
+                 no(c.dram >= 0.0) | no(c.dram < not_allowed);
+      const device_option o = bottleneck_refinement_scheduler::greedy_option(c);
+      schedule_.assignment.push_back(o);
+      greedy_loads_.apply(c, o, 1.0);
+      bound.add(c);
     }
-    scheduler_.solve(problem_, schedule_);
-    // The scheduler's totals of that schedule (a rebuild from its assignment).
-    const detail::device_loads& loads = scheduler_.loads();
-    base_m_ = loads.makespan();
-    base_q_ = loads.square_sum_after({});
+    if (bad_row != 0) recheck_rows();
+    greedy_loads_.refresh();
+    // The local search returns its greedy start unchanged, as optimal, when it meets the
+    // lower bound (sched/local_search.hpp, step 4); it runs only otherwise.
+    if (!detail::less_than(bound.result().value, greedy_loads_.makespan(), config_.scheduling.tolerance)) {
+      schedule_.status = solve_status::optimal;
+      schedule_.iterations = 0;
+      detail::write_totals(greedy_loads_, schedule_);
+      loads_ = &greedy_loads_;
+    } else {
+      scheduler_.solve(problem_, schedule_);
+      loads_ = &scheduler_.loads();  // the totals of its schedule (a rebuild from its assignment)
+    }
+    base_m_ = loads_->makespan();
+    base_q_ = loads_->square_sum_after({});
 
     // Rebalancing on today's layout, in predicted NDP seconds.
     if (config_.rebalance) {
@@ -332,7 +401,7 @@ class migration_planner {
         t.to = expert_layout::localized(m.to);
         if (!evaluate(t, predicted[m.expert], resident[m.expert] != 0, t.to)) break;  // no benefit ends the chain
         t.size = size_of(m.expert);
-        t.transfer_seconds = system_.dimm().transfer_seconds(t.size);
+        t.transfer_seconds = size_priced(m.expert, t.size).move;  // dimm().transfer_seconds(W)
         t.chain = ++chain;
         tasks_.push_back(t);
       }
@@ -347,29 +416,35 @@ class migration_planner {
       }
     }
 
+    // The experts with a candidate, gathered in index order without branches on the data
+    // (a candidate of an expert outside the predicted step has no benefit), then valued.
     const bool by_class = config_.relayout_when == relayout_rule::class_change;
+    std::size_t m = 0;
     for (std::size_t e = 0; e < experts_; ++e) {
+      candidates_[m] = static_cast<std::uint32_t>(e);
+      m += static_cast<std::size_t>(index_[e] != none) &
+           static_cast<std::size_t>(candidate_kinds(predicted[e], classes[e], layouts[e], resident[e] != 0, by_class) !=
+                                    0);
+    }
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::size_t e = candidates_[j];
       const double x = predicted[e];
       const expert_layout here = layouts[e];
       const bool res = resident[e] != 0;
-      const bool prefetch = config_.prefetch && classes[e] == hotness::hot && !res;
-      const bool to_striped =
-          config_.relayout && here.is_localized() && (by_class ? classes[e] != hotness::cold : x > 0.0);
-      const bool to_localized = config_.relayout && !to_striped && here.is_striped() &&
-                                (by_class ? classes[e] == hotness::cold : classes[e] != hotness::hot);
-      // A candidate of an expert outside the predicted step has no benefit.
-      if (index_[e] == none || !(prefetch || to_striped || to_localized)) continue;
+      const unsigned kinds = candidate_kinds(x, classes[e], here, res, by_class);
+      const bool to_striped = (kinds & 2u) != 0, to_localized = (kinds & 4u) != 0;
       migration_task t;
       t.expert = static_cast<expert_id>(e);
       t.from = t.to = here;
       t.size = size_of(e);
-      if (prefetch) {
+      const size_prices& w = size_priced(e, t.size);
+      if ((kinds & 1u) != 0) {
         t.kind = migration_kind::prefetch;
-        t.transfer_seconds = system_.gpu().transfer_seconds(t.size);
+        t.transfer_seconds = w.pcie;  // gpu().transfer_seconds(W)
         if (evaluate(t, x, true, here)) tasks_.push_back(t);
       }
       if (!config_.relayout) continue;
-      t.transfer_seconds = system_.dimm().transfer_seconds(relayout_port_bytes(t.size));
+      t.transfer_seconds = w.relayout;
       if (to_striped) {
         t.kind = migration_kind::relayout_to_striped;
         t.to = expert_layout::striped();
@@ -413,13 +488,91 @@ class migration_planner {
     seconds pcie = 0.0;       // T_PCIe(W)
     seconds localized = 0.0;  // T_DRAM(W, localized)
     seconds striped = 0.0;    // T_DRAM(W, striped)
+    seconds relayout = 0.0;   // a relayout on DIMM-Link (`relayout_port_bytes`)
+    seconds move = 0.0;       // a rebalance move on DIMM-Link
   };
 
   [[nodiscard]] expert_key key(std::size_t e) const noexcept { return {layer_, static_cast<expert_id>(e)}; }
 
+  /// A price of a key-independent model at `t` tokens from `memo` (taken on first use),
+  /// or the model's call.
+  template <class Model, class F>
+  [[nodiscard]] static seconds memoised(std::vector<seconds>& memo, std::uint32_t t, F&& f) {
+    if constexpr (key_independent_cost<Model>) {
+      if (t < memo.size()) {
+        seconds& v = memo[t];
+        if (!(v >= 0.0)) v = f();  // unpriced (a model breaking its contract is called again)
+        return v;
+      }
+    }
+    return f();
+  }
+  /// Whether every model is `key_independent_cost` and the memos now hold every price at
+  /// 0 … max ⌊predicted⌋ + 1 tokens (0 at 0 tokens, the models' calls elsewhere).
+  bool fill_memos(std::span<const double> predicted) {
+    if constexpr (key_independent_cost<Gpu> && key_independent_cost<Cpu> && key_independent_cost<Dimm>) {
+      std::uint32_t top = 0;
+      for (const double x : predicted) top = std::max(top, static_cast<std::uint32_t>(x));  // 0 <= x < 4e9
+      if (static_cast<std::size_t>(top) + 1 >= memo_tokens) return false;
+      for (std::uint32_t t = filled_; t <= top + 1; ++t) {
+        const expert_key k = key(0);
+        memo_gpu_[t] = t == 0 ? 0.0 : system_.gpu().compute_seconds(k, config_.bits, t);
+        memo_cpu_[t] = t == 0 ? 0.0 : cpu_compute(k, t);
+        memo_ndp_[t] = t == 0 ? 0.0 : system_.ndp_seconds(k, config_.bits, t);
+      }
+      filled_ = std::max(filled_, top + 2);
+      return true;
+    } else {
+      static_cast<void>(predicted);
+      return false;
+    }
+  }
+
+  /// A model's prices at `l` and `l + 1` tokens, as `f` gives them, except 0 for the
+  /// first when `l` = 0 and for the second when `whole` (no call for those).
+  template <class F>
+  [[nodiscard]] static std::pair<seconds, seconds> at_both(std::uint32_t l, bool whole, F&& f) {
+    return {l == 0 ? 0.0 : f(l), whole ? 0.0 : f(l + 1)};
+  }
+
+  /// f_calc_gpu, f_calc_cpu (T_CPU before its DIMM read) and Eq. 4 at `t` tokens.
+  [[nodiscard]] seconds gpu_at(expert_key k, std::uint32_t t) {
+    return memoised<Gpu>(memo_gpu_, t, [&] { return system_.gpu().compute_seconds(k, config_.bits, t); });
+  }
+  [[nodiscard]] seconds cpu_at(expert_key k, std::uint32_t t) {
+    return memoised<Cpu>(memo_cpu_, t, [&] { return cpu_compute(k, t); });
+  }
+  [[nodiscard]] seconds ndp_at(expert_key k, std::uint32_t t) {
+    return memoised<Dimm>(memo_ndp_, t, [&] { return system_.ndp_seconds(k, config_.bits, t); });
+  }
+  /// W of expert key `k`.
+  [[nodiscard]] bytes weight_bytes(expert_key k) const noexcept {
+    if constexpr (key_independent_cost<Dimm>) return size_;
+    return system_.weight_bytes(k, config_.bits);
+  }
+
+  /// Calls `makespan_problem::add` on every row of the predicted step, for its error when
+  /// a cost model gave a price `add` refuses (allocates; only on that path).
+  void recheck_rows() const {
+    makespan_problem check(problem_.num_dimms(), problem_.size());
+    for (const auto& r : problem_.experts()) check.add(r);
+  }
+
   /// W of expert `e`: priced with the predicted step when it is in it.
   [[nodiscard]] bytes size_of(std::size_t e) const noexcept {
-    return index_[e] != none ? prices_[e].size : system_.weight_bytes(key(e), config_.bits);
+    return index_[e] != none ? prices_[e].size : weight_bytes(key(e));
+  }
+
+  /// The candidate tasks of an expert at predicted load `x` (see the header): bit 0 a
+  /// prefetch, bit 1 a relayout to striped, bit 2 a relayout to localized.
+  [[nodiscard]] unsigned candidate_kinds(double x, hotness c, expert_layout here, bool res,
+                                         bool by_class) const noexcept {
+    const bool prefetch = config_.prefetch && c == hotness::hot && !res;
+    const bool to_striped = config_.relayout && here.is_localized() && (by_class ? c != hotness::cold : x > 0.0);
+    const bool to_localized =
+        config_.relayout && !to_striped && here.is_striped() && (by_class ? c == hotness::cold : c != hotness::hot);
+    return static_cast<unsigned>(prefetch) | (static_cast<unsigned>(to_striped) << 1) |
+           (static_cast<unsigned>(to_localized) << 2);
   }
 
   /// Bytes the busiest DIMM-Link port carries in a relayout of `w` bytes.
@@ -429,24 +582,16 @@ class migration_planner {
     return D <= 1 ? w : (D - 1) * ((w + D - 1) / D);
   }
 
-  template <class F>
-  [[nodiscard]] static seconds priced(double x, F&& f) {
-    if (!(x > 0.0)) return 0.0;
-    MOEPOLICY_ASSERT(x < 4.0e9);
-    const double lo = std::floor(x);
-    const auto l = static_cast<std::uint32_t>(lo);
-    const seconds c_lo = l == 0 ? 0.0 : f(l);
-    if (x == lo) return c_lo;
-    const seconds c_hi = f(l + 1);
-    return c_lo + (x - lo) * (c_hi - c_lo);
-  }
-  /// `priced` from prices at ⌊x⌋ and ⌊x⌋ + 1 already taken: `f(i)` for i = 0, 1.
+  /// A price at predicted load x, interpolated between ⌊x⌋ and ⌊x⌋ + 1 with f(0) = 0, from
+  /// prices at ⌊x⌋ and ⌊x⌋ + 1 already taken: `f(i)` for i = 0, 1.
+  /// Both prices are taken and the result selected, without branches on the data (the
+  /// same value as the branching form: f(0) and f(1) are pure).
   template <class F>
   [[nodiscard]] static seconds interpolated(double x, const expert_prices& q, F&& f) {
-    const seconds c_lo = q.lo == 0.0 ? 0.0 : f(0);
-    if (q.whole) return c_lo;
-    const seconds c_hi = f(1);
-    return c_lo + (x - q.lo) * (c_hi - c_lo);
+    const seconds f0 = f(0), f1 = f(1);
+    const seconds c_lo = q.lo == 0.0 ? 0.0 : f0;
+    const seconds mixed = c_lo + (x - q.lo) * (f1 - c_lo);
+    return q.whole ? c_lo : mixed;
   }
 
   /// T_CPU's part before the DIMM read: `cpu_seconds` is max(f_calc_cpu, T_DRAM), plus the
@@ -455,58 +600,73 @@ class migration_planner {
     return system_.cpu().compute_seconds(k, config_.bits, n);
   }
   [[nodiscard]] seconds cpu_price(double x, const expert_prices& q, seconds dram) const {
+    if (!system_.config().activation_transfer) {
+      return interpolated(x, q, [&](std::size_t i) { return std::max(q.cpu[i], dram); });
+    }
     return interpolated(x, q, [&](std::size_t i) {
-      const seconds t = std::max(q.cpu[i], dram);
-      if (!system_.config().activation_transfer) return t;
       const auto n = static_cast<std::uint32_t>(q.lo) + static_cast<std::uint32_t>(i);
-      return t + system_.cpu().activation_transfer_seconds(n);
+      return std::max(q.cpu[i], dram) + system_.cpu().activation_transfer_seconds(n);
     });
   }
 
-  /// T_PCIe and T_DRAM of an expert of `w` bytes (memoised by W).
+  /// T_PCIe, T_DRAM and the DIMM-Link times of an expert of `w` bytes (memoised by W).
   [[nodiscard]] const size_prices& size_priced(std::size_t e, bytes w) const {
-    if (!sized_.valid || sized_.size != w) {
-      const expert_key k = key(e);
-      sized_.size = w;
-      sized_.valid = true;
-      sized_.pcie = system_.gpu().transfer_seconds(w);
-      sized_.localized = system_.dram_seconds(k, config_.bits, expert_layout::localized(0));
-      sized_.striped = system_.dram_seconds(k, config_.bits, expert_layout::striped());
-    }
+    if (!sized_.valid || sized_.size != w) price_size(e, w);
     return sized_;
+  }
+  /// Fills `sized_` for W = `w` (expert `e` stands for every expert of that size).
+  void price_size(std::size_t e, bytes w) const {
+    const expert_key k = key(e);
+    sized_.size = w;
+    sized_.valid = true;
+    sized_.pcie = system_.gpu().transfer_seconds(w);
+    sized_.localized = system_.dram_seconds(k, config_.bits, expert_layout::localized(0));
+    sized_.striped = system_.dram_seconds(k, config_.bits, expert_layout::striped());
+    sized_.relayout = system_.dimm().transfer_seconds(relayout_port_bytes(w));
+    sized_.move = system_.dimm().transfer_seconds(w);
   }
 
   /// The prices of expert `e` at predicted load `x` with `layout` and residency `res`, from
   /// its `prices_` (the same values as the system's calls: Eq. 1–4 interpolated).
-  [[nodiscard]] expert_costs expected_row(std::size_t e, double x, expert_layout layout, bool res) const {
+  /// (Written into `c` in place: a row returned by value and copied costs more than the
+  /// arithmetic.)
+  void expected_row(expert_costs& c, std::size_t e, double x, expert_layout layout, bool res) const {
     const expert_prices& q = prices_[e];
-    const size_prices& w = size_priced(e, q.size);
+    fill_row(c, key(e), x, q, size_priced(e, q.size), layout, res, ndp_weight_[e]);
+  }
+  /// `expected_row` from the expert's prices `q`, its size's `w` and its NDP seconds `ndp`
+  /// (small enough to be inlined in the pricing pass).
+  void fill_row(expert_costs& c, expert_key k, double x, const expert_prices& q, const size_prices& w,
+                expert_layout layout, bool res, seconds ndp) const {
     const seconds dram = layout.is_localized() ? w.localized : w.striped;
-    expert_costs c;
-    c.key = key(e);
-    c.load = static_cast<std::uint32_t>(std::ceil(x));
+    c.key = k;
+    c.load = static_cast<std::uint32_t>(q.lo) + static_cast<std::uint32_t>(!q.whole);  // ⌈x⌉
     c.layout = layout;
     c.gpu_resident = res;
     c.dram = std::min(1.0, x) * dram;
     c.exec[0] = gpu_price(x, q, res, w.pcie, dram);
     c.exec[1] = system_.config().use_cpu ? cpu_price(x, q, dram) : not_allowed;
-    c.exec[2] = (system_.config().use_ndp && layout.is_localized()) ? ndp_weight_[e] : not_allowed;
-    return c;
+    c.exec[2] = (system_.config().use_ndp && layout.is_localized()) ? ndp : not_allowed;
   }
 
   /// The GPU price at predicted load `x`: a hit (Eq. 1) when resident, else a miss
   /// (Eq. 2) reading the weights in `pcie` over PCIe and `dram` from the DIMMs.
   [[nodiscard]] static seconds gpu_price(double x, const expert_prices& q, bool res, seconds pcie, seconds dram) {
-    if (res) return interpolated(x, q, [&](std::size_t i) { return q.gpu[i]; });
-    return interpolated(x, q, [&](std::size_t i) { return std::max({q.gpu[i], pcie, dram}); });
+    // A hit reads nothing from the host: the miss's read terms drop out (Eq. 1 vs Eq. 2).
+    const seconds read = res ? 0.0 : std::max(pcie, dram);
+    return interpolated(x, q, [&](std::size_t i) { return std::max(q.gpu[i], read); });
   }
 
   /// `old`'s row with residency `res` and `layout`: the prices that depend on neither
   /// change are kept (the same calls give the same values), the others priced afresh.
   [[nodiscard]] expert_costs moved_row(const expert_costs& old, std::size_t e, double x, expert_layout layout,
                                        bool res) const {
-    if (layout.home != old.layout.home) return expected_row(e, x, layout, res);
-    expert_costs c = old;
+    expert_costs c;
+    if (layout.home != old.layout.home) {
+      expected_row(c, e, x, layout, res);
+      return c;
+    }
+    c = old;
     if (res != old.gpu_resident) {
       const expert_prices& q = prices_[e];
       const size_prices& w = size_priced(e, q.size);
@@ -531,8 +691,8 @@ class migration_planner {
       detail::device_loads::delta d;
       d.add(old, schedule_.assignment[i], -1.0);
       d.add(now, o, 1.0);
-      const seconds m = scheduler_.loads().makespan_after(d);
-      const double q = scheduler_.loads().square_sum_after(d);
+      const seconds m = loads_->makespan_after(d);
+      const double q = loads_->square_sum_after(d);
       if (!found || m < best_m || (m == best_m && q < best_q)) {
         found = true;
         best_m = m;
@@ -609,10 +769,22 @@ class migration_planner {
   double base_q_ = 0.0;
   std::vector<migration_task> tasks_, ranked_;
   std::vector<std::size_t> order_, index_;
+  std::vector<std::uint32_t> candidates_;  // the experts with a candidate task
   std::vector<seconds> keys_;
   std::vector<double> ndp_weight_, projected_;
   std::vector<expert_prices> prices_;  // per expert of the predicted step (`index_` != none)
   mutable size_prices sized_;          // the last W priced
+  // The predicted step's greedy assignment's totals, the lower bound's scratch, and the
+  // totals of the predicted schedule (these or the local search's).
+  detail::device_loads greedy_loads_;
+  std::vector<double> bound_scratch_;
+  const detail::device_loads* loads_ = nullptr;  // set by each `plan`
+  // Prices of key-independent models by token count (`memoised`), and their W.
+  static constexpr std::size_t memo_tokens = 1024;
+  static constexpr seconds unpriced = -1.0;
+  std::vector<seconds> memo_gpu_, memo_cpu_, memo_ndp_;
+  std::uint32_t filled_ = 0;  // the memos hold every price below this token count
+  bytes size_ = 0;
 };
 
 /// Applies the taken tasks of a plan to the layer's state: layouts change for relayouts

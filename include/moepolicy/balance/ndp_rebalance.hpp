@@ -122,10 +122,17 @@ class ndp_rebalancer {
     }
     const double mean = total / static_cast<double>(D);
     while (moves_.size() < config_.max_moves) {
+      // The busiest and the idlest DIMM, the first of equals; the extremes are kept in
+      // registers and selected without branches.
       std::size_t b = 0, i = 0;
+      double hi = loads_[0], lo = loads_[0];
       for (std::size_t d = 1; d < D; ++d) {
-        if (loads_[d] > loads_[b]) b = d;
-        if (loads_[d] < loads_[i]) i = d;
+        const double v = loads_[d];
+        const bool up = v > hi, down = v < lo;
+        b = up ? d : b;
+        hi = up ? v : hi;
+        i = down ? d : i;
+        lo = down ? v : lo;
       }
       const double gap = loads_[b] - loads_[i];
       if (!(loads_[b] > (1.0 + config_.skew_threshold) * mean) || !(gap > 0.0)) break;

@@ -117,6 +117,17 @@ concept DenseComputeCost = requires(const C& c, double flops, bytes read) {
   { c.dense_seconds(flops, read) } -> std::convertible_to<seconds>;
 };
 
+/// Whether a model prices every expert of its model alike: its `compute_seconds` and
+/// `footprint_bytes` do not read the `expert_key` (all experts of a layer have one shape),
+/// so a caller may take a price once per token count or bitwidth and reuse it for every
+/// expert, with the same values. A model says so with
+/// `static constexpr bool key_independent = true;` (`roofline_cost` does); without it,
+/// callers assume prices differ by expert.
+template <class C>
+inline constexpr bool key_independent_cost = requires {
+  requires C::key_independent;
+};
+
 /// A complete device: everything above plus a name to print.
 template <class C>
 concept DeviceCost = ComputeCost<C> && TransferCost<C> && ActivationTransferCost<C> &&

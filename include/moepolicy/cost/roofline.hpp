@@ -27,6 +27,10 @@ class roofline_cost : public detail::device_base {
   /// Throws: `invalid_argument` if `spec` or `shape` fails validation.
   roofline_cost(device_spec spec, model_shape shape) : device_base(std::move(spec), std::move(shape)) {}
 
+  /// Every expert of the model has its shape: prices do not read the key
+  /// (`key_independent_cost`).
+  static constexpr bool key_independent = true;
+
   /// FLOP/s the device reaches with weights at `b`.
   [[nodiscard]] double peak_flops(bitwidth b) const noexcept {
     const auto& c = spec_.compute;
@@ -51,5 +55,6 @@ class roofline_cost : public detail::device_base {
 
 static_assert(DeviceCost<roofline_cost>);
 static_assert(DenseComputeCost<roofline_cost>);
+static_assert(key_independent_cost<roofline_cost>);
 
 }  // namespace moepolicy

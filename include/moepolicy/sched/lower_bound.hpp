@@ -188,43 +188,73 @@ struct dual_weights {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The lower bound built expert by expert, for a caller that produces a problem's rows
+/// one at a time and wants the bound of the rows added (in the order added) without a
+/// second pass: `makespan_lower_bound` is this over `p.experts()`, so the two give the
+/// same value bit for bit.
+class lower_bound_accumulator {
+ public:
+  /// Starts a problem on `num_dimms` DIMMs, D. `scratch` holds at least 2 · D doubles
+  /// (its first 2 · D are used) and outlives the accumulator.
+  lower_bound_accumulator(std::size_t num_dimms, std::span<double> scratch) noexcept
+      : D_(num_dimms), b3_(scratch.subspan(0, num_dimms)), b4_(scratch.subspan(num_dimms, num_dimms)) {
+    MOEPOLICY_ASSERT(scratch.size() >= 2 * num_dimms);
+    std::fill(b3_.begin(), b3_.end(), 0.0);
+    std::fill(b4_.begin(), b4_.end(), 0.0);
+  }
+
+  /// Adds one expert. O(1).
+  void add(const expert_costs& e) noexcept {
+    const auto t = terms_of(e, D_);
+    out_.single_expert = std::max(out_.single_expert, t.single);
+    all_ += t.all;
+    serial_ += t.serial;
+    if (e.layout.is_striped()) {
+      striped_dimm_ += t.dimm;
+      striped_triple_ += t.triple;
+    } else {
+      // Off its home the expert adds only serial work; on its home, serial work and r.
+      local_serial_ += t.serial;
+      b3_[e.layout.home] += t.dimm;
+      b4_[e.layout.home] += t.triple - t.serial;
+    }
+  }
+
+  /// The bound of the experts added. O(D).
+  [[nodiscard]] makespan_bound result() const noexcept {
+    makespan_bound out = out_;
+    out.average_all = all_ / static_cast<double>(2 + D_);
+    out.average_serial = serial_ / 2.0;
+    for (std::size_t d = 0; d < D_; ++d) {
+      out.per_dimm = std::max(out.per_dimm, striped_dimm_ + b3_[d]);
+      out.serial_and_dimm = std::max(out.serial_and_dimm, (striped_triple_ + local_serial_ + b4_[d]) / 3.0);
+    }
+    out.value = std::max({out.single_expert, out.average_all, out.average_serial, out.per_dimm, out.serial_and_dimm});
+    return out;
+  }
+
+ private:
+  std::size_t D_;
+  std::span<double> b3_, b4_;
+  makespan_bound out_{};
+  double all_ = 0.0, serial_ = 0.0, striped_dimm_ = 0.0, striped_triple_ = 0.0, local_serial_ = 0.0;
+};
+
+}  // namespace detail
+
 /// The lower bound and its parts, with caller-provided scratch.
 ///
 /// Preconditions: `scratch.size() >= 2 * p.num_dimms()`.
 /// Returns: a value <= the makespan of every assignment of `p` (proof at the top of this
 /// header); 0 for an empty problem.
 /// Complexity: O(experts + DIMMs); no allocation.
-[[nodiscard]] inline makespan_bound makespan_lower_bound(const makespan_problem& p, std::span<double> scratch) noexcept {
-  const std::size_t D = p.num_dimms();
-  MOEPOLICY_ASSERT(scratch.size() >= 2 * D);
-  std::span<double> b3 = scratch.subspan(0, D), b4 = scratch.subspan(D, D);
-  std::fill(b3.begin(), b3.end(), 0.0);
-  std::fill(b4.begin(), b4.end(), 0.0);
-  makespan_bound out;
-  double all = 0.0, serial = 0.0, striped_dimm = 0.0, striped_triple = 0.0, local_serial = 0.0;
-  for (const auto& e : p.experts()) {
-    const auto t = detail::terms_of(e, D);
-    out.single_expert = std::max(out.single_expert, t.single);
-    all += t.all;
-    serial += t.serial;
-    if (e.layout.is_striped()) {
-      striped_dimm += t.dimm;
-      striped_triple += t.triple;
-    } else {
-      // Off its home the expert adds only serial work; on its home, serial work and r.
-      local_serial += t.serial;
-      b3[e.layout.home] += t.dimm;
-      b4[e.layout.home] += t.triple - t.serial;
-    }
-  }
-  out.average_all = all / static_cast<double>(2 + D);
-  out.average_serial = serial / 2.0;
-  for (std::size_t d = 0; d < D; ++d) {
-    out.per_dimm = std::max(out.per_dimm, striped_dimm + b3[d]);
-    out.serial_and_dimm = std::max(out.serial_and_dimm, (striped_triple + local_serial + b4[d]) / 3.0);
-  }
-  out.value = std::max({out.single_expert, out.average_all, out.average_serial, out.per_dimm, out.serial_and_dimm});
-  return out;
+[[nodiscard]] inline makespan_bound makespan_lower_bound(const makespan_problem& p,
+                                                         std::span<double> scratch) noexcept {
+  detail::lower_bound_accumulator acc(p.num_dimms(), scratch);
+  for (const auto& e : p.experts()) acc.add(e);
+  return acc.result();
 }
 
 /// The lower bound and its parts.

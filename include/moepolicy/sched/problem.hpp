@@ -170,6 +170,15 @@ class makespan_problem {
     rows_.push_back(e);
   }
 
+  /// Appends a default row for the caller to fill in place, without `add`'s checks: for a
+  /// caller that checks the row itself (or calls `add` with it when its own check fails,
+  /// so that bad rows still get `add`'s error).
+  ///
+  /// Preconditions: once filled, the row meets those of `add`.
+  /// Returns: the row added (valid until the next append or `clear`).
+  /// Complexity: O(1); allocates only beyond the capacity given at construction.
+  expert_costs& add_unchecked() { return rows_.emplace_back(); }
+
  private:
   std::size_t dimms_;
   std::vector<expert_costs> rows_;

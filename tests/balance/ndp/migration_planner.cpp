@@ -370,6 +370,50 @@ void check_same_plan(std::span<const migration_task> a, std::span<const migratio
   }
 }
 
+/// Whether two planners' predicted steps and schedules are the same, bit for bit; true
+/// when the local search moved from its greedy start (or did not prove it optimal).
+template <class P, class R>
+bool check_same_step(const P& planner, const R& ref) {
+  const auto a = planner.predicted_step().experts();
+  const auto b = ref.predicted_step().experts();
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i].key == b[i].key);
+    CHECK(a[i].load == b[i].load);
+    CHECK(a[i].layout == b[i].layout);
+    CHECK(a[i].gpu_resident == b[i].gpu_resident);
+    CHECK(a[i].exec == b[i].exec);
+    CHECK(a[i].dram == b[i].dram);
+  }
+  const makespan_schedule& x = planner.predicted_schedule();
+  const makespan_schedule& y = ref.predicted_schedule();
+  CHECK(x.status == y.status);
+  CHECK(x.makespan == y.makespan);
+  CHECK(x.gpu_seconds == y.gpu_seconds);
+  CHECK(x.cpu_seconds == y.cpu_seconds);
+  CHECK(x.dimm_seconds == y.dimm_seconds);
+  CHECK(x.assignment == y.assignment);
+  CHECK(x.iterations == y.iterations);
+  return x.iterations > 0 || x.status != solve_status::optimal;
+}
+
+/// A roofline whose experts differ: expert e computes (1 + (e mod 3) / 4) times as long
+/// and weighs (1 + (e mod 2) / 8) times as much, so that no price may be shared between
+/// experts (the planner's path for models that are not `key_independent_cost`).
+class keyed_roofline : public roofline_cost {
+ public:
+  static constexpr bool key_independent = false;
+  using roofline_cost::roofline_cost;
+  [[nodiscard]] seconds compute_seconds(expert_key k, bitwidth b, std::size_t tokens) const noexcept {
+    return roofline_cost::compute_seconds(k, b, tokens) * (1.0 + static_cast<double>(k.expert % 3) / 4.0);
+  }
+  [[nodiscard]] bytes footprint_bytes(expert_key k, bitwidth b) const noexcept {
+    const bytes w = roofline_cost::footprint_bytes(k, b);
+    return k.expert % 2 == 0 ? w : w + w / 8;
+  }
+};
+static_assert(DeviceCost<keyed_roofline> && !key_independent_cost<keyed_roofline>);
+
 }  // namespace
 
 // The planner against its first implementation on the bundled Granite trace: its decode
@@ -385,7 +429,7 @@ TEST_CASE("migration_planner equals the reference implementation on the bundled 
   const batched_steps steps = make_batched_decode_steps(trace, 16);
   const std::size_t L = steps.num_layers(), E = steps.num_experts();
   REQUIRE(steps.num_steps() > 10);
-  std::size_t tasks_seen = 0, taken = 0;
+  std::size_t tasks_seen = 0, taken = 0, searched = 0;
   for (const relayout_rule rule : {relayout_rule::class_change, relayout_rule::benefit}) {
     const migration_planner_config cfg{.relayout_when = rule};
     migration_planner planner(sys, E, cfg);
@@ -418,7 +462,7 @@ TEST_CASE("migration_planner equals the reference implementation on the bundled 
         CAPTURE(t);
         CAPTURE(l);
         check_same_plan(a, b);
-        CHECK(planner.predicted_schedule().makespan == ref.predicted_schedule().makespan);
+        searched += check_same_step(planner, ref) ? 1U : 0U;
         tasks_seen += a.size();
         taken += static_cast<std::size_t>(std::count_if(a.begin(), a.end(), [](const auto& x) { return x.taken; }));
         apply_migrations(a, layouts[l], resident[l]);
@@ -427,29 +471,39 @@ TEST_CASE("migration_planner equals the reference implementation on the bundled 
   }
   CHECK(tasks_seen > 100);
   CHECK(taken > 10);
+  MESSAGE("Granite: the local search moved on ", searched, " predicted steps");
 }
 
-// The planner against its first implementation, kept as the reference: the same tasks, in
-// the same order, with the same benefits, times and choices, bit for bit, on random layers
-// under every relayout rule and budget reading.
-TEST_CASE("migration_planner equals the reference implementation on random layers") {
-  const model_shape m = models::qwen3_30b_a3b();
-  const toy_system sys(roofline_cost{presets::h100_pcie_gen5(), m}, roofline_cost{presets::xeon_8470_amx(), m},
-                       roofline_cost{presets::dimm_ndp(), m});
-  const std::size_t E = 96;
-  std::mt19937 rng(12);
+namespace {
+
+/// Plans random layers of `E` experts with `planner` and the reference on `sys` under
+/// every relayout rule and budget reading and checks that they agree; `ties` draws every
+/// predicted load from {0, 1, 2} (many experts priced alike); `scale` multiplies the
+/// others (above 1023 tokens the planner prices without its memo). Returns the plans on
+/// which the local search moved and the tasks seen.
+template <class System>
+std::array<std::size_t, 2> random_layers_agree(const System& sys, std::size_t E, unsigned seed, bool ties,
+                                               double scale = 1.0) {
+  std::mt19937 rng(seed);
   std::exponential_distribution<double> load(0.25);
-  std::size_t tasks_seen = 0;
+  std::size_t tasks_seen = 0, searched = 0;
   for (int trial = 0; trial < 30; ++trial) {
     migration_planner_config cfg{.relayout_when = trial % 3 == 1 ? relayout_rule::benefit : relayout_rule::class_change,
                                  .separate_links = trial % 2 == 0,
                                  .stop_at_first_misfit = trial % 5 == 0};
     if (trial % 4 == 2) cfg.relayout_time = relayout_estimate::busiest_port;
+    if (trial % 7 == 3) cfg.scheduling.list_start = false;
     migration_planner planner(sys, E, cfg);
     reference::migration_planner ref(sys, E, cfg);
     for (int round = 0; round < 2; ++round) {  // the second plan reuses the planners' scratch
       std::vector<double> predicted(E);
-      for (auto& x : predicted) x = rng() % 3 == 0 ? 0.0 : (rng() % 4 == 0 ? std::floor(load(rng)) : load(rng));
+      for (auto& x : predicted) {
+        if (ties) {
+          x = static_cast<double>(rng() % 3);
+        } else {
+          x = rng() % 3 == 0 ? 0.0 : (rng() % 4 == 0 ? std::floor(scale * load(rng)) : scale * load(rng));
+        }
+      }
       std::vector<hotness> classes(E);
       classify_by_share(predicted, classes);
       std::vector<expert_layout> layouts(E);
@@ -459,13 +513,58 @@ TEST_CASE("migration_planner equals the reference implementation on random layer
         resident[e] = rng() % 8 == 0 ? 1 : 0;
       }
       const seconds window = 0.68e-3 * (1 + trial % 4);
-      const auto a = planner.plan(2, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
-      const auto b = ref.plan(2, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
+      const auto layer = static_cast<layer_id>(round + 2);
+      const auto a = planner.plan(layer, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
+      const auto b = ref.plan(layer, predicted, classes, layouts, resident, window, bytes{2'400'000'000});
       CAPTURE(trial);
       check_same_plan(a, b);
+      searched += check_same_step(planner, ref) ? 1U : 0U;
       tasks_seen += a.size();
-      CHECK(planner.predicted_schedule().makespan == ref.predicted_schedule().makespan);
     }
   }
-  CHECK(tasks_seen > 100);
+  return {searched, tasks_seen};
+}
+
+}  // namespace
+
+// The planner against its first implementation, kept as the reference: the same tasks, in
+// the same order, with the same benefits, times and choices, bit for bit, and the same
+// predicted step and schedule, on random layers under every relayout rule and budget
+// reading; on systems without the CPU or with activation transfers, with prices that
+// differ by expert, with loads that make many experts tie and with loads of thousands of
+// tokens. Both of the planner's paths to the predicted schedule are taken (the greedy
+// start proven optimal, and the local search).
+TEST_CASE("migration_planner equals the reference implementation on random layers") {
+  const model_shape m = models::qwen3_30b_a3b();
+  const auto gpu = presets::h100_pcie_gen5();
+  const auto cpu = presets::xeon_8470_amx();
+  const auto dimm = presets::dimm_ndp();
+  std::size_t searched = 0, plans = 0;
+  for (const gpu_cpu_ndp_config c :
+       {gpu_cpu_ndp_config{}, gpu_cpu_ndp_config{.use_cpu = false}, gpu_cpu_ndp_config{.use_ndp = false},
+        gpu_cpu_ndp_config{.activation_transfer = true}}) {
+    const toy_system sys(roofline_cost{gpu, m}, roofline_cost{cpu, m}, roofline_cost{dimm, m}, c);
+    for (const bool ties : {false, true}) {
+      const auto [s, tasks] = random_layers_agree(sys, 96, 12 + (ties ? 1u : 0u), ties);
+      CHECK(tasks > 20);
+      searched += s;
+      plans += 60;
+    }
+  }
+  {
+    const toy_system sys(roofline_cost{gpu, m}, roofline_cost{cpu, m}, roofline_cost{dimm, m});
+    const auto [s, tasks] = random_layers_agree(sys, 96, 15, false, 300.0);
+    CHECK(tasks > 20);
+    searched += s;
+    plans += 60;
+  }
+  using keyed_system = gpu_cpu_ndp_system<keyed_roofline, keyed_roofline, keyed_roofline>;
+  const keyed_system keyed(keyed_roofline{gpu, m}, keyed_roofline{cpu, m}, keyed_roofline{dimm, m});
+  const auto [s, tasks] = random_layers_agree(keyed, 96, 14, false);
+  CHECK(tasks > 100);
+  searched += s;
+  plans += 60;
+  // Both paths: the local search moved on some plans and not on others.
+  CHECK(searched > 0);
+  CHECK(searched < plans);
 }
