@@ -20,11 +20,11 @@
 #include "../common/table.hpp"
 #include "commands.hpp"
 #include "moepolicy/core/model_shape.hpp"
-#include "moepolicy/detail/file_output.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/summary.hpp"
 #include "printable.hpp"
+#include "scratch_canonical.hpp"
 
 namespace moepolicy::tool {
 namespace {
@@ -58,25 +58,11 @@ std::pair<trace_info, trace_summary> read_summary(const std::vector<std::filesys
     const canonical_file f(paths.front());
     return {f.info(), summarize(f)};
   }
-  // Routing JSONL or CSV goes into a scratch canonical file in the temporary folder (the
-  // size of the canonical rows; streamed when the rows are in canonical order), walked as
-  // above and then removed.
-  if (paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec)) {
-    const auto f = io::detect_trace_format(paths.front());
-    if (f == io::trace_format::moepolicy_jsonl || f == io::trace_format::moepolicy_csv) {
-      struct scratch {
-        std::filesystem::path path;
-        ~scratch() {
-          std::error_code ignored;
-          std::filesystem::remove(path, ignored);
-        }
-      } tmp{detail::temporary_beside(std::filesystem::temp_directory_path() / "moepolicy-inspect.mtrace", 0)};
-      const auto done = io::write_canonical_from_text(paths.front(), tmp.path);
-      if (done) {
-        const canonical_file c(tmp.path);
-        return {c.info(), summarize(c)};
-      }
-    }
+  // Routing JSONL or CSV goes into a scratch canonical file in the temporary folder,
+  // walked as above and then removed (scratch_canonical.hpp).
+  if (const auto scratch = scratch_canonical(paths, "inspect")) {
+    const canonical_file c(scratch->path());
+    return {c.info(), summarize(c)};
   }
   const routing_trace trace = io::read_trace(paths);
   return {trace.info(), summarize(trace)};

@@ -56,6 +56,7 @@
 #include "moepolicy/sim/decode_streams.hpp"
 #include "moepolicy/sim/offload_replay.hpp"
 #include "moepolicy/trace/canonical.hpp"
+#include "scratch_canonical.hpp"
 
 namespace moepolicy::tool {
 namespace {
@@ -652,27 +653,32 @@ void run_timed(const options& o, const routing_trace& t, const std::vector<std::
 
 void run_replay(const options& o) {
   const std::vector<std::filesystem::path> paths(o.traces.begin(), o.traces.end());
-  // One canonical file is walked from its map in bounded memory; a part of the run that
-  // needs the trace's indices (the timed model, the router, a predictor's scoring) reads it
-  // whole besides.
+  // One canonical file is walked from its map in bounded memory, and so is one routing
+  // JSONL or CSV file, from the scratch canonical file it is first written as
+  // (scratch_canonical.hpp: streamed when its rows are in canonical order); the timed model
+  // reads such a file whole. A part of the run that needs the trace's indices (the router,
+  // a predictor's scoring) reads the canonical file whole besides.
   std::error_code ec;
   const bool one_canonical = paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
                              io::detect_trace_format(paths.front()) == io::trace_format::canonical;
   const bool needs_whole =
       !o.link.empty() || o.router_alpha.has_value() || (!o.predictor.empty() && o.predictor != "none");
-  if (one_canonical && !needs_whole) {
-    const canonical_file f(paths.front());
-    run_untimed(o, f, nullptr, paths);
-    return;
-  }
-  if (one_canonical && o.link.empty()) {
-    // The router, a predictor's scoring and the oracle read the trace whole; the replays,
-    // Belady's next uses (a chunk at a time from the index) and the LRU curve still walk
-    // the map, so no next uses are held whole beside the trace.
-    const routing_trace t = io::read_trace(paths);
-    const canonical_file f(paths.front());
-    run_untimed(o, f, &t, paths);
-    return;
+  if (o.link.empty()) {
+    const std::unique_ptr<scratch_file> scratch = one_canonical ? nullptr : scratch_canonical(paths, "replay");
+    if (one_canonical || scratch) {
+      const std::filesystem::path& file = scratch ? scratch->path() : paths.front();
+      const canonical_file f(file);
+      if (!needs_whole) {
+        run_untimed(o, f, nullptr, paths);
+        return;
+      }
+      // The router, a predictor's scoring and the oracle read the trace whole; the
+      // replays, Belady's next uses (a chunk at a time from the index) and the LRU curve
+      // still walk the map, so no next uses are held whole beside the trace.
+      const routing_trace t = io::read_trace(file);
+      run_untimed(o, f, &t, paths);
+      return;
+    }
   }
   const routing_trace t = io::read_trace(paths);
   if (o.link.empty()) {

@@ -1,0 +1,68 @@
+// A routing JSONL or CSV trace written as a scratch canonical file in the temporary folder,
+// so that a command walks it from its memory map (`canonical_file`) in bounded memory, as it
+// walks an .mtrace. The rows are streamed into the file when they are in canonical order
+// (`io::write_canonical_from_text`); a file out of that order is read whole once, then
+// written. The scratch file costs the size of the canonical rows on disk and is removed
+// when the command is done with it. Used by `inspect` and `replay`.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "moepolicy/detail/file_output.hpp"
+#include "moepolicy/io/read_trace.hpp"
+
+namespace moepolicy::tool {
+
+/// A file in the temporary folder, removed when this goes out of scope.
+class scratch_file {
+ public:
+  explicit scratch_file(std::filesystem::path path) : path_(std::move(path)) {}
+  scratch_file(const scratch_file&) = delete;
+  scratch_file& operator=(const scratch_file&) = delete;
+  ~scratch_file() {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// The trace `paths` as a scratch canonical file when it is one routing JSONL or CSV file
+/// (`moepolicy-COMMAND.mtrace` in the temporary folder, under a unique hidden name); null
+/// for anything else (an .mtrace, a Granite or vLLM trace, several files, a directory).
+///
+/// Throws: `std::runtime_error` naming the command, the trace and TMPDIR when there is no
+/// temporary folder; `parse_error` exactly as `io::read_trace(paths.front())` would, naming the file
+/// and the line (the partial scratch file is removed); the canonical writer's errors.
+[[nodiscard]] inline std::unique_ptr<scratch_file> scratch_canonical(const std::vector<std::filesystem::path>& paths,
+                                                                     std::string_view command) {
+  std::error_code ec;
+  if (paths.size() != 1 || !std::filesystem::is_regular_file(paths.front(), ec)) return nullptr;
+  const io::trace_format f = io::detect_trace_format(paths.front());
+  if (f != io::trace_format::moepolicy_jsonl && f != io::trace_format::moepolicy_csv) return nullptr;
+  std::error_code tec;
+  const std::filesystem::path dir = std::filesystem::temp_directory_path(tec);
+  if (tec) {
+    const char* env = std::getenv("TMPDIR");
+    throw std::runtime_error(std::string(command) + ": " + paths.front().string() +
+                             ": no temporary folder for the scratch canonical file (TMPDIR=" +
+                             (env != nullptr ? std::string(env) : std::string("unset")) + ": " + tec.message() +
+                             "); set TMPDIR to a writable folder, or convert the trace to .mtrace first");
+  }
+  auto tmp = std::make_unique<scratch_file>(
+      detail::temporary_beside(dir / ("moepolicy-" + std::string(command) + ".mtrace"), 0));
+  if (!io::write_canonical_from_text(paths.front(), tmp->path())) return nullptr;
+  return tmp;
+}
+
+}  // namespace moepolicy::tool
