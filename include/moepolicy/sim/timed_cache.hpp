@@ -301,6 +301,7 @@ class timed_expert_cache {
       tl_->cancel(j);
       job_[f] = no_job;
       slot_[f] = 0;
+      stopped_ = true;
       const bytes rest = size_ - placed;
       const transfer_receipt r = demand(t0, rest, k);
       res_.install(k, gpu_tier, bits_, rest, r);
@@ -317,6 +318,7 @@ class timed_expert_cache {
       // whether the copy stays, as for a miss.
       tl_->cancel(static_cast<timeline::job_id>(job_[f]));
       job_[f] = no_job;
+      stopped_ = true;
       const transfer_receipt r = demand(t0, size_, k);
       const std::optional<expert_key> v = pending_victim(k);
       const access_outcome o = cache_.get(k, info);
@@ -440,29 +442,11 @@ class timed_expert_cache {
   /// call after every `timeline::settle`.
   void collect() {
     res_.seal();
-    std::size_t w = 0;
-    for (std::uint32_t f : waiting_) {
-      if (job_[f] == no_job || slot_[f] != 0) {  // stopped, or holding a slot already
-        listed_[f] = 0;
-        continue;
-      }
-      if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) {
-        waiting_[w++] = f;
-        continue;
-      }
-      listed_[f] = 0;
-      const expert_key k = key(f / E_, f % E_);
-      const std::optional<expert_key> v = pending_victim(k);
-      const prefetch_outcome o = cache_.prefetch(k, score_[f]);
-      sync_victim(v);
-      if (o == prefetch_outcome::inserted) {
-        slot_[f] = 1;
-        ++stats_.prefetches_started;
-      } else {
-        stop(f);  // no slot could be freed, or the policy refused the prefetch
-      }
-    }
-    waiting_.resize(w);
+    // The scan of the waiting prefetches changes nothing when none was stopped and no job of
+    // the timeline placed its first chunk since the last scan: it is skipped.
+    if (stopped_ || tl_->started_jobs() != started_seen_) scan_waiting();
+    stopped_ = false;
+    started_seen_ = tl_->started_jobs();
     for (const transfer_receipt& r : tl_->landed()) {
       if (!r.crossed_link() || r.why() != cost_kind::prefetch) continue;
       const auto f = static_cast<std::size_t>(r.tag());
@@ -508,6 +492,33 @@ class timed_expert_cache {
   }
   [[nodiscard]] std::size_t flat(expert_key k) const noexcept { return k.flat(E_); }
 
+  /// Gives a slot to every waiting prefetch whose copy has started; drops the stopped ones.
+  void scan_waiting() {
+    std::size_t w = 0;
+    for (std::uint32_t f : waiting_) {
+      if (job_[f] == no_job || slot_[f] != 0) {  // stopped, or holding a slot already
+        listed_[f] = 0;
+        continue;
+      }
+      if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) {
+        waiting_[w++] = f;
+        continue;
+      }
+      listed_[f] = 0;
+      const expert_key k = key(f / E_, f % E_);
+      const std::optional<expert_key> v = pending_victim(k);
+      const prefetch_outcome o = cache_.prefetch(k, score_[f]);
+      sync_victim(v);
+      if (o == prefetch_outcome::inserted) {
+        slot_[f] = 1;
+        ++stats_.prefetches_started;
+      } else {
+        stop(f);  // no slot could be freed, or the policy refused the prefetch
+      }
+    }
+    waiting_.resize(w);
+  }
+
   transfer_receipt demand(seconds t0, bytes n, expert_key k) {
     const std::array<hop, 1> h{{{link_, cost_.transfer_seconds(n), n}}};
     return tl_->transfer(t0, h, n, cost_kind::demand_fetch, flat(k));
@@ -538,6 +549,7 @@ class timed_expert_cache {
     tl_->cancel(j);
     job_[f] = no_job;
     slot_[f] = 0;
+    stopped_ = true;
     ++stats_.prefetches_cancelled;
   }
 
@@ -558,6 +570,9 @@ class timed_expert_cache {
   std::vector<std::uint8_t> fresh_;
   /// Queued prefetches that hold no slot yet (a superset, each listed once).
   std::vector<std::uint32_t> waiting_;
+  /// A prefetch was stopped, and the timeline's started jobs, at the last scan of `waiting_`.
+  bool stopped_ = true;
+  std::uint64_t started_seen_ = 0;
   timed_cache_stats stats_;
 };
 
@@ -727,8 +742,7 @@ template <LayerCost Cost, PrefetchPredictor Predictor = detail::no_prefetch_pred
         cache.begin_layer(b);
         for (auto& [k, ready] : served) ready = cache.serve(k, t0).ready;
         // Hits first, then the others in the order their weights land.
-        std::stable_sort(served.begin(), served.end(),
-                         [](const auto& x, const auto& y) { return x.second < y.second; });
+        detail::stable_insertion_sort(served, [](const auto& x, const auto& y) { return x.second < y.second; });
         for (const auto& [k, ready] : served) {
           static_cast<void>(tl.run(ready, gpu, cost.expert_seconds(k, tokens[k.expert]), cost_kind::expert));
           tokens[k.expert] = 0;
