@@ -444,7 +444,9 @@ class timed_expert_cache {
     res_.seal();
     // The scan of the waiting prefetches changes nothing when none was stopped and no job of
     // the timeline placed its first chunk since the last scan: it is skipped.
-    if (stopped_ || tl_->started_jobs() != started_seen_) scan_waiting();
+    // Otherwise it stops after as many started prefetches as the timeline started jobs.
+    const std::uint64_t started = tl_->started_jobs() - started_seen_;
+    if (stopped_ || started != 0) scan_waiting(stopped_ ? std::numeric_limits<std::uint64_t>::max() : started);
     stopped_ = false;
     started_seen_ = tl_->started_jobs();
     for (const transfer_receipt& r : tl_->landed()) {
@@ -493,9 +495,13 @@ class timed_expert_cache {
   [[nodiscard]] std::size_t flat(expert_key k) const noexcept { return k.flat(E_); }
 
   /// Gives a slot to every waiting prefetch whose copy has started; drops the stopped ones.
-  void scan_waiting() {
-    std::size_t w = 0;
-    for (std::uint32_t f : waiting_) {
+  /// Stops after `started` started ones: every prefetch that started since the last scan is
+  /// a job the timeline started since then, and the scan leaves none started behind it.
+  void scan_waiting(std::uint64_t started) {
+    std::size_t w = 0, i = 0;
+    std::uint64_t found = 0;
+    for (; i < waiting_.size(); ++i) {
+      const std::uint32_t f = waiting_[i];
       if (job_[f] == no_job || slot_[f] != 0) {  // stopped, or holding a slot already
         listed_[f] = 0;
         continue;
@@ -515,7 +521,14 @@ class timed_expert_cache {
       } else {
         stop(f);  // no slot could be freed, or the policy refused the prefetch
       }
+      if (++found == started) {
+        ++i;
+        break;
+      }
     }
+    // The rest has not started and was not stopped (an unstarted prefetch's expert is not
+    // cached, so it is never a victim): kept in order.
+    for (; i < waiting_.size(); ++i) waiting_[w++] = waiting_[i];
     waiting_.resize(w);
   }
 

@@ -395,6 +395,7 @@ class timeline {
     state_.push_back(std::move(s));
     window_.push_back(0.0);
     least_raw_.push_back(std::numeric_limits<seconds>::infinity());
+    bound_.push_back(0.0);
     return static_cast<resource_id>(state_.size() - 1);
   }
 
@@ -778,7 +779,9 @@ class timeline {
       if (none) return;
     }
     // Measured again exactly over the jobs that stay pending (refresh_next lowers them as
-    // chunks are placed).
+    // chunks are placed); `bound_` keeps the bound of the jobs not yet visited.
+    const bool may_stop = bounded && multi_hop_ == 0;
+    std::copy(least_raw_.begin(), least_raw_.end(), bound_.begin());
     std::fill(least_raw_.begin(), least_raw_.end(), std::numeric_limits<seconds>::infinity());
     std::size_t multi = 0;
     const std::size_t landed_before = landed_.size();
@@ -803,6 +806,16 @@ class timeline {
       // window is the longest left).
       if (bounded && jobs_[id].done_bytes != before) {
         for (const hop& h : jobs_[id].hops) window_[h.resource] = longest_window(h.resource, until);
+        // When no window left holds the shortest chunk of the jobs not yet visited, each of
+        // them would be skipped by the first test: the pass ends here.
+        if (may_stop) {
+          bool none = true;
+          for (std::size_t r = 0; r < state_.size() && none; ++r) none = bound_[r] > window_[r] + 1e-12 * until;
+          if (none) {
+            for (std::size_t r = 0; r < state_.size(); ++r) least_raw_[r] = std::min(least_raw_[r], bound_[r]);
+            break;
+          }
+        }
       }
     }
     multi_hop_ = multi;
@@ -810,7 +823,7 @@ class timeline {
     if (landed_.size() == landed_before) return;
     std::size_t w = 0;
     for (job_id id : order_) {
-      if (jobs_[id].active) order_[w++] = id;
+      if (next_[id].one_hop || jobs_[id].active) order_[w++] = id;
     }
     order_.resize(w);
   }
@@ -970,6 +983,7 @@ class timeline {
   /// when none): exact after a `place_queued` pass that visits the jobs, lowered as jobs
   /// are queued or place chunks. `multi_hop_`: at least the pending jobs of several hops.
   std::vector<seconds> least_raw_;
+  std::vector<seconds> bound_;
   std::size_t multi_hop_ = 0;
   std::uint64_t started_ = 0;
   /// Per job of one hop, what `place_chunks_one_hop` tests first, kept compact so that a
