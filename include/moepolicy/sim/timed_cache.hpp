@@ -301,7 +301,7 @@ class timed_expert_cache {
       tl_->cancel(j);
       job_[f] = no_job;
       slot_[f] = 0;
-      stopped_ = true;
+      if (listed_[f] != 0) ++stops_;
       const bytes rest = size_ - placed;
       const transfer_receipt r = demand(t0, rest, k);
       res_.install(k, gpu_tier, bits_, rest, r);
@@ -318,7 +318,7 @@ class timed_expert_cache {
       // whether the copy stays, as for a miss.
       tl_->cancel(static_cast<timeline::job_id>(job_[f]));
       job_[f] = no_job;
-      stopped_ = true;
+      if (listed_[f] != 0) ++stops_;
       const transfer_receipt r = demand(t0, size_, k);
       const std::optional<expert_key> v = pending_victim(k);
       const access_outcome o = cache_.get(k, info);
@@ -443,11 +443,12 @@ class timed_expert_cache {
   void collect() {
     res_.seal();
     // The scan of the waiting prefetches changes nothing when none was stopped and no job of
-    // the timeline placed its first chunk since the last scan: it is skipped.
-    // Otherwise it stops after as many started prefetches as the timeline started jobs.
+    // the timeline placed its first chunk since the last scan: it is skipped. Otherwise it
+    // ends once it has met as many started prefetches as the timeline started jobs and as
+    // many stopped ones as were stopped.
     const std::uint64_t started = tl_->started_jobs() - started_seen_;
-    if (stopped_ || started != 0) scan_waiting(stopped_ ? std::numeric_limits<std::uint64_t>::max() : started);
-    stopped_ = false;
+    if (stops_ != 0 || started != 0) scan_waiting(started, stops_);
+    stops_ = 0;
     started_seen_ = tl_->started_jobs();
     for (const transfer_receipt& r : tl_->landed()) {
       if (!r.crossed_link() || r.why() != cost_kind::prefetch) continue;
@@ -495,15 +496,21 @@ class timed_expert_cache {
   [[nodiscard]] std::size_t flat(expert_key k) const noexcept { return k.flat(E_); }
 
   /// Gives a slot to every waiting prefetch whose copy has started; drops the stopped ones.
-  /// Stops after `started` started ones: every prefetch that started since the last scan is
-  /// a job the timeline started since then, and the scan leaves none started behind it.
-  void scan_waiting(std::uint64_t started) {
+  /// Ends after `started` started ones and `stopped` stopped ones: every waiting prefetch
+  /// that started since the last scan is a job the timeline started since then, every one
+  /// stopped was counted as it stopped (a stop counts once and an entry is met once, so
+  /// meeting the count leaves none behind), and the scan leaves none of either behind it.
+  void scan_waiting(std::uint64_t started, std::uint64_t stopped) {
     std::size_t w = 0, i = 0;
-    std::uint64_t found = 0;
+    std::uint64_t found = 0, dropped = 0;
     for (; i < waiting_.size(); ++i) {
       const std::uint32_t f = waiting_[i];
       if (job_[f] == no_job || slot_[f] != 0) {  // stopped, or holding a slot already
         listed_[f] = 0;
+        if (++dropped == stopped && found == started) {
+          ++i;
+          break;
+        }
         continue;
       }
       if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) {
@@ -521,13 +528,14 @@ class timed_expert_cache {
       } else {
         stop(f);  // no slot could be freed, or the policy refused the prefetch
       }
-      if (++found == started) {
+      if (++found == started && dropped == stopped) {
         ++i;
         break;
       }
     }
     // The rest has not started and was not stopped (an unstarted prefetch's expert is not
-    // cached, so it is never a victim): kept in order.
+    // cached, so it is never a victim; the scan stops the prefetch it meets after taking it
+    // off the list, uncounted): kept in order.
     for (; i < waiting_.size(); ++i) waiting_[w++] = waiting_[i];
     waiting_.resize(w);
   }
@@ -562,7 +570,7 @@ class timed_expert_cache {
     tl_->cancel(j);
     job_[f] = no_job;
     slot_[f] = 0;
-    stopped_ = true;
+    if (listed_[f] != 0) ++stops_;
     ++stats_.prefetches_cancelled;
   }
 
@@ -583,8 +591,9 @@ class timed_expert_cache {
   std::vector<std::uint8_t> fresh_;
   /// Queued prefetches that hold no slot yet (a superset, each listed once).
   std::vector<std::uint32_t> waiting_;
-  /// A prefetch was stopped, and the timeline's started jobs, at the last scan of `waiting_`.
-  bool stopped_ = true;
+  /// Listed prefetches stopped since the last scan of `waiting_`, and the timeline's started
+  /// jobs at that scan.
+  std::uint64_t stops_ = 0;
   std::uint64_t started_seen_ = 0;
   timed_cache_stats stats_;
 };
