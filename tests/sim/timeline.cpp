@@ -434,3 +434,42 @@ TEST_CASE("the queue keeps placement order across cancels, landings and reused j
   CHECK_FALSE(m.tl.pending(e));
   CHECK(m.tl.pending_jobs() == 0);
 }
+
+TEST_CASE("a settle that can place nothing skips the queue, and a later shorter or multi-hop job is still placed") {
+  machine m({.chunk_bytes = 4});
+  const std::array<hop, 1> act{{{m.pcie, 1.0, 1}}};
+  // A's chunk takes 4 s; the link is idle only for [0, 1) before 1.5: nothing fits.
+  const std::array<hop, 1> four{{{m.pcie, 4.0, 4}}};
+  const auto a = m.tl.enqueue(0.0, four, 4, cost_kind::prefetch, 0, 1);
+  CHECK(m.tl.transfer(1.0, act, 1, cost_kind::activation).start() == 1.0);
+  m.tl.settle(1.5);
+  CHECK(m.tl.placed_bytes(a) == 0);
+  CHECK(m.tl.started_jobs() == 0);
+  // B, queued behind A, has a 1-s chunk: it fits the idle second [2, 3) that A cannot use.
+  const std::array<hop, 1> one{{{m.pcie, 1.0, 1}}};
+  const auto b = m.tl.enqueue(1.5, one, 1, cost_kind::prefetch, 1, 2);
+  CHECK(m.tl.transfer(3.0, act, 1, cost_kind::activation).start() == 3.0);
+  m.tl.settle(3.5);
+  CHECK(m.tl.placed_bytes(a) == 0);
+  CHECK_FALSE(m.tl.pending(b));
+  REQUIRE(m.tl.landed().size() == 1);
+  CHECK(m.tl.landed()[0].tag() == 2);
+  CHECK(m.tl.landed()[0].landed() == 3.0);
+  CHECK(m.tl.started_jobs() == 1);
+  m.tl.clear_landed();
+  // C holds the link and a DIMM for 1 s each: placed in the link's idle second [4, 5).
+  const std::array<hop, 2> two_hops{{{m.pcie, 1.0, 1}, {m.dimm, 1.0, 0}}};
+  const auto c = m.tl.enqueue(3.5, two_hops, 1, cost_kind::prefetch, 2, 3);
+  CHECK(m.tl.transfer(5.0, act, 1, cost_kind::activation).start() == 5.0);
+  m.tl.settle(5.5);
+  CHECK_FALSE(m.tl.pending(c));
+  REQUIRE(m.tl.landed().size() == 1);
+  CHECK(m.tl.landed()[0].tag() == 3);
+  CHECK(m.tl.landed()[0].landed() == 5.0);
+  m.tl.clear_landed();
+  m.tl.drain();
+  REQUIRE(m.tl.landed().size() == 1);
+  CHECK(m.tl.landed()[0].tag() == 1);
+  CHECK(m.tl.landed()[0].landed() == 10.0);  // after the last demand transfer, 6 to 10
+  CHECK(m.tl.started_jobs() == 3);
+}

@@ -45,10 +45,14 @@ namespace moepolicy {
 ///   4. every call is noexcept and allocation-free after construction.
 template <class P>
 concept PrefetchPredictor = requires(P& p, const batch_view& b, layer_id l, std::span<float> out) {
-  { p.predict(l, out) } noexcept -> std::same_as<bool>;
-  { p.observe(b) } noexcept;
-  { p.end_step() } noexcept;
-  { p.begin_request() } noexcept;
+  { p.predict(l, out) }
+  noexcept->std::same_as<bool>;
+  { p.observe(b) }
+  noexcept;
+  { p.end_step() }
+  noexcept;
+  { p.begin_request() }
+  noexcept;
 };
 
 /// One expert waiting to be loaded, with its predicted score.
@@ -95,8 +99,21 @@ class prefetch_queue {
       if (scores[e] > 0.0f) order_.push_back(static_cast<expert_id>(e));
     }
     const std::size_t n = std::min(depth, order_.size());
-    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(n), order_.end(),
-                      [&](expert_id a, expert_id b) { return scores[a] != scores[b] ? scores[a] > scores[b] : a < b; });
+    // A total order (no score is NaN: those fail `> 0`), so any sort gives the same n
+    // first: a few candidates are sorted whole by insertion, more partially.
+    const auto before = [&](expert_id a, expert_id b) {
+      return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
+    };
+    if (order_.size() <= 32) {
+      for (std::size_t i = 1; i < order_.size(); ++i) {
+        const expert_id x = order_[i];
+        std::size_t j = i;
+        for (; j > 0 && before(x, order_[j - 1]); --j) order_[j] = order_[j - 1];
+        order_[j] = x;
+      }
+    } else {
+      std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(n), order_.end(), before);
+    }
     for (std::size_t i = 0; i < n; ++i) {
       if (skip(order_[i])) continue;
       entries_.push_back({expert_key{layer, order_[i]}, scores[order_[i]]});

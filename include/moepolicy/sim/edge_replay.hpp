@@ -368,7 +368,7 @@ class edge_run {
       ops_.push_back({missing_[i].key.expert, a.ready});
     }
     // The GPU: hits first, then the rest as their weights land.
-    std::stable_sort(ops_.begin(), ops_.end(), [](const op& a, const op& c) { return a.ready < c.ready; });
+    detail::stable_insertion_sort(ops_, [](const op& a, const op& c) { return a.ready < c.ready; });
     seconds end = t0, resident_end = t0;
     for (const op& o : ops_) {
       const seconds done =

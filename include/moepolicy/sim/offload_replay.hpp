@@ -536,7 +536,7 @@ class offload_run {
           if (a.kind == timed_access_kind::hit) ++out.decode_hits;
         }
       }
-      std::stable_sort(ops_.begin(), ops_.end(), [](const op& a, const op& b) { return a.ready < b.ready; });
+      detail::stable_insertion_sort(ops_, [](const op& a, const op& b) { return a.ready < b.ready; });
       for (const op& o : ops_) {
         end = std::max(
             end,

@@ -301,6 +301,7 @@ class timed_expert_cache {
       tl_->cancel(j);
       job_[f] = no_job;
       slot_[f] = 0;
+      if (listed_[f] != 0) ++stops_;
       const bytes rest = size_ - placed;
       const transfer_receipt r = demand(t0, rest, k);
       res_.install(k, gpu_tier, bits_, rest, r);
@@ -317,6 +318,7 @@ class timed_expert_cache {
       // whether the copy stays, as for a miss.
       tl_->cancel(static_cast<timeline::job_id>(job_[f]));
       job_[f] = no_job;
+      if (listed_[f] != 0) ++stops_;
       const transfer_receipt r = demand(t0, size_, k);
       const std::optional<expert_key> v = pending_victim(k);
       const access_outcome o = cache_.get(k, info);
@@ -440,29 +442,14 @@ class timed_expert_cache {
   /// call after every `timeline::settle`.
   void collect() {
     res_.seal();
-    std::size_t w = 0;
-    for (std::uint32_t f : waiting_) {
-      if (job_[f] == no_job || slot_[f] != 0) {  // stopped, or holding a slot already
-        listed_[f] = 0;
-        continue;
-      }
-      if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) {
-        waiting_[w++] = f;
-        continue;
-      }
-      listed_[f] = 0;
-      const expert_key k = key(f / E_, f % E_);
-      const std::optional<expert_key> v = pending_victim(k);
-      const prefetch_outcome o = cache_.prefetch(k, score_[f]);
-      sync_victim(v);
-      if (o == prefetch_outcome::inserted) {
-        slot_[f] = 1;
-        ++stats_.prefetches_started;
-      } else {
-        stop(f);  // no slot could be freed, or the policy refused the prefetch
-      }
-    }
-    waiting_.resize(w);
+    // The scan of the waiting prefetches changes nothing when none was stopped and no job of
+    // the timeline placed its first chunk since the last scan: it is skipped. Otherwise it
+    // ends once it has met as many started prefetches as the timeline started jobs and as
+    // many stopped ones as were stopped.
+    const std::uint64_t started = tl_->started_jobs() - started_seen_;
+    if (stops_ != 0 || started != 0) scan_waiting(started, stops_);
+    stops_ = 0;
+    started_seen_ = tl_->started_jobs();
     for (const transfer_receipt& r : tl_->landed()) {
       if (!r.crossed_link() || r.why() != cost_kind::prefetch) continue;
       const auto f = static_cast<std::size_t>(r.tag());
@@ -508,6 +495,51 @@ class timed_expert_cache {
   }
   [[nodiscard]] std::size_t flat(expert_key k) const noexcept { return k.flat(E_); }
 
+  /// Gives a slot to every waiting prefetch whose copy has started; drops the stopped ones.
+  /// Ends after `started` started ones and `stopped` stopped ones: every waiting prefetch
+  /// that started since the last scan is a job the timeline started since then, every one
+  /// stopped was counted as it stopped (a stop counts once and an entry is met once, so
+  /// meeting the count leaves none behind), and the scan leaves none of either behind it.
+  void scan_waiting(std::uint64_t started, std::uint64_t stopped) {
+    std::size_t w = 0, i = 0;
+    std::uint64_t found = 0, dropped = 0;
+    for (; i < waiting_.size(); ++i) {
+      const std::uint32_t f = waiting_[i];
+      if (job_[f] == no_job || slot_[f] != 0) {  // stopped, or holding a slot already
+        listed_[f] = 0;
+        if (++dropped == stopped && found == started) {
+          ++i;
+          break;
+        }
+        continue;
+      }
+      if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) {
+        waiting_[w++] = f;
+        continue;
+      }
+      listed_[f] = 0;
+      const expert_key k = key(f / E_, f % E_);
+      const std::optional<expert_key> v = pending_victim(k);
+      const prefetch_outcome o = cache_.prefetch(k, score_[f]);
+      sync_victim(v);
+      if (o == prefetch_outcome::inserted) {
+        slot_[f] = 1;
+        ++stats_.prefetches_started;
+      } else {
+        stop(f);  // no slot could be freed, or the policy refused the prefetch
+      }
+      if (++found == started && dropped == stopped) {
+        ++i;
+        break;
+      }
+    }
+    // The rest has not started and was not stopped (an unstarted prefetch's expert is not
+    // cached, so it is never a victim; the scan stops the prefetch it meets after taking it
+    // off the list, uncounted): kept in order.
+    for (; i < waiting_.size(); ++i) waiting_[w++] = waiting_[i];
+    waiting_.resize(w);
+  }
+
   transfer_receipt demand(seconds t0, bytes n, expert_key k) {
     const std::array<hop, 1> h{{{link_, cost_.transfer_seconds(n), n}}};
     return tl_->transfer(t0, h, n, cost_kind::demand_fetch, flat(k));
@@ -538,6 +570,7 @@ class timed_expert_cache {
     tl_->cancel(j);
     job_[f] = no_job;
     slot_[f] = 0;
+    if (listed_[f] != 0) ++stops_;
     ++stats_.prefetches_cancelled;
   }
 
@@ -558,6 +591,10 @@ class timed_expert_cache {
   std::vector<std::uint8_t> fresh_;
   /// Queued prefetches that hold no slot yet (a superset, each listed once).
   std::vector<std::uint32_t> waiting_;
+  /// Listed prefetches stopped since the last scan of `waiting_`, and the timeline's started
+  /// jobs at that scan.
+  std::uint64_t stops_ = 0;
+  std::uint64_t started_seen_ = 0;
   timed_cache_stats stats_;
 };
 
@@ -727,8 +764,7 @@ template <LayerCost Cost, PrefetchPredictor Predictor = detail::no_prefetch_pred
         cache.begin_layer(b);
         for (auto& [k, ready] : served) ready = cache.serve(k, t0).ready;
         // Hits first, then the others in the order their weights land.
-        std::stable_sort(served.begin(), served.end(),
-                         [](const auto& x, const auto& y) { return x.second < y.second; });
+        detail::stable_insertion_sort(served, [](const auto& x, const auto& y) { return x.second < y.second; });
         for (const auto& [k, ready] : served) {
           static_cast<void>(tl.run(ready, gpu, cost.expert_seconds(k, tokens[k.expert]), cost_kind::expert));
           tokens[k.expert] = 0;

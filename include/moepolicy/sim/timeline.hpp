@@ -83,6 +83,24 @@
 
 namespace moepolicy {
 
+namespace detail {
+
+/// Sorts `v` by `less`, equal elements keeping their order (as `std::stable_sort`), by
+/// insertion: for the few operations of one layer, without the buffer `std::stable_sort`
+/// allocates on every call. Complexity: O(n + inversions); no allocation.
+template <class T, class Less>
+void stable_insertion_sort(std::vector<T>& v, Less less) {
+  for (std::size_t i = 1; i < v.size(); ++i) {
+    if (!less(v[i], v[i - 1])) continue;
+    T x = std::move(v[i]);
+    std::size_t j = i;
+    for (; j > 0 && less(x, v[j - 1]); --j) v[j] = std::move(v[j - 1]);
+    v[j] = std::move(x);
+  }
+}
+
+}  // namespace detail
+
 /// What a resource is.
 enum class resource_kind : std::uint8_t {
   processor,  ///< computes: a GPU, a CPU, an NDP unit
@@ -376,6 +394,8 @@ class timeline {
     s.gaps.reserve(config_.reserved_gaps);
     state_.push_back(std::move(s));
     window_.push_back(0.0);
+    least_raw_.push_back(std::numeric_limits<seconds>::infinity());
+    bound_.push_back(0.0);
     return static_cast<resource_id>(state_.size() - 1);
   }
 
@@ -416,6 +436,8 @@ class timeline {
     free_jobs_.clear();
     for (std::size_t i = jobs_.size(); i-- > 0;) free_jobs_.push_back(static_cast<job_id>(i));
     landed_.clear();
+    std::fill(least_raw_.begin(), least_raw_.end(), std::numeric_limits<seconds>::infinity());
+    multi_hop_ = 0;
     settled_ = 0.0;
     next_seq_ = 0;
   }
@@ -554,6 +576,7 @@ class timeline {
     j.done_moved.assign(hops.size(), 0);
     if (next_.size() < jobs_.size()) next_.resize(jobs_.size());
     refresh_next(id);
+    if (hops.size() > 1) ++multi_hop_;
     // The queue stays in placement order (priority, then first in first out): this job is
     // the newest, so it goes after every job of its priority.
     order_.insert(std::upper_bound(order_.begin(), order_.end(), priority,
@@ -564,6 +587,9 @@ class timeline {
 
   /// Whether job `id` is still queued or in progress.
   [[nodiscard]] bool pending(job_id id) const noexcept { return id < jobs_.size() && jobs_[id].active; }
+  /// Jobs that have placed their first chunk so far (a count that only grows): while it
+  /// stays the same, every job that had placed nothing still has placed nothing.
+  [[nodiscard]] std::uint64_t started_jobs() const noexcept { return started_; }
   /// Bytes of job `id`'s payload already placed.
   [[nodiscard]] bytes placed_bytes(job_id id) const noexcept { return id < jobs_.size() ? jobs_[id].done_bytes : 0; }
   /// Jobs queued or in progress.
@@ -744,26 +770,60 @@ class timeline {
     window_.resize(state_.size());
     for (std::size_t r = 0; r < state_.size(); ++r) window_[r] = longest_window(r, until);
     const bool bounded = until < std::numeric_limits<seconds>::infinity();
+    // When every pending job has one hop and no resource's longest window holds the
+    // shortest next chunk queued on it, the loop below would skip every job by its first
+    // test (`least_raw_` is at most each job's `raw`): nothing is placed, nothing lands.
+    if (bounded && multi_hop_ == 0) {
+      bool none = true;
+      for (std::size_t r = 0; r < state_.size() && none; ++r) none = least_raw_[r] > window_[r] + 1e-12 * until;
+      if (none) return;
+    }
+    // Measured again exactly over the jobs that stay pending (refresh_next lowers them as
+    // chunks are placed); `bound_` keeps the bound of the jobs not yet visited.
+    const bool may_stop = bounded && multi_hop_ == 0;
+    std::copy(least_raw_.begin(), least_raw_.end(), bound_.begin());
+    std::fill(least_raw_.begin(), least_raw_.end(), std::numeric_limits<seconds>::infinity());
+    std::size_t multi = 0;
+    const std::size_t landed_before = landed_.size();
     for (job_id id : order_) {
       // The tests `place_chunks_one_hop` starts with, on compact data.
       const next_chunk& c = next_[id];
       if (bounded && c.one_hop &&
           (std::max(c.earliest, settled_) >= until || c.raw > window_[c.resource] + 1e-12 * until)) {
+        least_raw_[c.resource] = std::min(least_raw_[c.resource], c.raw);
         continue;
       }
       const bytes before = jobs_[id].done_bytes;
       place_chunks(id, until);
+      if (next_[id].one_hop) {
+        least_raw_[next_[id].resource] = std::min(least_raw_[next_[id].resource], next_[id].raw);
+      } else if (jobs_[id].active) {
+        ++multi;
+      }
       // What the job placed took idle time away: its resources' longest windows are
       // measured again, so that the jobs after it whose chunks no longer fit anywhere are
       // skipped by the test above rather than searched (the same rejection, exact, as the
       // window is the longest left).
       if (bounded && jobs_[id].done_bytes != before) {
         for (const hop& h : jobs_[id].hops) window_[h.resource] = longest_window(h.resource, until);
+        // When no window left holds the shortest chunk of the jobs not yet visited, each of
+        // them would be skipped by the first test: the pass ends here.
+        if (may_stop) {
+          bool none = true;
+          for (std::size_t r = 0; r < state_.size() && none; ++r) none = bound_[r] > window_[r] + 1e-12 * until;
+          if (none) {
+            for (std::size_t r = 0; r < state_.size(); ++r) least_raw_[r] = std::min(least_raw_[r], bound_[r]);
+            break;
+          }
+        }
       }
     }
+    multi_hop_ = multi;
+    // Only a job that landed here left the queue (`cancel` takes a job out itself).
+    if (landed_.size() == landed_before) return;
     std::size_t w = 0;
     for (job_id id : order_) {
-      if (jobs_[id].active) order_[w++] = id;
+      if (next_[id].one_hop || jobs_[id].active) order_[w++] = id;
     }
     order_.resize(w);
   }
@@ -772,7 +832,10 @@ class timeline {
   /// `end`: a job whose `last` chunk this is lands (its receipt) and frees its entry.
   void chunk_placed(job_id id, job& j, bytes size, seconds s, seconds end, bool last) {
     j.done_bytes += size;
-    if (j.first_start < 0.0) j.first_start = s;
+    if (j.first_start < 0.0) {
+      j.first_start = s;
+      ++started_;
+    }
     j.last_start = s;
     j.last_end = std::max(j.last_end, end);
     ledger_.horizon = std::max(ledger_.horizon, end);
@@ -903,6 +966,7 @@ class timeline {
     c.resource = whole.resource;
     c.earliest = std::max(j.ready, j.last_start);
     c.raw = last ? whole.duration - j.done_seconds[0] : whole.duration * share - j.done_seconds[0];
+    least_raw_[c.resource] = std::min(least_raw_[c.resource], c.raw);
   }
 
   timeline_config config_;
@@ -915,6 +979,13 @@ class timeline {
   std::vector<hop> chunk_;
   /// Per resource, the longest idle window of the current `place_queued` pass.
   std::vector<seconds> window_;
+  /// Per resource, at most the `raw` of every pending one-hop job's next chunk on it (+inf
+  /// when none): exact after a `place_queued` pass that visits the jobs, lowered as jobs
+  /// are queued or place chunks. `multi_hop_`: at least the pending jobs of several hops.
+  std::vector<seconds> least_raw_;
+  std::vector<seconds> bound_;
+  std::size_t multi_hop_ = 0;
+  std::uint64_t started_ = 0;
   /// Per job of one hop, what `place_chunks_one_hop` tests first, kept compact so that a
   /// pass over many jobs that cannot place a chunk touches little memory.
   struct next_chunk {

@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <random>
 #include <vector>
 #include "../../cache/count_allocations.hpp"
 
@@ -26,6 +29,36 @@ TEST_CASE("plan keeps the depth best predicted experts, leaves out residents, po
   CHECK(!q.pop());
   // Zero scores are never queued, whatever the depth.
   CHECK(q.plan(0, scores, 8) == 6);
+}
+
+TEST_CASE("plan's first depth experts equal a full sort's, below and above 32 candidates, with ties") {
+  // The reference: every positive score sorted whole (score descending, then id).
+  std::mt19937 rng(7);
+  for (std::size_t E : {1u, 2u, 8u, 31u, 32u, 33u, 64u, 160u}) {
+    prefetch_queue q(E);
+    for (int round = 0; round < 40; ++round) {
+      std::vector<float> scores(E);
+      // Few distinct values, so that ties are common; about a fifth are 0 (never queued).
+      for (float& s : scores) s = static_cast<float>(rng() % 6) * 0.125f;
+      std::vector<expert_id> ref;
+      for (std::size_t e = 0; e < E; ++e) {
+        if (scores[e] > 0.0f) ref.push_back(static_cast<expert_id>(e));
+      }
+      std::sort(ref.begin(), ref.end(),
+                [&](expert_id a, expert_id b) { return scores[a] != scores[b] ? scores[a] > scores[b] : a < b; });
+      for (std::size_t depth : {std::size_t{1}, std::size_t{3}, E / 2, E, E + 5}) {
+        const std::size_t n = std::min(depth, ref.size());
+        REQUIRE(q.plan(3, scores, depth) == n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const auto got = q.pop();
+          REQUIRE(got);
+          CHECK(got->key == expert_key{3, ref[i]});
+          CHECK(got->score == scores[ref[i]]);
+        }
+        CHECK(!q.pop());
+      }
+    }
+  }
 }
 
 TEST_CASE("push inserts in score order") {
