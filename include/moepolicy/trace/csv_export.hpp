@@ -71,7 +71,7 @@ inline char* put_field(char* p, T value) {
 /// Throws: `std::ios_base::failure` when the stream fails.
 /// Complexity: linear in the rows × (top_k + scores per row); writes in 64 KiB blocks.
 /// Each row is formatted in place into a block sized for its longest possible form, with
-/// no growth check per field (a string appended to one field at a time took 1.1-1.7 times
+/// no growth check per field (a string appended to one field at a time took 1.1-1.3 times
 /// the CPU in Release builds: `trace_bench`'s csv_export on the bundled trace).
 inline void write_csv(const routing_trace& trace, std::ostream& os) {
   const trace_info& info = trace.info();
