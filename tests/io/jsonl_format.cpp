@@ -197,6 +197,38 @@ TEST_CASE("json fast path: plain JSON is read by the fast path into exactly nloh
   }
 }
 
+TEST_CASE("json fast path: one DOM read record after record is each record's own DOM") {
+  // The scanner reuses the previous record's nodes: keys that go away, arrays that shrink
+  // or grow, values that change type and repeated keys must leave exactly nlohmann's DOM.
+  using moepolicy::io::detail::parse_flat_record;
+  nlohmann::json out;
+  for (
+      const std::string_view text : {
+          R"({"layer": 0, "phase": "prompt", "experts": [7, 31, 28], "p": [0.5, 0.25, 0.25], "meta": {"a": 1, "b": [1, 2]}})",
+          R"({"layer": 1, "phase": "prompt", "experts": [7, 31, 28], "p": [0.5, 0.25, 0.25], "meta": {"a": 1, "b": [1, 2]}})",
+          R"({"layer": 2, "phase": "decode", "experts": [3], "meta": {"b": []}})",
+          R"({"layer": 3, "phase": "a much longer phase name than before", "experts": [1, 2, 3, 4, 5]})",
+          R"({"layer": "x", "phase": 4, "experts": {"0": [1]}, "meta": [{"a": 1}, 2, "s"]})",
+          R"({"layer": -1, "layer": [1, 2], "experts": [[1, [2]], {}], "meta": [{"b": 2}]})",
+          R"({"layer": -1, "experts": [null, true, false], "meta": {"a": {"c": 1}}})",
+          R"({"z": 1, "a": 2, "z": 3})",
+          "{}",
+          R"({"layer": 9, "experts": [7, 31, 28], "p": [0.5, 0.25, 0.25], "meta": {"a": 1, "b": [1, 2]}})",
+      }) {
+    CAPTURE(text);
+    REQUIRE(parse_flat_record(text, out, 64));
+    const auto slow = by_nlohmann(text, 64, false);
+    REQUIRE(slow);
+    CHECK(same_dom(out, *slow));
+  }
+  // A record the scanner gives up on halfway leaves `out` unspecified; the next one read
+  // into it is still exact.
+  CHECK_FALSE(parse_flat_record(R"({"layer": 5, "experts": [1, 2, "\u00e9"]})", out, 64));
+  const std::string_view next = R"({"layer": 6, "experts": [1]})";
+  REQUIRE(parse_flat_record(next, out, 64));
+  CHECK(same_dom(out, *by_nlohmann(next, 64, false)));
+}
+
 TEST_CASE("json fast path: what it does not read exactly is left to nlohmann") {
   using moepolicy::io::detail::parse_flat_record;
   nlohmann::json out;

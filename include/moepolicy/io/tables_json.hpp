@@ -299,8 +299,8 @@ inline std::vector<layer_id> consecutive_layers(std::size_t n) {
   return layers;
 }
 
-inline activation_stats activation_stats_from(std::string_view text, std::string_view file) {
-  const json root = parse(text, file);
+/// The table `root` holds, read from `file`.
+inline activation_stats activation_stats_from_root(const json& root, std::string_view file) {
   expect_object(root, "", file);
   activation_stats out;
   out.model = optional_string(root, "model", "", file);
@@ -318,8 +318,8 @@ inline activation_stats activation_stats_from(std::string_view text, std::string
   return out;
 }
 
-inline loss_table quant_loss_from(std::string_view text, std::string_view file) {
-  const json root = parse(text, file);
+/// The table `root` holds, read from `file`.
+inline loss_table quant_loss_from_root(const json& root, std::string_view file) {
   expect_object(root, "", file);
   const std::string loss_path = "loss";
   const auto layers = numbered_members(member(root, "loss", "", file), loss_path, file, "a layer", "layers");
@@ -399,8 +399,8 @@ void for_each_dataset(const json& root, std::string_view file, F&& read) {
   }
 }
 
-inline olmoe_expert_counts expert_counts_from(std::string_view text, std::string_view file) {
-  const json root = parse(text, file);
+/// The table `root` holds, read from `file`.
+inline olmoe_expert_counts expert_counts_from_root(const json& root, std::string_view file) {
   expect_object(root, "", file);
   olmoe_expert_counts out;
   out.source = optional_string(root, "source", "", file);
@@ -470,8 +470,8 @@ inline std::pair<std::size_t, std::vector<double>> read_matrices(const json& j, 
   return {e, std::move(values)};
 }
 
-inline olmoe_coactivation coactivation_from(std::string_view text, std::string_view file) {
-  const json root = parse(text, file);
+/// The table `root` holds, read from `file`.
+inline olmoe_coactivation coactivation_from_root(const json& root, std::string_view file) {
   expect_object(root, "", file);
   olmoe_coactivation out;
   out.source = optional_string(root, "source", "", file);
@@ -504,6 +504,21 @@ inline olmoe_coactivation coactivation_from(std::string_view text, std::string_v
     out.datasets.push_back(std::move(entry));
   });
   return out;
+}
+
+// Each reader: the document parsed once, then read as its table (a caller that tries
+// several tables on one document, like the fuzz target, parses it once).
+inline activation_stats activation_stats_from(std::string_view text, std::string_view file) {
+  return activation_stats_from_root(parse(text, file), file);
+}
+inline loss_table quant_loss_from(std::string_view text, std::string_view file) {
+  return quant_loss_from_root(parse(text, file), file);
+}
+inline olmoe_expert_counts expert_counts_from(std::string_view text, std::string_view file) {
+  return expert_counts_from_root(parse(text, file), file);
+}
+inline olmoe_coactivation coactivation_from(std::string_view text, std::string_view file) {
+  return coactivation_from_root(parse(text, file), file);
 }
 
 }  // namespace detail::tables_json

@@ -8,7 +8,10 @@
 // lexer, whose per-character work (position tracking, a token buffer grown one character
 // at a time, generic dispatch) is multiplied by the fuzzer's coverage and comparison
 // instrumentation and ASan's checks.
-// This scanner reads the common shape in one pass and builds the same DOM.
+// This scanner reads the common shape in one pass and builds the same DOM. Read into the
+// previous record's DOM (as `jsonl_lines::next` does), it reuses that record's nodes,
+// strings and arrays, so a file of same-shaped records allocates nothing per line once
+// the first record is read.
 //
 // Records only. A line the scanner leaves to nlohmann is read twice up to where the scanner
 // stopped; in a JSONL file a mutation or a typo spoils one line, so the rest still go fast.
@@ -78,19 +81,36 @@ class flat_json_scanner {
     return scalar(out);
   }
 
-  // After the '{' that opens level `depth`.
+  // After the '{' that opens level `depth`. When `out` already holds an object (the
+  // previous record, in a JSONL file), its nodes are reused for the keys that come again
+  // (moved out and back in, keys and values keeping their storage), so a record shaped
+  // like the one before allocates nothing; keys it lacks are dropped with the old map.
   bool object(json& out, std::uint32_t depth) {
     if (depth > max_depth_ || depth > max_fast_depth) return false;
-    out = json::object();
+    json::object_t old;
+    if (out.is_object()) {
+      old = std::move(out.get_ref<json::object_t&>());
+      out.get_ref<json::object_t&>().clear();
+    } else {
+      out = json::object();
+    }
+    json::object_t& obj = out.get_ref<json::object_t&>();
     skip_ws();
     if (eat('}')) return true;
-    std::string key;
     for (;;) {
-      if (!string(key)) return false;
+      if (!string(key_)) return false;
       skip_ws();
       if (!eat(':')) return false;
       skip_ws();
-      if (!value(out[key], depth + 1)) return false;
+      json* slot = nullptr;
+      if (const auto it = old.find(key_); it != old.end()) {
+        slot = &obj.insert(old.extract(it)).position->second;
+      } else if (const auto again = obj.find(key_); again != obj.end()) {
+        slot = &again->second;  // a repeated key: its last value counts
+      } else {
+        slot = &obj.emplace(key_, json()).first->second;
+      }
+      if (!value(*slot, depth + 1)) return false;
       skip_ws();
       if (eat(',')) {
         skip_ws();
@@ -113,28 +133,36 @@ class flat_json_scanner {
     return true;
   }
 
-  // After the '[' that opens level `depth`.
+  // After the '[' that opens level `depth`. An array already in `out` keeps its elements'
+  // storage (see `object`), the surplus dropped at the end.
   bool array(json& out, std::uint32_t depth) {
     if (depth > max_depth_ || depth > max_fast_depth) return false;
-    out = json::array();
+    if (!out.is_array()) out = json::array();
+    json::array_t& arr = out.get_ref<json::array_t&>();
+    std::size_t n = 0;
     skip_ws();
-    if (eat(']')) return true;
-    for (;;) {
-      out.push_back(json());
-      if (!value(out.back(), depth + 1)) return false;
-      skip_ws();
-      if (eat(',')) {
+    if (!eat(']')) {
+      for (;;) {
+        if (n == arr.size()) arr.emplace_back();
+        if (!value(arr[n++], depth + 1)) return false;
         skip_ws();
-        continue;
+        if (eat(',')) {
+          skip_ws();
+          continue;
+        }
+        if (!eat(']')) return false;
+        break;
       }
-      return eat(']');
     }
+    arr.erase(arr.begin() + static_cast<std::ptrdiff_t>(n), arr.end());
+    return true;
   }
 
   bool scalar(json& out) {
     if (p_ == end_) return false;
     switch (*p_) {
       case '"': {
+        if (out.is_string()) return string(out.get_ref<std::string&>());  // its storage reused
         std::string s;
         if (!string(s)) return false;
         out = std::move(s);
@@ -261,6 +289,7 @@ class flat_json_scanner {
   const char* p_;
   const char* end_;
   std::uint32_t max_depth_;
+  std::string key_;  // the key being read; free again once its value starts
 };
 
 /// Parses the JSONL record `text` into `out` when it is an object of the shape this
