@@ -329,50 +329,61 @@ class migration_planner {
     // ⌊x⌋ + 1, so that the pass reads every price from them without a call or a branch.
     const bool direct = fill_memos(predicted);
     unsigned bad_row = 0;
-    for (std::size_t e = 0; e < experts_; ++e) {
-      const double x = predicted[e];
-      index_[e] = none;
-      if (!(x > 0.0)) {
-        ndp_weight_[e] = 0.0;
-        continue;
-      }
-      const expert_key k = key(e);
-      expert_prices& q = prices_[e];
-      // ⌊x⌋ by truncation, exact for 0 < x < 4·10⁹ < 2³² (checked above), without a call
-      // to the C library's floor.
-      const auto l = static_cast<std::uint32_t>(x);
-      q.lo = static_cast<double>(l);
-      q.whole = x == q.lo;
-      // The prices at ⌊x⌋ (0 at ⌊x⌋ = 0) and ⌊x⌋ + 1 (0, unused, at x = ⌊x⌋).
-      seconds ndp0 = 0.0, ndp1 = 0.0;
-      if (direct) {  // the memos hold 0 at 0 tokens
-        ndp0 = memo_ndp_[l];
-        ndp1 = q.whole ? 0.0 : memo_ndp_[l + 1];
-        q.gpu[0] = memo_gpu_[l];
-        q.gpu[1] = q.whole ? 0.0 : memo_gpu_[l + 1];
-        q.cpu[0] = memo_cpu_[l];
-        q.cpu[1] = q.whole ? 0.0 : memo_cpu_[l + 1];
-      } else {
-        std::tie(ndp0, ndp1) = at_both(l, q.whole, [&](std::uint32_t t) { return ndp_at(k, t); });
-        std::tie(q.gpu[0], q.gpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return gpu_at(k, t); });
-        if (use_cpu) {
-          std::tie(q.cpu[0], q.cpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return cpu_at(k, t); });
+    lean_ = lean_applies(direct);
+    std::size_t gathered = 0;
+    if (lean_) {
+      const auto lean = [&]<bool U, bool N>() {
+        return price_lean<U, N>(predicted, classes, layouts, resident, bound);
+      };
+      const bool u = use_cpu, d = system_.config().use_ndp;
+      gathered = u ? (d ? lean.template operator()<true, true>() : lean.template operator()<true, false>())
+                   : (d ? lean.template operator()<false, true>() : lean.template operator()<false, false>());
+    } else {
+      for (std::size_t e = 0; e < experts_; ++e) {
+        const double x = predicted[e];
+        index_[e] = none;
+        if (!(x > 0.0)) {
+          ndp_weight_[e] = 0.0;
+          continue;
         }
+        const expert_key k = key(e);
+        expert_prices& q = prices_[e];
+        // ⌊x⌋ by truncation, exact for 0 < x < 4·10⁹ < 2³² (checked above), without a call
+        // to the C library's floor.
+        const auto l = static_cast<std::uint32_t>(x);
+        q.lo = static_cast<double>(l);
+        q.whole = x == q.lo;
+        // The prices at ⌊x⌋ (0 at ⌊x⌋ = 0) and ⌊x⌋ + 1 (0, unused, at x = ⌊x⌋).
+        seconds ndp0 = 0.0, ndp1 = 0.0;
+        if (direct) {  // the memos hold 0 at 0 tokens
+          ndp0 = memo_ndp_[l];
+          ndp1 = q.whole ? 0.0 : memo_ndp_[l + 1];
+          q.gpu[0] = memo_gpu_[l];
+          q.gpu[1] = q.whole ? 0.0 : memo_gpu_[l + 1];
+          q.cpu[0] = memo_cpu_[l];
+          q.cpu[1] = q.whole ? 0.0 : memo_cpu_[l + 1];
+        } else {
+          std::tie(ndp0, ndp1) = at_both(l, q.whole, [&](std::uint32_t t) { return ndp_at(k, t); });
+          std::tie(q.gpu[0], q.gpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return gpu_at(k, t); });
+          if (use_cpu) {
+            std::tie(q.cpu[0], q.cpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return cpu_at(k, t); });
+          }
+        }
+        ndp_weight_[e] = q.whole ? ndp0 : ndp0 + (x - q.lo) * (ndp1 - ndp0);  // `priced`
+        q.size = weight_bytes(k);
+        index_[e] = problem_.size();
+        expert_costs& c = problem_.add_unchecked();
+        fill_row(c, k, x, q, size_priced(e, q.size), layouts[e], resident[e] != 0, ndp_weight_[e]);
+        // What `makespan_problem::add` accepts, checked without branches (a row failing it
+        // goes through `add` below for its error).
+        const auto no = [](bool ok) { return static_cast<unsigned>(!ok); };
+        bad_row |= no(c.exec[0] >= 0.0) | no(c.exec[0] < not_allowed) | no(c.exec[1] >= 0.0) | no(c.exec[2] >= 0.0) |
+                   no(c.dram >= 0.0) | no(c.dram < not_allowed);
+        const device_option o = bottleneck_refinement_scheduler::greedy_option(c);
+        schedule_.assignment.push_back(o);
+        greedy_loads_.apply(c, o, 1.0);
+        bound.add(c);
       }
-      ndp_weight_[e] = q.whole ? ndp0 : ndp0 + (x - q.lo) * (ndp1 - ndp0);  // `priced`
-      q.size = weight_bytes(k);
-      index_[e] = problem_.size();
-      expert_costs& c = problem_.add_unchecked();
-      fill_row(c, k, x, q, size_priced(e, q.size), layouts[e], resident[e] != 0, ndp_weight_[e]);
-      // What `makespan_problem::add` accepts, checked without branches (a row failing it
-      // goes through `add` below for its error).
-      const auto no = [](bool ok) { return static_cast<unsigned>(!ok); };
-      bad_row |= no(c.exec[0] >= 0.0) | no(c.exec[0] < not_allowed) | no(c.exec[1] >= 0.0) | no(c.exec[2] >= 0.0) |
-                 no(c.dram >= 0.0) | no(c.dram < not_allowed);
-      const device_option o = bottleneck_refinement_scheduler::greedy_option(c);
-      schedule_.assignment.push_back(o);
-      greedy_loads_.apply(c, o, 1.0);
-      bound.add(c);
     }
     if (bad_row != 0) recheck_rows();
     greedy_loads_.refresh();
@@ -419,8 +430,8 @@ class migration_planner {
     // The experts with a candidate, gathered in index order without branches on the data
     // (a candidate of an expert outside the predicted step has no benefit), then valued.
     const bool by_class = config_.relayout_when == relayout_rule::class_change;
-    std::size_t m = 0;
-    for (std::size_t e = 0; e < experts_; ++e) {
+    std::size_t m = gathered;
+    for (std::size_t e = 0; e < experts_ && !lean_; ++e) {
       candidates_[m] = static_cast<std::uint32_t>(e);
       m += static_cast<std::size_t>(index_[e] != none) &
            static_cast<std::size_t>(candidate_kinds(predicted[e], classes[e], layouts[e], resident[e] != 0, by_class) !=
@@ -519,6 +530,7 @@ class migration_planner {
         memo_gpu_[t] = t == 0 ? 0.0 : system_.gpu().compute_seconds(k, config_.bits, t);
         memo_cpu_[t] = t == 0 ? 0.0 : cpu_compute(k, t);
         memo_ndp_[t] = t == 0 ? 0.0 : system_.ndp_seconds(k, config_.bits, t);
+        memos_tame_ = memos_tame_ && tame(memo_gpu_[t]) && tame(memo_cpu_[t]) && tame(memo_ndp_[t]);
       }
       filled_ = std::max(filled_, top + 2);
       return true;
@@ -526,6 +538,133 @@ class migration_planner {
       static_cast<void>(predicted);
       return false;
     }
+  }
+
+  /// Whether the lean pricing pass applies: key-independent models whose memos hold every
+  /// price the plan needs (`fill_memos`), a CPU without activation transfers, and memo and
+  /// link prices all finite, >= 0 and at most `tame_limit`. Then every row the pass builds
+  /// is one `makespan_problem::add` accepts (an interpolation between two such prices
+  /// lies between them, give or take a rounding that keeps it >= 0, and cannot overflow),
+  /// so no row needs checking.
+  [[nodiscard]] bool lean_applies(bool direct) const {
+    if (!direct || system_.config().activation_transfer || !memos_tame_) return false;
+    const size_prices& w = size_priced(0, size_);
+    return tame(w.pcie) && tame(w.localized) && tame(w.striped);
+  }
+  [[nodiscard]] static bool tame(seconds v) noexcept { return v >= 0.0 && v <= tame_limit; }
+
+  /// The pricing pass of `plan` when `lean_applies`: the same rows, prices, greedy
+  /// options, totals, bound terms and candidates as the general pass and the candidate
+  /// gathering, bit for bit, from the memos and the link and read times of the one weight
+  /// size, with every selection made without branches on the data (layout, residency,
+  /// the greedy option) and no call; the options the system allows are template
+  /// arguments. Each expert's `expert_prices` are not stored: `prices_of` takes them
+  /// from the memos when asked. Returns the number of experts with a candidate, written
+  /// to the front of `candidates_`.
+  template <bool UseCpu, bool UseNdp>
+  std::size_t price_lean(std::span<const double> predicted, std::span<const hotness> classes,
+                         std::span<const expert_layout> layouts, std::span<const std::uint8_t> resident,
+                         detail::lower_bound_accumulator& bound) {
+    const size_prices& w = size_priced(0, size_);
+    const seconds dram_s = w.striped, dram_l = w.localized;
+    // A miss reads max(T_PCIe, T_DRAM) (Eq. 2), by layout.
+    const seconds read_s = std::max(w.pcie, dram_s), read_l = std::max(w.pcie, dram_l);
+    const double h_striped = static_cast<double>(system_.num_dimms());
+    const bool by_class = config_.relayout_when == relayout_rule::class_change;
+    const seconds* mg = memo_gpu_.data();
+    const seconds* mc = memo_cpu_.data();
+    const seconds* mn = memo_ndp_.data();
+    seconds gpu = 0.0, cpu = 0.0, stripe = 0.0;
+    seconds* local = greedy_loads_.local.data();
+    schedule_.assignment.resize(experts_);  // within the reserve; cut to the step's size below
+    device_option* assigned = schedule_.assignment.data();
+    std::size_t n = 0, m = 0;
+    for (std::size_t e = 0; e < experts_; ++e) {
+      const double x = predicted[e];
+      if (!(x > 0.0)) {
+        index_[e] = none;
+        ndp_weight_[e] = 0.0;
+        continue;
+      }
+      // ⌊x⌋ by truncation (0 < x < 4·10⁹, checked), and the prices at ⌊x⌋ and ⌊x⌋ + 1 (the
+      // memos hold 0 at 0 tokens and every price up to the plan's largest ⌊x⌋ + 1; the
+      // one at ⌊x⌋ + 1 is read and discarded when x = ⌊x⌋).
+      const auto l = static_cast<std::uint32_t>(x);
+      const double lo = static_cast<double>(l);
+      const bool whole = x == lo, at0 = l == 0;
+      const double frac = x - lo;
+      const seconds n0 = mn[l];
+      const seconds nw = whole ? n0 : n0 + frac * (mn[l + 1] - n0);  // `priced`
+      ndp_weight_[e] = nw;
+      index_[e] = n;
+      const expert_layout layout = layouts[e];
+      const bool loc = layout.is_localized(), res = resident[e] != 0;
+      // `fill_row`: the interpolations of `gpu_price`, `cpu_price`, and the NDP price.
+      const seconds dram = loc ? dram_l : dram_s;
+      const seconds read = res ? 0.0 : (loc ? read_l : read_s);
+      const seconds g_lo = at0 ? 0.0 : std::max(mg[l], read);
+      const seconds g = whole ? g_lo : g_lo + frac * (std::max(mg[l + 1], read) - g_lo);
+      seconds u = not_allowed;
+      if constexpr (UseCpu) {
+        const seconds c_lo = at0 ? 0.0 : std::max(mc[l], dram);
+        u = whole ? c_lo : c_lo + frac * (std::max(mc[l + 1], dram) - c_lo);
+      }
+      const seconds d = (UseNdp && loc) ? nw : not_allowed;
+      const seconds r = std::min(1.0, x) * dram;
+      expert_costs& c = problem_.add_unchecked();
+      c.key = key(e);
+      c.load = l + static_cast<std::uint32_t>(!whole);  // ⌈x⌉
+      c.layout = layout;
+      c.gpu_resident = res;
+      c.dram = r;
+      c.exec = {g, u, d};
+      // The greedy option (`greedy_option`: the first cheapest; g is finite).
+      const bool to_u = UseCpu && u < g;
+      const seconds best = to_u ? u : g;
+      const bool to_d = UseNdp && d < best;
+      assigned[n++] = to_d ? device_option::ndp : to_u ? device_option::cpu : device_option::gpu;
+      // The greedy totals (`device_loads::apply`): a total the option leaves alone gets
+      // + 0.0, which leaves a sum >= 0 as it is; a striped expert's goes to DIMM 0 so.
+      const seconds gpu_dimm = res ? 0.0 : r;  // `dimm_seconds`
+      const seconds on_dimm = to_d ? d : to_u ? r : gpu_dimm;
+      gpu += (to_d || to_u) ? 0.0 : g;
+      if constexpr (UseCpu) cpu += (to_u && !to_d) ? u : 0.0;
+      stripe += loc ? 0.0 : on_dimm;
+      local[loc ? layout.home : 0] += loc ? on_dimm : 0.0;
+      // `terms_of` over the allowed options (GPU always; CPU by `UseCpu`; NDP when
+      // localized, with an infinite price otherwise, which its terms carry through).
+      const double h = loc ? 1.0 : h_striped;
+      detail::bound_terms t{not_allowed, not_allowed, not_allowed, not_allowed, not_allowed};
+      t.single = std::min(t.single, std::max(g, gpu_dimm));
+      t.all = std::min(t.all, g + h * gpu_dimm);
+      t.serial = std::min(t.serial, g);
+      t.dimm = std::min(t.dimm, gpu_dimm);
+      t.triple = std::min(t.triple, g + gpu_dimm);
+      if constexpr (UseCpu) {
+        t.single = std::min(t.single, std::max(u, r));
+        t.all = std::min(t.all, u + h * r);
+        t.serial = std::min(t.serial, u);
+        t.dimm = std::min(t.dimm, r);
+        t.triple = std::min(t.triple, u + r);
+      }
+      if constexpr (UseNdp) {
+        const seconds s_d = loc ? 0.0 : not_allowed;
+        t.single = std::min(t.single, d);
+        t.all = std::min(t.all, s_d + h * d);
+        t.serial = std::min(t.serial, s_d);
+        t.dimm = std::min(t.dimm, d);
+        t.triple = std::min(t.triple, s_d + d);
+      }
+      bound.add(t, layout);
+      // The candidate gathering of `plan`, for the experts of the step.
+      candidates_[m] = static_cast<std::uint32_t>(e);
+      m += static_cast<std::size_t>(candidate_kinds(x, classes[e], layout, res, by_class) != 0);
+    }
+    schedule_.assignment.resize(n);
+    greedy_loads_.gpu = gpu;
+    greedy_loads_.cpu = cpu;
+    greedy_loads_.stripe = stripe;
+    return m;
   }
 
   /// A model's prices at `l` and `l + 1` tokens, as `f` gives them, except 0 for the
@@ -560,7 +699,22 @@ class migration_planner {
 
   /// W of expert `e`: priced with the predicted step when it is in it.
   [[nodiscard]] bytes size_of(std::size_t e) const noexcept {
+    if (lean_) return size_;
     return index_[e] != none ? prices_[e].size : weight_bytes(key(e));
+  }
+
+  /// The prices of expert `e` of the predicted step at its predicted load `x`: those the
+  /// general pass stored, or after `price_lean` the same values from the memos.
+  [[nodiscard]] expert_prices prices_of(std::size_t e, double x) const noexcept {
+    if (!lean_) return prices_[e];
+    expert_prices q;
+    const auto l = static_cast<std::uint32_t>(x);
+    q.lo = static_cast<double>(l);
+    q.whole = x == q.lo;
+    q.gpu = {memo_gpu_[l], q.whole ? 0.0 : memo_gpu_[l + 1]};
+    q.cpu = {memo_cpu_[l], q.whole ? 0.0 : memo_cpu_[l + 1]};
+    q.size = size_;
+    return q;
   }
 
   /// The candidate tasks of an expert at predicted load `x` (see the header): bit 0 a
@@ -631,7 +785,7 @@ class migration_planner {
   /// (Written into `c` in place: a row returned by value and copied costs more than the
   /// arithmetic.)
   void expected_row(expert_costs& c, std::size_t e, double x, expert_layout layout, bool res) const {
-    const expert_prices& q = prices_[e];
+    const expert_prices q = prices_of(e, x);
     fill_row(c, key(e), x, q, size_priced(e, q.size), layout, res, ndp_weight_[e]);
   }
   /// `expected_row` from the expert's prices `q`, its size's `w` and its NDP seconds `ndp`
@@ -668,7 +822,7 @@ class migration_planner {
     }
     c = old;
     if (res != old.gpu_resident) {
-      const expert_prices& q = prices_[e];
+      const expert_prices q = prices_of(e, x);
       const size_prices& w = size_priced(e, q.size);
       c.gpu_resident = res;
       c.exec[0] = gpu_price(x, q, res, w.pcie, layout.is_localized() ? w.localized : w.striped);
@@ -784,6 +938,10 @@ class migration_planner {
   static constexpr seconds unpriced = -1.0;
   std::vector<seconds> memo_gpu_, memo_cpu_, memo_ndp_;
   std::uint32_t filled_ = 0;  // the memos hold every price below this token count
+  bool memos_tame_ = true;    // every price in the memos is `tame`
+  bool lean_ = false;         // the last plan's pass was `price_lean`
+  // The largest price the lean pass takes without checking its rows: far from overflow.
+  static constexpr seconds tame_limit = 1e300;
   bytes size_ = 0;
 };
 

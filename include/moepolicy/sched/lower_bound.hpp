@@ -69,11 +69,11 @@ namespace detail {
 
 /// Per-expert minima of the bound family. `r` is dimm_seconds, `g`/`u` the GPU/CPU parts.
 struct bound_terms {
-  seconds single = 0.0;     // A: min_o max(exec, r)
-  seconds all = 0.0;        // B1 numerator: min_o (g + u + |H|·r)
-  seconds serial = 0.0;     // B2 numerator: min_o (g + u)
-  seconds dimm = 0.0;       // B3 on a home DIMM: min_o r
-  seconds triple = 0.0;     // B4 numerator on a home DIMM: min_o (g + u + r)
+  seconds single = 0.0;  // A: min_o max(exec, r)
+  seconds all = 0.0;     // B1 numerator: min_o (g + u + |H|·r)
+  seconds serial = 0.0;  // B2 numerator: min_o (g + u)
+  seconds dimm = 0.0;    // B3 on a home DIMM: min_o r
+  seconds triple = 0.0;  // B4 numerator on a home DIMM: min_o (g + u + r)
 };
 
 [[nodiscard]] inline bound_terms terms_of(const expert_costs& e, std::size_t num_dimms) noexcept {
@@ -206,19 +206,22 @@ class lower_bound_accumulator {
   }
 
   /// Adds one expert. O(1).
-  void add(const expert_costs& e) noexcept {
-    const auto t = terms_of(e, D_);
+  void add(const expert_costs& e) noexcept { add(terms_of(e, D_), e.layout); }
+
+  /// Adds one expert of layout `layout` by its terms `t` (`terms_of` of its row, for a
+  /// caller that has them at hand). O(1).
+  void add(const bound_terms& t, expert_layout layout) noexcept {
     out_.single_expert = std::max(out_.single_expert, t.single);
     all_ += t.all;
     serial_ += t.serial;
-    if (e.layout.is_striped()) {
+    if (layout.is_striped()) {
       striped_dimm_ += t.dimm;
       striped_triple_ += t.triple;
     } else {
       // Off its home the expert adds only serial work; on its home, serial work and r.
       local_serial_ += t.serial;
-      b3_[e.layout.home] += t.dimm;
-      b4_[e.layout.home] += t.triple - t.serial;
+      b3_[layout.home] += t.dimm;
+      b4_[layout.home] += t.triple - t.serial;
     }
   }
 
