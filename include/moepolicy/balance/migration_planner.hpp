@@ -229,6 +229,18 @@ class migration_planner {
     ndp_weight_.assign(num_experts, 0.0);
     index_.assign(num_experts, none);
     candidates_.assign(num_experts, 0);
+    // Whether an expert of the predicted step has a candidate depends on its class, its
+    // layout's kind and its residency only (x > 0; the home does not matter).
+    for (std::size_t c = 0; c < 4; ++c) {
+      for (std::size_t loc = 0; loc < 2; ++loc) {
+        for (std::size_t res = 0; res < 2; ++res) {
+          const expert_layout here = loc != 0 ? expert_layout::localized(0) : expert_layout::striped();
+          const unsigned kinds = candidate_kinds(1.0, static_cast<hotness>(c), here, res != 0,
+                                                 config_.relayout_when == relayout_rule::class_change);
+          has_candidate_[candidate_cell(static_cast<hotness>(c), loc != 0, res != 0)] = kinds != 0 ? 1 : 0;
+        }
+      }
+    }
     prices_.assign(num_experts, {});
     projected_.reserve(system_.num_dimms());
     scheduler_.reserve(num_experts, system_.num_dimms());
@@ -293,12 +305,16 @@ class migration_planner {
     if (!(window >= 0.0) || !std::isfinite(window)) detail::throw_invalid(fn, "window must be finite and >= 0", window);
     // One pass without data-dependent branches finds whether any entry is bad; a second
     // names the first.
+    // The same pass takes the largest ⌊x⌋ (of the valid loads) for `fill_memos`.
     unsigned bad = 0;
+    std::uint32_t top = 0;
     const std::size_t homes = expert_layout::striped_home - system_.num_dimms();  // localized homes >= D
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
-      bad |= static_cast<unsigned>(!(x >= 0.0)) | static_cast<unsigned>(!(x < 4.0e9)) |
+      const bool ok = x >= 0.0 && x < 4.0e9;
+      bad |= static_cast<unsigned>(!ok) |
              static_cast<unsigned>(static_cast<std::size_t>(layouts[e].home) - system_.num_dimms() < homes);
+      top = std::max(top, static_cast<std::uint32_t>(ok ? x : 0.0));
     }
     for (std::size_t e = 0; bad != 0 && e < experts_; ++e) {
       if (!(predicted[e] >= 0.0) || !(predicted[e] < 4.0e9)) {
@@ -327,7 +343,7 @@ class migration_planner {
     const bool use_cpu = system_.config().use_cpu;
     // With key-independent models the memos are first filled up to the plan's largest
     // ⌊x⌋ + 1, so that the pass reads every price from them without a call or a branch.
-    const bool direct = fill_memos(predicted);
+    const bool direct = fill_memos(top);
     unsigned bad_row = 0;
     lean_ = lean_applies(direct);
     std::size_t gathered = 0;
@@ -519,11 +535,9 @@ class migration_planner {
     return f();
   }
   /// Whether every model is `key_independent_cost` and the memos now hold every price at
-  /// 0 … max ⌊predicted⌋ + 1 tokens (0 at 0 tokens, the models' calls elsewhere).
-  bool fill_memos(std::span<const double> predicted) {
+  /// 0 … `top` + 1 tokens (`top`: the plan's largest ⌊predicted⌋) (0 at 0 tokens, the models' calls elsewhere).
+  bool fill_memos(std::uint32_t top) {
     if constexpr (key_independent_cost<Gpu> && key_independent_cost<Cpu> && key_independent_cost<Dimm>) {
-      std::uint32_t top = 0;
-      for (const double x : predicted) top = std::max(top, static_cast<std::uint32_t>(x));  // 0 <= x < 4e9
       if (static_cast<std::size_t>(top) + 1 >= memo_tokens) return false;
       for (std::uint32_t t = filled_; t <= top + 1; ++t) {
         const expert_key k = key(0);
@@ -535,7 +549,7 @@ class migration_planner {
       filled_ = std::max(filled_, top + 2);
       return true;
     } else {
-      static_cast<void>(predicted);
+      static_cast<void>(top);
       return false;
     }
   }
@@ -570,7 +584,6 @@ class migration_planner {
     // A miss reads max(T_PCIe, T_DRAM) (Eq. 2), by layout.
     const seconds read_s = std::max(w.pcie, dram_s), read_l = std::max(w.pcie, dram_l);
     const double h_striped = static_cast<double>(system_.num_dimms());
-    const bool by_class = config_.relayout_when == relayout_rule::class_change;
     const seconds* mg = memo_gpu_.data();
     const seconds* mc = memo_cpu_.data();
     const seconds* mn = memo_ndp_.data();
@@ -578,6 +591,7 @@ class migration_planner {
     seconds* local = greedy_loads_.local.data();
     schedule_.assignment.resize(experts_);  // within the reserve; cut to the step's size below
     device_option* assigned = schedule_.assignment.data();
+    const std::span<expert_costs> rows = problem_.add_unchecked(experts_);  // cut to the step's size below
     std::size_t n = 0, m = 0;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
@@ -611,7 +625,7 @@ class migration_planner {
       }
       const seconds d = (UseNdp && loc) ? nw : not_allowed;
       const seconds r = std::min(1.0, x) * dram;
-      expert_costs& c = problem_.add_unchecked();
+      expert_costs& c = rows[n];
       c.key = key(e);
       c.load = l + static_cast<std::uint32_t>(!whole);  // ⌈x⌉
       c.layout = layout;
@@ -658,9 +672,10 @@ class migration_planner {
       bound.add(t, layout);
       // The candidate gathering of `plan`, for the experts of the step.
       candidates_[m] = static_cast<std::uint32_t>(e);
-      m += static_cast<std::size_t>(candidate_kinds(x, classes[e], layout, res, by_class) != 0);
+      m += has_candidate_[candidate_cell(classes[e], loc, res)];
     }
     schedule_.assignment.resize(n);
+    problem_.truncate(n);
     greedy_loads_.gpu = gpu;
     greedy_loads_.cpu = cpu;
     greedy_loads_.stripe = stripe;
@@ -715,6 +730,13 @@ class migration_planner {
     q.cpu = {memo_cpu_[l], q.whole ? 0.0 : memo_cpu_[l + 1]};
     q.size = size_;
     return q;
+  }
+
+  /// The cell of `has_candidate_` of an expert of the predicted step (x > 0) of class `c`
+  /// (a value other than cold and hot is taken as warm, as `candidate_kinds` takes it).
+  [[nodiscard]] static std::size_t candidate_cell(hotness c, bool localized, bool res) noexcept {
+    const auto v = static_cast<std::size_t>(std::min(static_cast<std::uint8_t>(c), std::uint8_t{3}));
+    return 4 * v + 2 * static_cast<std::size_t>(localized) + static_cast<std::size_t>(res);
   }
 
   /// The candidate tasks of an expert at predicted load `x` (see the header): bit 0 a
@@ -811,11 +833,39 @@ class migration_planner {
     return interpolated(x, q, [&](std::size_t i) { return std::max(q.gpu[i], read); });
   }
 
+  /// After `price_lean`: expert `e`'s row at predicted load `x` with `layout` and residency
+  /// `res`, by `price_lean`'s arithmetic (the same values as `expected_row`'s).
+  void lean_row(expert_costs& c, std::size_t e, double x, expert_layout layout, bool res) const {
+    const size_prices& w = sized_;  // priced for `size_`, the only W, by `lean_applies`
+    const auto l = static_cast<std::uint32_t>(x);
+    const double lo = static_cast<double>(l);
+    const bool whole = x == lo, at0 = l == 0, loc = layout.is_localized();
+    const double frac = x - lo;
+    const seconds dram = loc ? w.localized : w.striped;
+    const seconds read = res ? 0.0 : std::max(w.pcie, dram);
+    const seconds g_lo = at0 ? 0.0 : std::max(memo_gpu_[l], read);
+    c.exec[0] = whole ? g_lo : g_lo + frac * (std::max(memo_gpu_[l + 1], read) - g_lo);
+    const seconds c_lo = at0 ? 0.0 : std::max(memo_cpu_[l], dram);
+    c.exec[1] = !system_.config().use_cpu ? not_allowed
+                : whole                   ? c_lo
+                                          : c_lo + frac * (std::max(memo_cpu_[l + 1], dram) - c_lo);
+    c.exec[2] = (system_.config().use_ndp && loc) ? ndp_weight_[e] : not_allowed;
+    c.key = key(e);
+    c.load = l + static_cast<std::uint32_t>(!whole);
+    c.layout = layout;
+    c.gpu_resident = res;
+    c.dram = std::min(1.0, x) * dram;
+  }
+
   /// `old`'s row with residency `res` and `layout`: the prices that depend on neither
   /// change are kept (the same calls give the same values), the others priced afresh.
   [[nodiscard]] expert_costs moved_row(const expert_costs& old, std::size_t e, double x, expert_layout layout,
                                        bool res) const {
     expert_costs c;
+    if (lean_) {
+      lean_row(c, e, x, layout, res);  // every price as `price_lean` takes it (the kept ones too)
+      return c;
+    }
     if (layout.home != old.layout.home) {
       expected_row(c, e, x, layout, res);
       return c;
@@ -839,11 +889,12 @@ class migration_planner {
     bool found = false;
     seconds best_m = 0.0;
     double best_q = 0.0;
+    detail::device_loads::delta removed;  // the same first step of every option's delta
+    removed.add(old, schedule_.assignment[i], -1.0);
     for (std::size_t k = 0; k < num_device_options; ++k) {
       const auto o = static_cast<device_option>(k);
       if (!now.allows(o)) continue;
-      detail::device_loads::delta d;
-      d.add(old, schedule_.assignment[i], -1.0);
+      detail::device_loads::delta d = removed;
       d.add(now, o, 1.0);
       const seconds m = loads_->makespan_after(d);
       const double q = loads_->square_sum_after(d);
@@ -923,7 +974,8 @@ class migration_planner {
   double base_q_ = 0.0;
   std::vector<migration_task> tasks_, ranked_;
   std::vector<std::size_t> order_, index_;
-  std::vector<std::uint32_t> candidates_;  // the experts with a candidate task
+  std::vector<std::uint32_t> candidates_;         // the experts with a candidate task
+  std::array<std::uint8_t, 16> has_candidate_{};  // by `candidate_cell`
   std::vector<seconds> keys_;
   std::vector<double> ndp_weight_, projected_;
   std::vector<expert_prices> prices_;  // per expert of the predicted step (`index_` != none)

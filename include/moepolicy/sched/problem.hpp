@@ -108,9 +108,12 @@ struct expert_costs {
   /// miss or by the CPU (contention, Eq. 6), or the NDP execution itself.
   [[nodiscard]] constexpr seconds dimm_seconds(device_option o) const noexcept {
     switch (o) {
-      case device_option::gpu: return gpu_resident ? 0.0 : dram;
-      case device_option::cpu: return dram;
-      case device_option::ndp: return exec[2];
+      case device_option::gpu:
+        return gpu_resident ? 0.0 : dram;
+      case device_option::cpu:
+        return dram;
+      case device_option::ndp:
+        return exec[2];
     }
     return 0.0;
   }
@@ -179,6 +182,23 @@ class makespan_problem {
   /// Complexity: O(1); allocates only beyond the capacity given at construction.
   expert_costs& add_unchecked() { return rows_.emplace_back(); }
 
+  /// Appends `count` default rows for the caller to fill in place, without `add`'s checks
+  /// (as the other overload; `truncate` drops those left unused).
+  /// Returns: the rows added (valid until the next append, `truncate` or `clear`).
+  /// Complexity: O(count); allocates only beyond the capacity given at construction.
+  std::span<expert_costs> add_unchecked(std::size_t count) {
+    const std::size_t at = rows_.size();
+    rows_.resize(at + count);
+    return std::span<expert_costs>(rows_).subspan(at);
+  }
+
+  /// Keeps the first `count` experts. No allocation.
+  /// Preconditions: `count <= size()`.
+  void truncate(std::size_t count) noexcept {
+    MOEPOLICY_ASSERT(count <= rows_.size());
+    rows_.resize(count);
+  }
+
  private:
   std::size_t dimms_;
   std::vector<expert_costs> rows_;
@@ -195,10 +215,14 @@ enum class solve_status : std::uint8_t {
 /// "optimal", "heuristic", "node_limit" or "too_large".
 [[nodiscard]] constexpr std::string_view to_string(solve_status s) noexcept {
   switch (s) {
-    case solve_status::optimal: return "optimal";
-    case solve_status::heuristic: return "heuristic";
-    case solve_status::node_limit: return "node_limit";
-    case solve_status::too_large: return "too_large";
+    case solve_status::optimal:
+      return "optimal";
+    case solve_status::heuristic:
+      return "heuristic";
+    case solve_status::node_limit:
+      return "node_limit";
+    case solve_status::too_large:
+      return "too_large";
   }
   return "?";
 }
