@@ -53,8 +53,6 @@
 //   ema_update         ema_load_predictor::update of one layer with a step's loads
 //   precision_target   precision_target_selector::select of one layer (n = E/4; margin
 //                      hysteresis of a quarter of the mean share, 0.25/E)
-//   precision_target_reference  the same with the first implementation, which ranks every
-//                      expert (predict/detail/precision_target_reference.hpp)
 //   evict_<policy>     one demand access through expert_cache<policy> with per-layer pools
 //                      of E/2 experts (LRU, LFU, FIFO, sticky LRU with every access
 //                      hinted, score-aware with the layer hooks, Belady with the cyclic
@@ -119,7 +117,6 @@
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/place/prefill_placement.hpp"
-#include "moepolicy/predict/detail/precision_target_reference.hpp"
 #include "moepolicy/predict/ema_load_predictor.hpp"
 #include "moepolicy/predict/precision_target.hpp"
 #include "moepolicy/quant/detail/exact_allocation_reference.hpp"
@@ -700,21 +697,6 @@ void precision_target(benchmark::State& state, const shape_inputs& in) {
   state.counters["promotions"] =
       benchmark::Counter(static_cast<double>(promotions), benchmark::Counter::kAvgIterations);
 }
-void precision_target_reference(benchmark::State& state, const shape_inputs& in) {
-  reference::precision_target_selector sel(
-      in.L, in.E, static_cast<std::uint32_t>(in.hi_n),
-      {.mode = target_hysteresis::margin, .margin = 0.25 / static_cast<double>(in.E)});
-  std::size_t v = 0, promotions = 0;
-  for (auto _ : state) {
-    const layer_target t = sel.select(static_cast<layer_id>(v % in.L), in.hotness[v]);
-    promotions += t.promote.size();
-    benchmark::DoNotOptimize(t.target.data());
-    next(v, in.hotness.size());
-  }
-  per_iteration(state, 1);
-  state.counters["promotions"] =
-      benchmark::Counter(static_cast<double>(promotions), benchmark::Counter::kAvgIterations);
-}
 void precision_target_floor(benchmark::State& state, const shape_inputs& in) {
   const std::vector<std::uint8_t> member(in.L * in.E, 0);
   std::size_t v = 0;
@@ -991,7 +973,7 @@ void run_evict_size_aware_reuse(benchmark::State& s, const shape_inputs& in) {
 void evict_keys_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, false); }
 void evict_scored_floor(benchmark::State& s, const shape_inputs& in) { evict_floor(s, in, true); }
 
-const std::array<decision, 30> all_decisions{{
+const std::array<decision, 29> all_decisions{{
     {"collector", "collector", collector, collector_floor, benchmark::kNanosecond},
     {"importance_topk", "importance", importance_topk, importance_floor, benchmark::kNanosecond},
     {"importance_topk_reference", "importance", importance_topk_reference, importance_floor, benchmark::kNanosecond},
@@ -1005,8 +987,6 @@ const std::array<decision, 30> all_decisions{{
     {"makespan_local", "makespan", makespan_local, makespan_floor, benchmark::kNanosecond},
     {"ema_update", "ema", ema_update, ema_floor, benchmark::kNanosecond},
     {"precision_target", "precision_target", precision_target, precision_target_floor, benchmark::kNanosecond},
-    {"precision_target_reference", "precision_target", precision_target_reference, precision_target_floor,
-     benchmark::kNanosecond},
     {"evict_lru", "evict", run_evict_lru, evict_keys_floor, benchmark::kNanosecond},
     {"evict_lfu", "evict", run_evict_lfu, evict_keys_floor, benchmark::kNanosecond},
     {"evict_fifo", "evict", run_evict_fifo, evict_keys_floor, benchmark::kNanosecond},

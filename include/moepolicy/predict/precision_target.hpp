@@ -147,22 +147,15 @@ class precision_target_selector {
   /// Preconditions: `layer < num_layers()`; `hotness.size() == current.size() ==
   /// num_experts()`; hotness not NaN (asserted). `current` may alias `membership(layer)`.
   /// Returns: T_l, T_l \ H_l and H_l \ T_l, views valid until the next `select` of `layer`.
-  /// Complexity: O(E log E) for the ranking below 128 experts; from 128 up, O(E) (radix),
-  /// and under `none` and `margin` the radix orders only |H_l| + n_l + 1 experts after an
-  /// O(E) selection (see `rank_partial`); O(E) for the rest; no allocation.
+  /// Complexity: O(E log E) for the ranking below 128 experts, O(E) (radix) from 128 up;
+  /// O(E) for the rest; no allocation.
   layer_target select(layer_id layer, std::span<const double> hotness, std::span<const std::uint8_t> current) noexcept {
     MOEPOLICY_ASSERT(layer < capacity_.size());
     MOEPOLICY_ASSERT(hotness.size() == experts_ && current.size() == experts_);
     for (std::size_t e = 0; e < experts_; ++e) cur_[e] = current[e] != 0 ? 1 : 0;
-    const std::size_t n = capacity_[layer];
-    std::size_t ranked = experts_;
-    if (config_.mode != target_hysteresis::rank_slack && experts_ >= radix_threshold) {
-      ranked = rank_partial(hotness, n);
-    } else {
-      rank(hotness);
-    }
-    decide(hotness, n, ranked);
-    return publish(layer, ranked);
+    rank(hotness);
+    decide(hotness, capacity_[layer]);
+    return publish(layer);
   }
 
   /// `select` against the layer's previous target (its `membership`), the usual call when
@@ -228,6 +221,11 @@ class precision_target_selector {
   // avoids the branch mispredictions that dominate comparison sorts of fresh keys (measured
   // in bench/residency_bench: 2× faster at E = 128, 4× at E = 512; slower below 128, where
   // its fixed 8 × 256-bucket cost dominates). Stability keeps ties in ascending id order.
+  // Partial selection would suffice: every mode reads only the 2n + s + 1 best ranks and
+  // the members beyond them in order (`std::nth_element` of those, then sorting them and
+  // the members). It is not used: at E = 256, n = 64 it has to order half the experts by
+  // comparisons and measured 2.2× slower than this radix ranking in bench/shapes_bench
+  // (9.7 against 4.4 µs per layer at DeepSeek-V3 shape).
   void rank(std::span<const double> h) noexcept {
     std::iota(order_.begin(), order_.end(), expert_id{0});
     if (experts_ < radix_threshold) {
@@ -237,93 +235,32 @@ class precision_target_selector {
       });
       return;
     }
-    for (std::size_t e = 0; e < experts_; ++e) {
-      MOEPOLICY_ASSERT(!std::isnan(h[e]));
-      key_[e] = descending_key(h[e]);
-    }
-    radix_sort(key_.data(), key_tmp_.data(), order_.data(), order_tmp_.data(), experts_);
-  }
-
-  // Partial selection (from 128 experts, modes `none` and `margin`): those modes read only
-  // the order of the members of H and of the n + 1 best outsiders. (`take` keeps members,
-  // then fills free slots with the best outsiders; the margin's swaps bring in the next
-  // best outsiders, and the stopping test reads one more; T has at most n experts, so at
-  // most n + 1 outsiders are ever read, in rank order; every other expert is an outsider
-  // ranked after them, never read, never in T, never demoted. Under `none` T is the
-  // n best eligible experts, all members or among the n best outsiders.) Their relative
-  // order is the same in that subset as in the full ranking, and the decisions compare
-  // positions only relatively, so T, the promotions and the demotions are those of the
-  // full ranking (tests/predict/hotness/precision_target.cpp compares them with
-  // predict/detail/precision_target_reference.hpp). The n + 1 best outsiders are found by
-  // `std::nth_element` on their keys, ties at the threshold going to the lower ids; the
-  // subset is radix-sorted in id order, so ties keep the lower id first.
-  // Writes the subset, in rank order, to the front of `order_` and returns its size.
-  std::size_t rank_partial(std::span<const double> h, std::size_t n) noexcept {
-    const std::size_t want = n + 1;
-    std::size_t outsiders = 0;
+    std::array<std::array<std::uint32_t, 256>, 8> count{};
     for (std::size_t e = 0; e < experts_; ++e) {
       MOEPOLICY_ASSERT(!std::isnan(h[e]));
       const std::uint64_t k = descending_key(h[e]);
       key_[e] = k;
-      key_tmp_[outsiders] = k;
-      outsiders += static_cast<std::size_t>(cur_[e] == 0);
+      for (std::size_t d = 0; d < 8; ++d) ++count[d][(k >> (8 * d)) & 0xFF];
     }
-    if (outsiders <= want) {  // every expert is read
-      std::iota(order_.begin(), order_.end(), expert_id{0});
-      radix_sort(key_.data(), key_tmp_.data(), order_.data(), order_tmp_.data(), experts_);
-      return experts_;
-    }
-    // The (n + 1)-th smallest outsider key t, and how many outsiders have a smaller one.
-    const auto first = key_tmp_.begin();
-    std::nth_element(first, first + static_cast<std::ptrdiff_t>(n), first + static_cast<std::ptrdiff_t>(outsiders));
-    const std::uint64_t t = key_tmp_[n];
-    std::size_t below = 0;
-    for (std::size_t i = 0; i < n; ++i) below += static_cast<std::size_t>(key_tmp_[i] < t);
-    std::size_t ties = want - below;  // outsiders with key t to take, lowest ids first (>= 1)
-    std::size_t m = 0;
-    for (std::size_t e = 0; e < experts_; ++e) {
-      const std::uint64_t k = key_[e];
-      const bool out = cur_[e] == 0;
-      const bool tie = out && k == t && ties > 0;
-      ties -= static_cast<std::size_t>(tie);
-      key_tmp_[m] = k;
-      order_[m] = static_cast<expert_id>(e);
-      m += static_cast<std::size_t>(!out || k < t || tie);
-    }
-    radix_sort(key_tmp_.data(), key_.data(), order_.data(), order_tmp_.data(), m);
-    return m;
-  }
-
-  // Sorts `count` keys ascending, stably, carrying their ids; the result is left in
-  // `keys` and `ids` (`keys_tmp` and `ids_tmp` are scratch of the same size).
-  static void radix_sort(std::uint64_t* keys, std::uint64_t* keys_tmp, expert_id* ids, expert_id* ids_tmp,
-                         std::size_t count) noexcept {
-    if (count == 0) return;
-    std::array<std::array<std::uint32_t, 256>, 8> hist{};
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::uint64_t k = keys[i];
-      for (std::size_t d = 0; d < 8; ++d) ++hist[d][(k >> (8 * d)) & 0xFF];
-    }
-    std::uint64_t* const keys_home = keys;
-    expert_id* const ids_home = ids;
+    std::uint64_t* keys = key_.data();
+    std::uint64_t* keys_out = key_tmp_.data();
+    expert_id* ids = order_.data();
+    expert_id* ids_out = order_tmp_.data();
     for (std::size_t d = 0; d < 8; ++d) {
-      auto& c = hist[d];
+      auto& c = count[d];
       const unsigned shift = 8 * static_cast<unsigned>(d);
-      if (c[(keys[0] >> shift) & 0xFF] == count) continue;  // every key has this byte
+      if (c[(keys[0] >> shift) & 0xFF] == experts_) continue;  // every key has this byte
       std::uint32_t sum = 0;
       for (auto& x : c) sum += std::exchange(x, sum);
-      for (std::size_t i = 0; i < count; ++i) {
+      for (std::size_t i = 0; i < experts_; ++i) {
         const std::uint32_t at = c[(keys[i] >> shift) & 0xFF]++;
-        keys_tmp[at] = keys[i];
-        ids_tmp[at] = ids[i];
+        keys_out[at] = keys[i];
+        ids_out[at] = ids[i];
       }
-      std::swap(keys, keys_tmp);
-      std::swap(ids, ids_tmp);
+      std::swap(keys, keys_out);
+      std::swap(ids, ids_out);
     }
-    if (ids != ids_home) {
-      std::copy(ids, ids + count, ids_home);
-      std::copy(keys, keys + count, keys_home);
-    }
+    if (ids != order_.data()) std::copy(ids, ids + experts_, order_.begin());
   }
 
   // Maps hotness to an unsigned key whose ascending order is the hotness's descending order
@@ -337,14 +274,14 @@ class precision_target_selector {
 
   static constexpr std::size_t radix_threshold = 128;
 
-  // Writes next_ from cur_, the first `ranked` entries of order_ and the hotness.
-  void decide(std::span<const double> h, std::size_t n, std::size_t ranked) noexcept {
+  // Writes next_ from cur_, order_ and the hotness.
+  void decide(std::span<const double> h, std::size_t n) noexcept {
     std::fill(next_.begin(), next_.end(), std::uint8_t{0});
     const auto eligible = [&](expert_id e) { return h[e] > config_.min_hotness; };
     std::size_t count = 0;
     // Adds, in rank order, the experts `want` accepts, until n are in.
     const auto take = [&](auto&& want) {
-      for (std::size_t r = 0; r < ranked && count < n; ++r) {
+      for (std::size_t r = 0; r < experts_ && count < n; ++r) {
         const expert_id e = order_[r];
         if (next_[e] == 0 && eligible(e) && want(r, e)) {
           next_[e] = 1;
@@ -364,10 +301,10 @@ class precision_target_selector {
         // Swap the i-th coldest member with the i-th hottest outsider while the outsider is
         // hotter by more than δ. A swapped-in outsider ranks before the member it displaces,
         // so the two cursors only move towards each other.
-        std::size_t lo = 0, hi = ranked;
+        std::size_t lo = 0, hi = experts_;
         for (;;) {
           while (hi > 0 && next_[order_[hi - 1]] == 0) --hi;
-          while (lo < ranked && (next_[order_[lo]] != 0 || !eligible(order_[lo]))) ++lo;
+          while (lo < experts_ && (next_[order_[lo]] != 0 || !eligible(order_[lo]))) ++lo;
           if (hi == 0 || lo >= hi - 1) break;
           const expert_id m = order_[hi - 1], o = order_[lo];
           if (!(h[o] > h[m] + config_.margin)) break;
@@ -393,16 +330,16 @@ class precision_target_selector {
     }
   }
 
-  layer_target publish(layer_id layer, std::size_t ranked) noexcept {
+  layer_target publish(layer_id layer) noexcept {
     const std::size_t base = static_cast<std::size_t>(layer) * experts_;
     std::uint32_t nt = 0, np = 0, nd = 0;
-    for (std::size_t r = 0; r < ranked; ++r) {
+    for (std::size_t r = 0; r < experts_; ++r) {
       const expert_id e = order_[r];
       if (next_[e] != 0) {
         target_[base + nt++] = e;
         if (cur_[e] == 0) promote_[base + np++] = e;
       }
-      const expert_id c = order_[ranked - 1 - r];
+      const expert_id c = order_[experts_ - 1 - r];
       if (cur_[c] != 0 && next_[c] == 0) demote_[base + nd++] = c;
     }
     std::copy(next_.begin(), next_.end(), member_.begin() + static_cast<std::ptrdiff_t>(base));

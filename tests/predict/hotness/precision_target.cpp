@@ -1,19 +1,14 @@
 #include "moepolicy/predict/precision_target.hpp"
 
 #include "../../residency/allocation_counter.hpp"
-#include "../../support/test_support.hpp"
-#include "moepolicy/predict/detail/precision_target_reference.hpp"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <limits>
 #include <random>
-#include <string>
 #include <vector>
 
 using namespace moepolicy;
@@ -254,101 +249,6 @@ TEST_CASE("invariants on random inputs, every mode, both rankings") {
           REQUIRE(v(t.target) == order);
         }
       }
-    }
-  }
-}
-
-namespace {
-
-/// Runs `select` on the selector and on the first implementation with the same inputs and
-/// checks the three outputs and the membership; returns the number of changes.
-std::size_t check_same(precision_target_selector& sel, reference::precision_target_selector& ref, layer_id l,
-                       std::span<const double> h, std::span<const std::uint8_t> current) {
-  const std::vector<std::uint8_t> cur(current.begin(), current.end());  // `current` may be a membership
-  const auto a = sel.select(l, h, cur);
-  const auto b = ref.select(l, h, cur);
-  REQUIRE(v(a.target) == v(b.target));
-  REQUIRE(v(a.promote) == v(b.promote));
-  REQUIRE(v(a.demote) == v(b.demote));
-  REQUIRE(bits(sel.membership(l)) == bits(ref.membership(l)));
-  return a.promote.size() + a.demote.size();
-}
-
-const precision_target_config equality_configs[] = {
-    {.mode = target_hysteresis::none},
-    {.mode = target_hysteresis::none, .min_hotness = -1.0},
-    {.mode = target_hysteresis::margin, .margin = 0.0},
-    {.mode = target_hysteresis::margin, .margin = 1.0},
-    {.mode = target_hysteresis::margin, .margin = 2.5, .min_hotness = -3.0},
-    {.mode = target_hysteresis::rank_slack, .rank_slack = 4},
-};
-
-}  // namespace
-
-TEST_CASE("partial selection gives the full ranking's targets, promotions and demotions (random)") {
-  // From 128 experts, `none` and `margin` order only the members and the n + 1 best
-  // outsiders. Many ties (at the selection threshold too), negative and zero hotness,
-  // sets larger than n, capacities from 0 to E, and sequences fed back through membership.
-  std::mt19937_64 rng(77);
-  for (const std::size_t E : {std::size_t{128}, std::size_t{131}, std::size_t{256}}) {
-    for (const auto& cfg : equality_configs) {
-      precision_target_selector sel(2, E, 8, cfg);
-      reference::precision_target_selector ref(2, E, 8, cfg);
-      std::size_t changes = 0;
-      for (int trial = 0; trial < 150; ++trial) {
-        const auto n = static_cast<std::uint32_t>(trial % 5 == 0 ? rng() % (E + 1) : rng() % (E / 3));
-        const auto l = static_cast<layer_id>(trial % 2);
-        sel.set_capacity(l, n);
-        ref.set_capacity(l, n);
-        std::vector<double> h(E);
-        const std::uint64_t levels = 2 + rng() % 40;
-        for (auto& x : h) x = static_cast<double>(rng() % levels) - (trial % 7 == 0 ? 3.0 : 0.0);
-        if (trial % 3 == 0) {
-          changes += check_same(sel, ref, l, h, sel.membership(l));  // the selector's own sets
-        } else {
-          std::vector<std::uint8_t> cur(E);
-          const std::uint64_t odds = 1 + rng() % 6;
-          for (auto& c : cur) c = (rng() % odds == 0) ? 1 : 0;
-          changes += check_same(sel, ref, l, h, cur);
-        }
-      }
-      CHECK(changes > 0);
-    }
-  }
-}
-
-TEST_CASE("partial selection gives the full ranking's targets on real decode heat (Qwen3-30B-A3B)") {
-  MOEPOLICY_REQUIRE_SHARED_TRACES();
-  // 48 layers x 128 experts of decode activation counts (mbolt-decode-heat, MIT); each
-  // layer's heat in turn is one interval's hotness of a single selector layer, so the sets
-  // drift as real layers differ, with the ties and zeros of real counts.
-  constexpr std::size_t L = 48, E = 128;
-  std::ifstream in(test::shared_traces() / "mbolt-decode-heat" / "heat_qwen3-30b-a3b.csv");
-  REQUIRE(in.good());
-  std::vector<double> heat(L * E, -1.0);
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    unsigned l = 0, e = 0;
-    double x = 0;
-    REQUIRE(std::sscanf(line.c_str(), "%u,%u,%lf", &l, &e, &x) == 3);
-    REQUIRE((l < L && e < E));
-    heat[l * E + e] = x;
-  }
-  for (const double x : heat) REQUIRE(x >= 0.0);
-  for (const auto& base : equality_configs) {
-    for (const std::uint32_t n : {1u, 8u, 32u, 64u, 127u}) {
-      precision_target_config cfg = base;
-      if (cfg.mode == target_hysteresis::margin) cfg.margin *= 500.0;  // in decode tokens
-      precision_target_selector sel(1, E, n, cfg);
-      reference::precision_target_selector ref(1, E, n, cfg);
-      std::size_t changes = 0;
-      for (std::size_t round = 0; round < 2; ++round) {
-        for (std::size_t l = 0; l < L; ++l) {
-          changes += check_same(sel, ref, 0, std::span<const double>(heat).subspan(l * E, E), sel.membership(0));
-        }
-      }
-      CHECK(changes > 0);
     }
   }
 }
