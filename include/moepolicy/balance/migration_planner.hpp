@@ -305,17 +305,21 @@ class migration_planner {
     if (!(window >= 0.0) || !std::isfinite(window)) detail::throw_invalid(fn, "window must be finite and >= 0", window);
     // One pass without data-dependent branches finds whether any entry is bad; a second
     // names the first.
-    // The same pass takes the largest ⌊x⌋ (of the valid loads) for `fill_memos`.
+    // The loads' pass also takes the largest valid load (⌊max x⌋ = max ⌊x⌋) for
+    // `fill_memos`; each pass reads one array, so that both vectorise.
     unsigned bad = 0;
-    std::uint32_t top = 0;
-    const std::size_t homes = expert_layout::striped_home - system_.num_dimms();  // localized homes >= D
+    double largest = 0.0;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
       const bool ok = x >= 0.0 && x < 4.0e9;
-      bad |= static_cast<unsigned>(!ok) |
-             static_cast<unsigned>(static_cast<std::size_t>(layouts[e].home) - system_.num_dimms() < homes);
-      top = std::max(top, static_cast<std::uint32_t>(ok ? x : 0.0));
+      bad |= static_cast<unsigned>(!ok);
+      largest = std::max(largest, ok ? x : 0.0);
     }
+    const std::size_t homes = expert_layout::striped_home - system_.num_dimms();  // localized homes >= D
+    for (std::size_t e = 0; e < experts_; ++e) {
+      bad |= static_cast<unsigned>(static_cast<std::size_t>(layouts[e].home) - system_.num_dimms() < homes);
+    }
+    const auto top = static_cast<std::uint32_t>(largest);  // 0 <= largest < 4e9
     for (std::size_t e = 0; bad != 0 && e < experts_; ++e) {
       if (!(predicted[e] >= 0.0) || !(predicted[e] < 4.0e9)) {
         detail::throw_invalid(fn, "predicted loads must be finite, >= 0 and < 4e9", predicted[e]);
