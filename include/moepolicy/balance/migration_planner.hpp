@@ -288,6 +288,9 @@ class migration_planner {
   /// (balance/detail/migration_planner_reference.hpp) called the cost models about three
   /// times as often per expert and again for every task, and ran the search on every
   /// plan; the plans are the same bit for bit (tests/balance/ndp/migration_planner.cpp).
+  /// With key-independent models, no activation transfers and prices within `tame_limit`
+  /// the pass is `price_lean`: the same values with no row checks and no branches on the
+  /// data.
   std::span<const migration_task> plan(layer_id layer, std::span<const double> predicted,
                                        std::span<const hotness> classes, std::span<const expert_layout> layouts,
                                        std::span<const std::uint8_t> resident, seconds window, bytes gpu_free_bytes) {
