@@ -40,21 +40,18 @@ TEST_CASE("expert_layout: striped and localized") {
 }
 
 TEST_CASE("makespan_problem validates what it is given") {
-  CHECK_THROWS_WITH_AS(makespan_problem(0),
-                       "moepolicy::makespan_problem::makespan_problem: num_dimms must be in [1, 65534], got 0",
+  CHECK_THROWS_WITH_AS(makespan_problem(0), "moepolicy::makespan_problem::makespan_problem: num_dimms must be in [1, 65534], got 0",
                        invalid_argument);
   makespan_problem p(2, 4);
   CHECK_THROWS_WITH_AS(p.add(row({-1.0, 1.0, not_allowed}, 0.0, {}, false)),
-                       "moepolicy::makespan_problem::add: exec times must be finite and >= 0, got -1",
-                       invalid_argument);
+                       "moepolicy::makespan_problem::add: exec times must be finite and >= 0, got -1", invalid_argument);
   CHECK_THROWS_WITH_AS(p.add(row({not_allowed, not_allowed, not_allowed}, 0.0, {}, false)),
                        "moepolicy::makespan_problem::add: at least one option must be allowed, expert index, got 0",
                        invalid_argument);
   CHECK_THROWS_WITH_AS(p.add(row({1.0, 1.0, not_allowed}, -2.0, {}, false)),
                        "moepolicy::makespan_problem::add: dram must be finite and >= 0, got -2", invalid_argument);
   CHECK_THROWS_WITH_AS(p.add(row({1.0, 1.0, 1.0}, 0.0, expert_layout::localized(2), false)),
-                       "moepolicy::makespan_problem::add: a localized home must be < num_dimms 2, got 2",
-                       invalid_argument);
+                       "moepolicy::makespan_problem::add: a localized home must be < num_dimms 2, got 2", invalid_argument);
   CHECK_THROWS_WITH_AS(p.add(row({1.0, 1.0, 1.0}, 0.0, expert_layout::striped(), false)),
                        "moepolicy::makespan_problem::add: the ndp option needs a localized expert, expert index, got 0",
                        invalid_argument);
@@ -168,8 +165,8 @@ system3 trimoe(gpu_cpu_ndp_config c = {}) {
   return {roofline_cost{presets::h100_pcie_gen5(), mixtral}, roofline_cost{presets::xeon_8470_amx(), mixtral},
           roofline_cost{presets::dimm_ndp(), mixtral}, c};
 }
-constexpr double W = 352'321'536.0;      // bytes of one FP16 expert
-constexpr double flops = 352'321'536.0;  // 2 * 3 * 4096 * 14336 per token
+constexpr double W = 352'321'536.0;          // bytes of one FP16 expert
+constexpr double flops = 352'321'536.0;      // 2 * 3 * 4096 * 14336 per token
 
 }  // namespace
 
@@ -224,26 +221,21 @@ TEST_CASE("gpu_cpu_ndp_system: model kinds and build inputs are checked") {
   const auto gpu = roofline_cost{presets::h100_pcie_gen5(), mixtral};
   const auto cpu = roofline_cost{presets::xeon_8470_amx(), mixtral};
   const auto dimm = roofline_cost{presets::dimm_ndp(), mixtral};
-  CHECK_THROWS_WITH_AS(system3(dimm, cpu, dimm),
-                       "moepolicy::gpu_cpu_ndp_system: the GPU model must be serial, got parallel_units",
+  CHECK_THROWS_WITH_AS(system3(dimm, cpu, dimm), "moepolicy::gpu_cpu_ndp_system: the GPU model must be serial, got parallel_units",
                        invalid_argument);
-  CHECK_THROWS_WITH_AS(system3(gpu, dimm, dimm),
-                       "moepolicy::gpu_cpu_ndp_system: the CPU model must be serial, got parallel_units",
+  CHECK_THROWS_WITH_AS(system3(gpu, dimm, dimm), "moepolicy::gpu_cpu_ndp_system: the CPU model must be serial, got parallel_units",
                        invalid_argument);
-  CHECK_THROWS_WITH_AS(system3(gpu, cpu, cpu),
-                       "moepolicy::gpu_cpu_ndp_system: the DIMM-NDP model must be parallel_units, got serial",
+  CHECK_THROWS_WITH_AS(system3(gpu, cpu, cpu), "moepolicy::gpu_cpu_ndp_system: the DIMM-NDP model must be parallel_units, got serial",
                        invalid_argument);
   const auto sys = trimoe();
   makespan_problem wrong(4);
   const std::array<step_expert, 1> one{step_expert{{0, 1}, 3, expert_layout::striped(), false, fp16}};
-  CHECK_THROWS_WITH_AS(
-      sys.build(one, wrong),
-      "moepolicy::gpu_cpu_ndp_system::build: the problem's num_dimms must equal the DIMM model's 16, got 4",
-      invalid_argument);
+  CHECK_THROWS_WITH_AS(sys.build(one, wrong),
+                       "moepolicy::gpu_cpu_ndp_system::build: the problem's num_dimms must equal the DIMM model's 16, got 4",
+                       invalid_argument);
   makespan_problem p(16, 8);
   const std::array<step_expert, 1> zero{step_expert{{0, 1}, 0, expert_layout::striped(), false, fp16}};
-  CHECK_THROWS_WITH_AS(sys.build(zero, p),
-                       "moepolicy::gpu_cpu_ndp_system::build: every load must be >= 1, expert, got 1",
+  CHECK_THROWS_WITH_AS(sys.build(zero, p), "moepolicy::gpu_cpu_ndp_system::build: every load must be >= 1, expert, got 1",
                        invalid_argument);
   sys.build(one, p);
   CHECK(p.size() == 1);
@@ -251,8 +243,8 @@ TEST_CASE("gpu_cpu_ndp_system: model kinds and build inputs are checked") {
 
   // build_layer skips experts without tokens and keeps their ids.
   const std::array<std::uint32_t, 4> loads{0, 5, 0, 2};
-  const std::array<expert_layout, 4> lay{expert_layout::striped(), expert_layout::localized(3),
-                                         expert_layout::striped(), expert_layout::striped()};
+  const std::array<expert_layout, 4> lay{expert_layout::striped(), expert_layout::localized(3), expert_layout::striped(),
+                                         expert_layout::striped()};
   const std::array<std::uint8_t, 4> res{0, 0, 0, 1};
   sys.build_layer(9, loads, lay, res, fp16, p);
   REQUIRE(p.size() == 2);

@@ -69,11 +69,11 @@ namespace detail {
 
 /// Per-expert minima of the bound family. `r` is dimm_seconds, `g`/`u` the GPU/CPU parts.
 struct bound_terms {
-  seconds single = 0.0;  // A: min_o max(exec, r)
-  seconds all = 0.0;     // B1 numerator: min_o (g + u + |H|·r)
-  seconds serial = 0.0;  // B2 numerator: min_o (g + u)
-  seconds dimm = 0.0;    // B3 on a home DIMM: min_o r
-  seconds triple = 0.0;  // B4 numerator on a home DIMM: min_o (g + u + r)
+  seconds single = 0.0;     // A: min_o max(exec, r)
+  seconds all = 0.0;        // B1 numerator: min_o (g + u + |H|·r)
+  seconds serial = 0.0;     // B2 numerator: min_o (g + u)
+  seconds dimm = 0.0;       // B3 on a home DIMM: min_o r
+  seconds triple = 0.0;     // B4 numerator on a home DIMM: min_o (g + u + r)
 };
 
 [[nodiscard]] inline bound_terms terms_of(const expert_costs& e, std::size_t num_dimms) noexcept {

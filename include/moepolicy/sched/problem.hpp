@@ -108,12 +108,9 @@ struct expert_costs {
   /// miss or by the CPU (contention, Eq. 6), or the NDP execution itself.
   [[nodiscard]] constexpr seconds dimm_seconds(device_option o) const noexcept {
     switch (o) {
-      case device_option::gpu:
-        return gpu_resident ? 0.0 : dram;
-      case device_option::cpu:
-        return dram;
-      case device_option::ndp:
-        return exec[2];
+      case device_option::gpu: return gpu_resident ? 0.0 : dram;
+      case device_option::cpu: return dram;
+      case device_option::ndp: return exec[2];
     }
     return 0.0;
   }
@@ -215,14 +212,10 @@ enum class solve_status : std::uint8_t {
 /// "optimal", "heuristic", "node_limit" or "too_large".
 [[nodiscard]] constexpr std::string_view to_string(solve_status s) noexcept {
   switch (s) {
-    case solve_status::optimal:
-      return "optimal";
-    case solve_status::heuristic:
-      return "heuristic";
-    case solve_status::node_limit:
-      return "node_limit";
-    case solve_status::too_large:
-      return "too_large";
+    case solve_status::optimal: return "optimal";
+    case solve_status::heuristic: return "heuristic";
+    case solve_status::node_limit: return "node_limit";
+    case solve_status::too_large: return "too_large";
   }
   return "?";
 }
