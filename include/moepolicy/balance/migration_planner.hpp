@@ -577,9 +577,9 @@ class migration_planner {
   /// The pricing pass of `plan` when `lean_applies`: the same rows, prices, greedy
   /// options, totals, bound terms and candidates as the general pass and the candidate
   /// gathering, bit for bit, from the memos and the link and read times of the one weight
-  /// size, with every selection made without branches on the data (layout, residency,
-  /// the greedy option) and no call; the options the system allows are template
-  /// arguments. Each expert's `expert_prices` are not stored: `prices_of` takes them
+  /// size, with no row check and no call, its choices by layout, residency and greedy
+  /// option written as selections (products by 0 or 1 measured slower); the options the
+  /// system allows are template arguments. Each expert's `expert_prices` are not stored: `prices_of` takes them
   /// from the memos when asked. Returns the number of experts with a candidate, written
   /// to the front of `candidates_`.
   template <bool UseCpu, bool UseNdp>
