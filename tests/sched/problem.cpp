@@ -62,6 +62,23 @@ TEST_CASE("makespan_problem validates what it is given") {
   CHECK(p.empty());
 }
 
+TEST_CASE("makespan_problem: rows appended in a block and cut back") {
+  makespan_problem p(2, 4);
+  p.add(row({1.0, 2.0, not_allowed}, 0.5, {}, false));
+  const std::span<expert_costs> rows = p.add_unchecked(3);
+  REQUIRE(rows.size() == 3);
+  CHECK(p.size() == 4);
+  CHECK(rows[0].exec[2] == not_allowed);  // default rows
+  rows[0] = row({3.0, 4.0, 5.0}, 1.0, expert_layout::localized(1), true);
+  p.truncate(2);
+  REQUIRE(p.size() == 2);
+  CHECK(p[0].exec[0] == 1.0);
+  CHECK(p[1].exec[2] == 5.0);
+  CHECK(p[1].layout == expert_layout::localized(1));
+  p.truncate(0);
+  CHECK(p.empty());
+}
+
 TEST_CASE("evaluate: Eq. 5-7 with contention from striped and localized reads") {
   // D = 2. Experts:
   //   a: striped, GPU miss 3 (dram 1)      -> GPU 3, every DIMM +1

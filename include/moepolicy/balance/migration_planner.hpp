@@ -229,6 +229,18 @@ class migration_planner {
     ndp_weight_.assign(num_experts, 0.0);
     index_.assign(num_experts, none);
     candidates_.assign(num_experts, 0);
+    // Whether an expert of the predicted step has a candidate depends on its class, its
+    // layout's kind and its residency only (x > 0; the home does not matter).
+    for (std::size_t c = 0; c < 4; ++c) {
+      for (std::size_t loc = 0; loc < 2; ++loc) {
+        for (std::size_t res = 0; res < 2; ++res) {
+          const expert_layout here = loc != 0 ? expert_layout::localized(0) : expert_layout::striped();
+          const unsigned kinds = candidate_kinds(1.0, static_cast<hotness>(c), here, res != 0,
+                                                 config_.relayout_when == relayout_rule::class_change);
+          has_candidate_[candidate_cell(static_cast<hotness>(c), loc != 0, res != 0)] = kinds != 0 ? 1 : 0;
+        }
+      }
+    }
     prices_.assign(num_experts, {});
     projected_.reserve(system_.num_dimms());
     scheduler_.reserve(num_experts, system_.num_dimms());
@@ -276,6 +288,9 @@ class migration_planner {
   /// (balance/detail/migration_planner_reference.hpp) called the cost models about three
   /// times as often per expert and again for every task, and ran the search on every
   /// plan; the plans are the same bit for bit (tests/balance/ndp/migration_planner.cpp).
+  /// With key-independent models, no activation transfers and prices within `tame_limit`
+  /// the pass is `price_lean`: the same values with no row checks and no branches on the
+  /// data.
   std::span<const migration_task> plan(layer_id layer, std::span<const double> predicted,
                                        std::span<const hotness> classes, std::span<const expert_layout> layouts,
                                        std::span<const std::uint8_t> resident, seconds window, bytes gpu_free_bytes) {
@@ -293,13 +308,21 @@ class migration_planner {
     if (!(window >= 0.0) || !std::isfinite(window)) detail::throw_invalid(fn, "window must be finite and >= 0", window);
     // One pass without data-dependent branches finds whether any entry is bad; a second
     // names the first.
+    // The loads' pass also takes the largest valid load (⌊max x⌋ = max ⌊x⌋) for
+    // `fill_memos`; each pass reads one array, so that both vectorise.
     unsigned bad = 0;
-    const std::size_t homes = expert_layout::striped_home - system_.num_dimms();  // localized homes >= D
+    double largest = 0.0;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
-      bad |= static_cast<unsigned>(!(x >= 0.0)) | static_cast<unsigned>(!(x < 4.0e9)) |
-             static_cast<unsigned>(static_cast<std::size_t>(layouts[e].home) - system_.num_dimms() < homes);
+      const bool ok = x >= 0.0 && x < 4.0e9;
+      bad |= static_cast<unsigned>(!ok);
+      largest = std::max(largest, ok ? x : 0.0);
     }
+    const std::size_t homes = expert_layout::striped_home - system_.num_dimms();  // localized homes >= D
+    for (std::size_t e = 0; e < experts_; ++e) {
+      bad |= static_cast<unsigned>(static_cast<std::size_t>(layouts[e].home) - system_.num_dimms() < homes);
+    }
+    const auto top = static_cast<std::uint32_t>(largest);  // 0 <= largest < 4e9
     for (std::size_t e = 0; bad != 0 && e < experts_; ++e) {
       if (!(predicted[e] >= 0.0) || !(predicted[e] < 4.0e9)) {
         detail::throw_invalid(fn, "predicted loads must be finite, >= 0 and < 4e9", predicted[e]);
@@ -327,52 +350,63 @@ class migration_planner {
     const bool use_cpu = system_.config().use_cpu;
     // With key-independent models the memos are first filled up to the plan's largest
     // ⌊x⌋ + 1, so that the pass reads every price from them without a call or a branch.
-    const bool direct = fill_memos(predicted);
+    const bool direct = fill_memos(top);
     unsigned bad_row = 0;
-    for (std::size_t e = 0; e < experts_; ++e) {
-      const double x = predicted[e];
-      index_[e] = none;
-      if (!(x > 0.0)) {
-        ndp_weight_[e] = 0.0;
-        continue;
-      }
-      const expert_key k = key(e);
-      expert_prices& q = prices_[e];
-      // ⌊x⌋ by truncation, exact for 0 < x < 4·10⁹ < 2³² (checked above), without a call
-      // to the C library's floor.
-      const auto l = static_cast<std::uint32_t>(x);
-      q.lo = static_cast<double>(l);
-      q.whole = x == q.lo;
-      // The prices at ⌊x⌋ (0 at ⌊x⌋ = 0) and ⌊x⌋ + 1 (0, unused, at x = ⌊x⌋).
-      seconds ndp0 = 0.0, ndp1 = 0.0;
-      if (direct) {  // the memos hold 0 at 0 tokens
-        ndp0 = memo_ndp_[l];
-        ndp1 = q.whole ? 0.0 : memo_ndp_[l + 1];
-        q.gpu[0] = memo_gpu_[l];
-        q.gpu[1] = q.whole ? 0.0 : memo_gpu_[l + 1];
-        q.cpu[0] = memo_cpu_[l];
-        q.cpu[1] = q.whole ? 0.0 : memo_cpu_[l + 1];
-      } else {
-        std::tie(ndp0, ndp1) = at_both(l, q.whole, [&](std::uint32_t t) { return ndp_at(k, t); });
-        std::tie(q.gpu[0], q.gpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return gpu_at(k, t); });
-        if (use_cpu) {
-          std::tie(q.cpu[0], q.cpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return cpu_at(k, t); });
+    lean_ = lean_applies(direct);
+    std::size_t gathered = 0;
+    if (lean_) {
+      const auto lean = [&]<bool U, bool N>() {
+        return price_lean<U, N>(predicted, classes, layouts, resident, bound);
+      };
+      const bool u = use_cpu, d = system_.config().use_ndp;
+      gathered = u ? (d ? lean.template operator()<true, true>() : lean.template operator()<true, false>())
+                   : (d ? lean.template operator()<false, true>() : lean.template operator()<false, false>());
+    } else {
+      for (std::size_t e = 0; e < experts_; ++e) {
+        const double x = predicted[e];
+        index_[e] = none;
+        if (!(x > 0.0)) {
+          ndp_weight_[e] = 0.0;
+          continue;
         }
+        const expert_key k = key(e);
+        expert_prices& q = prices_[e];
+        // ⌊x⌋ by truncation, exact for 0 < x < 4·10⁹ < 2³² (checked above), without a call
+        // to the C library's floor.
+        const auto l = static_cast<std::uint32_t>(x);
+        q.lo = static_cast<double>(l);
+        q.whole = x == q.lo;
+        // The prices at ⌊x⌋ (0 at ⌊x⌋ = 0) and ⌊x⌋ + 1 (0, unused, at x = ⌊x⌋).
+        seconds ndp0 = 0.0, ndp1 = 0.0;
+        if (direct) {  // the memos hold 0 at 0 tokens
+          ndp0 = memo_ndp_[l];
+          ndp1 = q.whole ? 0.0 : memo_ndp_[l + 1];
+          q.gpu[0] = memo_gpu_[l];
+          q.gpu[1] = q.whole ? 0.0 : memo_gpu_[l + 1];
+          q.cpu[0] = memo_cpu_[l];
+          q.cpu[1] = q.whole ? 0.0 : memo_cpu_[l + 1];
+        } else {
+          std::tie(ndp0, ndp1) = at_both(l, q.whole, [&](std::uint32_t t) { return ndp_at(k, t); });
+          std::tie(q.gpu[0], q.gpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return gpu_at(k, t); });
+          if (use_cpu) {
+            std::tie(q.cpu[0], q.cpu[1]) = at_both(l, q.whole, [&](std::uint32_t t) { return cpu_at(k, t); });
+          }
+        }
+        ndp_weight_[e] = q.whole ? ndp0 : ndp0 + (x - q.lo) * (ndp1 - ndp0);  // `priced`
+        q.size = weight_bytes(k);
+        index_[e] = problem_.size();
+        expert_costs& c = problem_.add_unchecked();
+        fill_row(c, k, x, q, size_priced(e, q.size), layouts[e], resident[e] != 0, ndp_weight_[e]);
+        // What `makespan_problem::add` accepts, checked without branches (a row failing it
+        // goes through `add` below for its error).
+        const auto no = [](bool ok) { return static_cast<unsigned>(!ok); };
+        bad_row |= no(c.exec[0] >= 0.0) | no(c.exec[0] < not_allowed) | no(c.exec[1] >= 0.0) | no(c.exec[2] >= 0.0) |
+                   no(c.dram >= 0.0) | no(c.dram < not_allowed);
+        const device_option o = bottleneck_refinement_scheduler::greedy_option(c);
+        schedule_.assignment.push_back(o);
+        greedy_loads_.apply(c, o, 1.0);
+        bound.add(c);
       }
-      ndp_weight_[e] = q.whole ? ndp0 : ndp0 + (x - q.lo) * (ndp1 - ndp0);  // `priced`
-      q.size = weight_bytes(k);
-      index_[e] = problem_.size();
-      expert_costs& c = problem_.add_unchecked();
-      fill_row(c, k, x, q, size_priced(e, q.size), layouts[e], resident[e] != 0, ndp_weight_[e]);
-      // What `makespan_problem::add` accepts, checked without branches (a row failing it
-      // goes through `add` below for its error).
-      const auto no = [](bool ok) { return static_cast<unsigned>(!ok); };
-      bad_row |= no(c.exec[0] >= 0.0) | no(c.exec[0] < not_allowed) | no(c.exec[1] >= 0.0) | no(c.exec[2] >= 0.0) |
-                 no(c.dram >= 0.0) | no(c.dram < not_allowed);
-      const device_option o = bottleneck_refinement_scheduler::greedy_option(c);
-      schedule_.assignment.push_back(o);
-      greedy_loads_.apply(c, o, 1.0);
-      bound.add(c);
     }
     if (bad_row != 0) recheck_rows();
     greedy_loads_.refresh();
@@ -419,8 +453,8 @@ class migration_planner {
     // The experts with a candidate, gathered in index order without branches on the data
     // (a candidate of an expert outside the predicted step has no benefit), then valued.
     const bool by_class = config_.relayout_when == relayout_rule::class_change;
-    std::size_t m = 0;
-    for (std::size_t e = 0; e < experts_; ++e) {
+    std::size_t m = gathered;
+    for (std::size_t e = 0; e < experts_ && !lean_; ++e) {
       candidates_[m] = static_cast<std::uint32_t>(e);
       m += static_cast<std::size_t>(index_[e] != none) &
            static_cast<std::size_t>(candidate_kinds(predicted[e], classes[e], layouts[e], resident[e] != 0, by_class) !=
@@ -508,24 +542,151 @@ class migration_planner {
     return f();
   }
   /// Whether every model is `key_independent_cost` and the memos now hold every price at
-  /// 0 … max ⌊predicted⌋ + 1 tokens (0 at 0 tokens, the models' calls elsewhere).
-  bool fill_memos(std::span<const double> predicted) {
+  /// 0 … `top` + 1 tokens (`top`: the plan's largest ⌊predicted⌋) (0 at 0 tokens, the models' calls elsewhere).
+  bool fill_memos(std::uint32_t top) {
     if constexpr (key_independent_cost<Gpu> && key_independent_cost<Cpu> && key_independent_cost<Dimm>) {
-      std::uint32_t top = 0;
-      for (const double x : predicted) top = std::max(top, static_cast<std::uint32_t>(x));  // 0 <= x < 4e9
       if (static_cast<std::size_t>(top) + 1 >= memo_tokens) return false;
       for (std::uint32_t t = filled_; t <= top + 1; ++t) {
         const expert_key k = key(0);
         memo_gpu_[t] = t == 0 ? 0.0 : system_.gpu().compute_seconds(k, config_.bits, t);
         memo_cpu_[t] = t == 0 ? 0.0 : cpu_compute(k, t);
         memo_ndp_[t] = t == 0 ? 0.0 : system_.ndp_seconds(k, config_.bits, t);
+        memos_tame_ = memos_tame_ && tame(memo_gpu_[t]) && tame(memo_cpu_[t]) && tame(memo_ndp_[t]);
       }
       filled_ = std::max(filled_, top + 2);
       return true;
     } else {
-      static_cast<void>(predicted);
+      static_cast<void>(top);
       return false;
     }
+  }
+
+  /// Whether the lean pricing pass applies: key-independent models whose memos hold every
+  /// price the plan needs (`fill_memos`), a CPU without activation transfers, and memo and
+  /// link prices all finite, >= 0 and at most `tame_limit`. Then every row the pass builds
+  /// is one `makespan_problem::add` accepts (an interpolation between two such prices
+  /// lies between them, give or take a rounding that keeps it >= 0, and cannot overflow),
+  /// so no row needs checking.
+  [[nodiscard]] bool lean_applies(bool direct) const {
+    if (!direct || system_.config().activation_transfer || !memos_tame_) return false;
+    const size_prices& w = size_priced(0, size_);
+    return tame(w.pcie) && tame(w.localized) && tame(w.striped);
+  }
+  [[nodiscard]] static bool tame(seconds v) noexcept { return v >= 0.0 && v <= tame_limit; }
+
+  /// The pricing pass of `plan` when `lean_applies`: the same rows, prices, greedy
+  /// options, totals, bound terms and candidates as the general pass and the candidate
+  /// gathering, bit for bit, from the memos and the link and read times of the one weight
+  /// size, with no row check and no call, its choices by layout, residency and greedy
+  /// option written as selections (products by 0 or 1 measured slower); the options the
+  /// system allows are template arguments. Each expert's `expert_prices` are not stored: `prices_of` takes them
+  /// from the memos when asked. Returns the number of experts with a candidate, written
+  /// to the front of `candidates_`.
+  template <bool UseCpu, bool UseNdp>
+  std::size_t price_lean(std::span<const double> predicted, std::span<const hotness> classes,
+                         std::span<const expert_layout> layouts, std::span<const std::uint8_t> resident,
+                         detail::lower_bound_accumulator& bound) {
+    const size_prices& w = size_priced(0, size_);
+    const seconds dram_s = w.striped, dram_l = w.localized;
+    // A miss reads max(T_PCIe, T_DRAM) (Eq. 2), by layout.
+    const seconds read_s = std::max(w.pcie, dram_s), read_l = std::max(w.pcie, dram_l);
+    const double h_striped = static_cast<double>(system_.num_dimms());
+    const seconds* mg = memo_gpu_.data();
+    const seconds* mc = memo_cpu_.data();
+    const seconds* mn = memo_ndp_.data();
+    seconds gpu = 0.0, cpu = 0.0, stripe = 0.0;
+    seconds* local = greedy_loads_.local.data();
+    schedule_.assignment.resize(experts_);  // within the reserve; cut to the step's size below
+    device_option* assigned = schedule_.assignment.data();
+    const std::span<expert_costs> rows = problem_.add_unchecked(experts_);  // cut to the step's size below
+    std::size_t n = 0, m = 0;
+    for (std::size_t e = 0; e < experts_; ++e) {
+      const double x = predicted[e];
+      if (!(x > 0.0)) {
+        index_[e] = none;
+        ndp_weight_[e] = 0.0;
+        continue;
+      }
+      // ⌊x⌋ by truncation (0 < x < 4·10⁹, checked), and the prices at ⌊x⌋ and ⌊x⌋ + 1 (the
+      // memos hold 0 at 0 tokens and every price up to the plan's largest ⌊x⌋ + 1; the
+      // one at ⌊x⌋ + 1 is read and discarded when x = ⌊x⌋).
+      const auto l = static_cast<std::uint32_t>(x);
+      const double lo = static_cast<double>(l);
+      const bool whole = x == lo, at0 = l == 0;
+      const double frac = x - lo;
+      const seconds n0 = mn[l];
+      const seconds nw = whole ? n0 : n0 + frac * (mn[l + 1] - n0);  // `priced`
+      ndp_weight_[e] = nw;
+      index_[e] = n;
+      const expert_layout layout = layouts[e];
+      const bool loc = layout.is_localized(), res = resident[e] != 0;
+      // `fill_row`: the interpolations of `gpu_price`, `cpu_price`, and the NDP price.
+      const seconds dram = loc ? dram_l : dram_s;
+      const seconds read = res ? 0.0 : (loc ? read_l : read_s);
+      const seconds g_lo = at0 ? 0.0 : std::max(mg[l], read);
+      const seconds g = whole ? g_lo : g_lo + frac * (std::max(mg[l + 1], read) - g_lo);
+      seconds u = not_allowed;
+      if constexpr (UseCpu) {
+        const seconds c_lo = at0 ? 0.0 : std::max(mc[l], dram);
+        u = whole ? c_lo : c_lo + frac * (std::max(mc[l + 1], dram) - c_lo);
+      }
+      const seconds d = (UseNdp && loc) ? nw : not_allowed;
+      const seconds r = std::min(1.0, x) * dram;
+      expert_costs& c = rows[n];
+      c.key = key(e);
+      c.load = l + static_cast<std::uint32_t>(!whole);  // ⌈x⌉
+      c.layout = layout;
+      c.gpu_resident = res;
+      c.dram = r;
+      c.exec = {g, u, d};
+      // The greedy option (`greedy_option`: the first cheapest; g is finite).
+      const bool to_u = UseCpu && u < g;
+      const seconds best = to_u ? u : g;
+      const bool to_d = UseNdp && d < best;
+      assigned[n++] = to_d ? device_option::ndp : to_u ? device_option::cpu : device_option::gpu;
+      // The greedy totals (`device_loads::apply`): a total the option leaves alone gets
+      // + 0.0, which leaves a sum >= 0 as it is; a striped expert's goes to DIMM 0 so.
+      const seconds gpu_dimm = res ? 0.0 : r;  // `dimm_seconds`
+      const seconds on_dimm = to_d ? d : to_u ? r : gpu_dimm;
+      gpu += (to_d || to_u) ? 0.0 : g;
+      if constexpr (UseCpu) cpu += (to_u && !to_d) ? u : 0.0;
+      stripe += loc ? 0.0 : on_dimm;
+      local[loc ? layout.home : 0] += loc ? on_dimm : 0.0;
+      // `terms_of` over the allowed options (GPU always; CPU by `UseCpu`; NDP when
+      // localized, with an infinite price otherwise, which its terms carry through).
+      const double h = loc ? 1.0 : h_striped;
+      detail::bound_terms t{not_allowed, not_allowed, not_allowed, not_allowed, not_allowed};
+      t.single = std::min(t.single, std::max(g, gpu_dimm));
+      t.all = std::min(t.all, g + h * gpu_dimm);
+      t.serial = std::min(t.serial, g);
+      t.dimm = std::min(t.dimm, gpu_dimm);
+      t.triple = std::min(t.triple, g + gpu_dimm);
+      if constexpr (UseCpu) {
+        t.single = std::min(t.single, std::max(u, r));
+        t.all = std::min(t.all, u + h * r);
+        t.serial = std::min(t.serial, u);
+        t.dimm = std::min(t.dimm, r);
+        t.triple = std::min(t.triple, u + r);
+      }
+      if constexpr (UseNdp) {
+        const seconds s_d = loc ? 0.0 : not_allowed;
+        t.single = std::min(t.single, d);
+        t.all = std::min(t.all, s_d + h * d);
+        t.serial = std::min(t.serial, s_d);
+        t.dimm = std::min(t.dimm, d);
+        t.triple = std::min(t.triple, s_d + d);
+      }
+      bound.add(t, layout);
+      // The candidate gathering of `plan`, for the experts of the step.
+      candidates_[m] = static_cast<std::uint32_t>(e);
+      m += has_candidate_[candidate_cell(classes[e], loc, res)];
+    }
+    schedule_.assignment.resize(n);
+    problem_.truncate(n);
+    greedy_loads_.gpu = gpu;
+    greedy_loads_.cpu = cpu;
+    greedy_loads_.stripe = stripe;
+    return m;
   }
 
   /// A model's prices at `l` and `l + 1` tokens, as `f` gives them, except 0 for the
@@ -560,7 +721,29 @@ class migration_planner {
 
   /// W of expert `e`: priced with the predicted step when it is in it.
   [[nodiscard]] bytes size_of(std::size_t e) const noexcept {
+    if (lean_) return size_;
     return index_[e] != none ? prices_[e].size : weight_bytes(key(e));
+  }
+
+  /// The prices of expert `e` of the predicted step at its predicted load `x`: those the
+  /// general pass stored, or after `price_lean` the same values from the memos.
+  [[nodiscard]] expert_prices prices_of(std::size_t e, double x) const noexcept {
+    if (!lean_) return prices_[e];
+    expert_prices q;
+    const auto l = static_cast<std::uint32_t>(x);
+    q.lo = static_cast<double>(l);
+    q.whole = x == q.lo;
+    q.gpu = {memo_gpu_[l], q.whole ? 0.0 : memo_gpu_[l + 1]};
+    q.cpu = {memo_cpu_[l], q.whole ? 0.0 : memo_cpu_[l + 1]};
+    q.size = size_;
+    return q;
+  }
+
+  /// The cell of `has_candidate_` of an expert of the predicted step (x > 0) of class `c`
+  /// (a value other than cold and hot is taken as warm, as `candidate_kinds` takes it).
+  [[nodiscard]] static std::size_t candidate_cell(hotness c, bool localized, bool res) noexcept {
+    const auto v = static_cast<std::size_t>(std::min(static_cast<std::uint8_t>(c), std::uint8_t{3}));
+    return 4 * v + 2 * static_cast<std::size_t>(localized) + static_cast<std::size_t>(res);
   }
 
   /// The candidate tasks of an expert at predicted load `x` (see the header): bit 0 a
@@ -631,7 +814,7 @@ class migration_planner {
   /// (Written into `c` in place: a row returned by value and copied costs more than the
   /// arithmetic.)
   void expected_row(expert_costs& c, std::size_t e, double x, expert_layout layout, bool res) const {
-    const expert_prices& q = prices_[e];
+    const expert_prices q = prices_of(e, x);
     fill_row(c, key(e), x, q, size_priced(e, q.size), layout, res, ndp_weight_[e]);
   }
   /// `expected_row` from the expert's prices `q`, its size's `w` and its NDP seconds `ndp`
@@ -657,18 +840,46 @@ class migration_planner {
     return interpolated(x, q, [&](std::size_t i) { return std::max(q.gpu[i], read); });
   }
 
+  /// After `price_lean`: expert `e`'s row at predicted load `x` with `layout` and residency
+  /// `res`, by `price_lean`'s arithmetic (the same values as `expected_row`'s).
+  void lean_row(expert_costs& c, std::size_t e, double x, expert_layout layout, bool res) const {
+    const size_prices& w = sized_;  // priced for `size_`, the only W, by `lean_applies`
+    const auto l = static_cast<std::uint32_t>(x);
+    const double lo = static_cast<double>(l);
+    const bool whole = x == lo, at0 = l == 0, loc = layout.is_localized();
+    const double frac = x - lo;
+    const seconds dram = loc ? w.localized : w.striped;
+    const seconds read = res ? 0.0 : std::max(w.pcie, dram);
+    const seconds g_lo = at0 ? 0.0 : std::max(memo_gpu_[l], read);
+    c.exec[0] = whole ? g_lo : g_lo + frac * (std::max(memo_gpu_[l + 1], read) - g_lo);
+    const seconds c_lo = at0 ? 0.0 : std::max(memo_cpu_[l], dram);
+    c.exec[1] = !system_.config().use_cpu ? not_allowed
+                : whole                   ? c_lo
+                                          : c_lo + frac * (std::max(memo_cpu_[l + 1], dram) - c_lo);
+    c.exec[2] = (system_.config().use_ndp && loc) ? ndp_weight_[e] : not_allowed;
+    c.key = key(e);
+    c.load = l + static_cast<std::uint32_t>(!whole);
+    c.layout = layout;
+    c.gpu_resident = res;
+    c.dram = std::min(1.0, x) * dram;
+  }
+
   /// `old`'s row with residency `res` and `layout`: the prices that depend on neither
   /// change are kept (the same calls give the same values), the others priced afresh.
   [[nodiscard]] expert_costs moved_row(const expert_costs& old, std::size_t e, double x, expert_layout layout,
                                        bool res) const {
     expert_costs c;
+    if (lean_) {
+      lean_row(c, e, x, layout, res);  // every price as `price_lean` takes it (the kept ones too)
+      return c;
+    }
     if (layout.home != old.layout.home) {
       expected_row(c, e, x, layout, res);
       return c;
     }
     c = old;
     if (res != old.gpu_resident) {
-      const expert_prices& q = prices_[e];
+      const expert_prices q = prices_of(e, x);
       const size_prices& w = size_priced(e, q.size);
       c.gpu_resident = res;
       c.exec[0] = gpu_price(x, q, res, w.pcie, layout.is_localized() ? w.localized : w.striped);
@@ -685,11 +896,12 @@ class migration_planner {
     bool found = false;
     seconds best_m = 0.0;
     double best_q = 0.0;
+    detail::device_loads::delta removed;  // the same first step of every option's delta
+    removed.add(old, schedule_.assignment[i], -1.0);
     for (std::size_t k = 0; k < num_device_options; ++k) {
       const auto o = static_cast<device_option>(k);
       if (!now.allows(o)) continue;
-      detail::device_loads::delta d;
-      d.add(old, schedule_.assignment[i], -1.0);
+      detail::device_loads::delta d = removed;
       d.add(now, o, 1.0);
       const seconds m = loads_->makespan_after(d);
       const double q = loads_->square_sum_after(d);
@@ -769,7 +981,8 @@ class migration_planner {
   double base_q_ = 0.0;
   std::vector<migration_task> tasks_, ranked_;
   std::vector<std::size_t> order_, index_;
-  std::vector<std::uint32_t> candidates_;  // the experts with a candidate task
+  std::vector<std::uint32_t> candidates_;         // the experts with a candidate task
+  std::array<std::uint8_t, 16> has_candidate_{};  // by `candidate_cell`
   std::vector<seconds> keys_;
   std::vector<double> ndp_weight_, projected_;
   std::vector<expert_prices> prices_;  // per expert of the predicted step (`index_` != none)
@@ -784,6 +997,10 @@ class migration_planner {
   static constexpr seconds unpriced = -1.0;
   std::vector<seconds> memo_gpu_, memo_cpu_, memo_ndp_;
   std::uint32_t filled_ = 0;  // the memos hold every price below this token count
+  bool memos_tame_ = true;    // every price in the memos is `tame`
+  bool lean_ = false;         // the last plan's pass was `price_lean`
+  // The largest price the lean pass takes without checking its rows: far from overflow.
+  static constexpr seconds tame_limit = 1e300;
   bytes size_ = 0;
 };
 

@@ -221,11 +221,18 @@ class precision_target_selector {
   // avoids the branch mispredictions that dominate comparison sorts of fresh keys (measured
   // in bench/residency_bench: 2× faster at E = 128, 4× at E = 512; slower below 128, where
   // its fixed 8 × 256-bucket cost dominates). Stability keeps ties in ascending id order.
-  // Partial selection would suffice: every mode reads only the 2n + s + 1 best ranks and
-  // the members beyond them in order (`std::nth_element` of those, then sorting them and
-  // the members). It is not used: at E = 256, n = 64 it has to order half the experts by
-  // comparisons and measured 2.2× slower than this radix ranking in bench/shapes_bench
-  // (9.7 against 4.4 µs per layer at DeepSeek-V3 shape).
+  // Partial selection would suffice, but measured slower here. `none` and `margin` read only
+  // the order of the members of H and of the n + 1 best outsiders (`take` keeps members,
+  // then fills free slots with the best outsiders; the margin's swaps bring in the next
+  // best, and its stopping test reads one more; T holds at most n), so that subset alone
+  // could be ordered, after an `std::nth_element` of the outsiders' keys. With the same
+  // outputs on random inputs and on real decode heat, that ran 4.96–5.14 µs per layer
+  // against 4.22–4.78 µs for this full radix ranking at DeepSeek-V3 shape (E = 256,
+  // n = 64: 129 experts ordered), and 2.92–3.14 against 2.79–2.82 µs at Qwen3-235B shape
+  // (bench/shapes_bench, interleaved, loaded machine): the radix's fixed cost (8 × 256
+  // buckets) does not shrink with the subset and the selection adds a pass. (`rank_slack`
+  // needs absolute ranks, so all experts' order.) An earlier variant ordering the 2n + s
+  // + 1 best ranks and the members beyond them by comparisons measured 9.7 against 4.4 µs.
   void rank(std::span<const double> h) noexcept {
     std::iota(order_.begin(), order_.end(), expert_id{0});
     if (experts_ < radix_threshold) {

@@ -206,19 +206,22 @@ class lower_bound_accumulator {
   }
 
   /// Adds one expert. O(1).
-  void add(const expert_costs& e) noexcept {
-    const auto t = terms_of(e, D_);
+  void add(const expert_costs& e) noexcept { add(terms_of(e, D_), e.layout); }
+
+  /// Adds one expert of layout `layout` by its terms `t` (`terms_of` of its row, for a
+  /// caller that has them at hand). O(1).
+  void add(const bound_terms& t, expert_layout layout) noexcept {
     out_.single_expert = std::max(out_.single_expert, t.single);
     all_ += t.all;
     serial_ += t.serial;
-    if (e.layout.is_striped()) {
+    if (layout.is_striped()) {
       striped_dimm_ += t.dimm;
       striped_triple_ += t.triple;
     } else {
       // Off its home the expert adds only serial work; on its home, serial work and r.
       local_serial_ += t.serial;
-      b3_[e.layout.home] += t.dimm;
-      b4_[e.layout.home] += t.triple - t.serial;
+      b3_[layout.home] += t.dimm;
+      b4_[layout.home] += t.triple - t.serial;
     }
   }
 

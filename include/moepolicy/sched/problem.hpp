@@ -179,6 +179,23 @@ class makespan_problem {
   /// Complexity: O(1); allocates only beyond the capacity given at construction.
   expert_costs& add_unchecked() { return rows_.emplace_back(); }
 
+  /// Appends `count` default rows for the caller to fill in place, without `add`'s checks
+  /// (as the other overload; `truncate` drops those left unused).
+  /// Returns: the rows added (valid until the next append, `truncate` or `clear`).
+  /// Complexity: O(count); allocates only beyond the capacity given at construction.
+  std::span<expert_costs> add_unchecked(std::size_t count) {
+    const std::size_t at = rows_.size();
+    rows_.resize(at + count);
+    return std::span<expert_costs>(rows_).subspan(at);
+  }
+
+  /// Keeps the first `count` experts. No allocation.
+  /// Preconditions: `count <= size()`.
+  void truncate(std::size_t count) noexcept {
+    MOEPOLICY_ASSERT(count <= rows_.size());
+    rows_.resize(count);
+  }
+
  private:
   std::size_t dimms_;
   std::vector<expert_costs> rows_;

@@ -542,7 +542,7 @@ TEST_CASE("migration_planner equals the reference implementation on random layer
   std::size_t searched = 0, plans = 0;
   for (const gpu_cpu_ndp_config c :
        {gpu_cpu_ndp_config{}, gpu_cpu_ndp_config{.use_cpu = false}, gpu_cpu_ndp_config{.use_ndp = false},
-        gpu_cpu_ndp_config{.activation_transfer = true}}) {
+        gpu_cpu_ndp_config{.use_cpu = false, .use_ndp = false}, gpu_cpu_ndp_config{.activation_transfer = true}}) {
     const toy_system sys(roofline_cost{gpu, m}, roofline_cost{cpu, m}, roofline_cost{dimm, m}, c);
     for (const bool ties : {false, true}) {
       const auto [s, tasks] = random_layers_agree(sys, 96, 12 + (ties ? 1u : 0u), ties);
