@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -108,11 +109,18 @@ void print_table(const edge_replay_result& r, double belady, std::ostream& out) 
   t.print(out, "    ");
 }
 
-double belady_ratio(const routing_trace& batched, std::uint64_t capacity) {
+/// Belady's demand hit ratio on `batched` at each capacity, every cache in one walk sharing
+/// one next-use sequence.
+std::vector<double> belady_ratios(const routing_trace& batched, const std::vector<std::uint64_t>& capacities) {
   const auto& i = batched.info();
-  return replay_cache<belady_policy>(
-             batched, cache_config{.num_layers = i.num_layers, .num_experts = i.num_experts, .capacity = capacity})
-      .stats.hit_ratio();
+  std::deque<expert_cache<belady_policy>> caches;
+  for (std::uint64_t c : capacities) {
+    caches.emplace_back(cache_config{.num_layers = i.num_layers, .num_experts = i.num_experts, .capacity = c});
+  }
+  static_cast<void>(replay_caches(batched, {}, {}, caches));
+  std::vector<double> out;
+  for (const auto& c : caches) out.push_back(c.stats().hit_ratio());
+  return out;
 }
 
 }  // namespace
@@ -131,21 +139,30 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
 
   // The KV cache of the largest batch (and, in a hybrid model, its sequences' linear-attention
   // states), for the room left to experts.
+  // The streams of each batch size are formed once here, and every capacity case, setting
+  // and system replays them; those of one stream give the header's requests and steps.
   std::uint64_t kv_tokens = 0, max_batch = 1, rows_per_system = 0;
+  std::vector<decode_streams> formed;
+  std::optional<std::pair<std::size_t, std::size_t>> single;  // requests and steps of B = 1
   for (std::uint32_t B : opt.batches) {
     max_batch = std::max<std::uint64_t>(max_batch, B);
-    const decode_streams d = make_decode_streams(trace, {.streams = B});
+    decode_streams d = make_decode_streams(trace, {.streams = B});
     rows_per_system += d.batched().num_rows();
     for (std::size_t s = 0; s < d.num_steps(); ++s) {
       std::uint64_t kv = 0;
       for (const stream_token& tk : d.tokens(s)) kv += tk.context + 1;
       kv_tokens = std::max(kv_tokens, kv);
     }
+    if (B == 1) single.emplace(d.sequences().size(), d.num_tokens());
+    formed.push_back(std::move(d));
   }
-  const decode_streams one = make_decode_streams(trace, {.streams = 1});
+  if (!single) {
+    const decode_streams one = make_decode_streams(trace, {.streams = 1});
+    single.emplace(one.sequences().size(), one.num_tokens());
+  }
   out << "trace: " << path.filename().string() << "\n  model " << shape->name << ": " << L << " MoE layers x "
-      << trace.info().num_experts << " experts, top-" << trace.info().top_k << ", " << one.sequences().size()
-      << " request(s), " << one.num_tokens() << " decode steps; router scores: "
+      << trace.info().num_experts << " experts, top-" << trace.info().top_k << ", " << single->first << " request(s), "
+      << single->second << " decode steps; router scores: "
       << (trace.info().has_scores ? "full" : "top-k gate weights only (the router substitutes nothing)") << '\n'
       << "  expert: 3 x " << shape->hidden_size << " x " << shape->expert_intermediate_size
       << " BF16 = " << mb(static_cast<double>(eb)) << " MB; non-expert weights " << mb(static_cast<double>(non_expert))
@@ -196,19 +213,21 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
       std::vector<edge_system_result> per_setting;
     };
     std::vector<sweep_row> sweep;
-    for (std::uint32_t B : opt.batches) {
-      const decode_streams d = make_decode_streams(trace, {.streams = B});
+    for (std::size_t bi = 0; bi < opt.batches.size(); ++bi) {
+      const std::uint32_t B = opt.batches[bi];
+      const decode_streams& d = formed[bi];
+      const std::vector<double> belady = belady_ratios(d.batched(), cap.per_setting);
       for (std::size_t si = 0; si < settings.size(); ++si) {
         const auto& set = settings[si];
         const roofline_cost gpu{set.gpu, *shape};
         const std::uint64_t C = cap.per_setting[si];
         const std::vector<edge_system_config> systems = systems_for(set.alpha);
         const edge_replay_result r =
-            replay_edge(trace, gpu, cpu, *shape, systems, {.streams = B, .cache_experts = C, .progress = opt.progress});
+            replay_edge(d, gpu, cpu, *shape, systems, {.streams = B, .cache_experts = C, .progress = opt.progress});
         out << "\n  " << set.id << " " << set.gpu.name << " (Tab. 1 pairs it with " << set.paper_model << "), batch "
             << B << " (" << r.steps << " steps, " << to_string(r.formation) << "), cache " << C << " experts, "
             << cap.label << ":\n";
-        print_table(r, belady_ratio(d.batched(), C), out);
+        print_table(r, belady[si], out);
         // Where a prefetch can land: the link time per MoE layer that demand work leaves
         // ("ours": everything but its loads and the CPU's results).
         const edge_system_result& ours = r.systems[4];
@@ -231,8 +250,8 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
           for (double a : opt.alphas) {
             std::vector<edge_system_config> one_sys{systems[4]};
             one_sys[0].alpha = a;
-            const edge_replay_result s = replay_edge(trace, gpu, cpu, *shape, one_sys,
-                                                     {.streams = B, .cache_experts = C, .progress = opt.progress});
+            const edge_replay_result s =
+                replay_edge(d, gpu, cpu, *shape, one_sys, {.streams = B, .cache_experts = C, .progress = opt.progress});
             auto it = std::find_if(sweep.begin(), sweep.end(),
                                    [&](const sweep_row& x) { return x.batch == B && x.alpha == a; });
             if (it == sweep.end()) {

@@ -268,22 +268,25 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
   for (std::uint64_t c : caps) {
     const cache_config cc{.num_layers = L, .num_experts = E, .capacity = c, .scope = capacity_scope::per_layer};
     timed_prefetch_config tc{.capacity = c, .expert_bytes = size, .link = gpu.weight_link};
-    for (const auto& [name, policy] :
-         {std::pair<std::string, any_eviction_config>{"LRU", lru_config{}},
-          std::pair<std::string, any_eviction_config>{"pred-reuse", predicted_reuse_config{}}}) {
-      tc.policy = policy;
-      add(c, "-", name + ", no prefetch", replay_cache(t, cc, policy).stats, replay_timed_prefetch(t, cost, tc));
-    }
+    // The untimed replays run each policy in its own type (no `any_eviction_policy`
+    // dispatch: the same decisions); the timed ones take it by name.
+    const auto demand = [&]<class P>(const std::string& name, const typename P::config_type& pc) {
+      tc.policy = pc;
+      const cache_stats u = replay_cache<P>(t, cc, pc).stats;
+      add(c, "-", name + ", no prefetch", u, replay_timed_prefetch(t, cost, tc));
+    };
+    demand.template operator()<lru_policy>("LRU", lru_config{});
+    demand.template operator()<predicted_reuse_policy>("pred-reuse", predicted_reuse_config{});
     const auto rows = [&](const std::string& pname, auto make) {
-      for (const auto& [name, policy] :
-           {std::pair<std::string, any_eviction_config>{"LRU", lru_config{}},
-            std::pair<std::string, any_eviction_config>{"gated (ours)", gated_prefetch_config{}}}) {
-        tc.policy = policy;
+      const auto one = [&]<class P>(const std::string& name, const typename P::config_type& pc) {
+        tc.policy = pc;
         auto p = make();
-        const cache_stats u = replay_cache_with_prefetch<any_eviction_policy>(t, cc, policy, p).stats;
+        const cache_stats u = replay_cache_with_prefetch<P>(t, cc, pc, p).stats;
         auto q = make();
         add(c, pname, name, u, replay_timed_prefetch(t, cost, tc, &q));
-      }
+      };
+      one.template operator()<lru_policy>("LRU", lru_config{});
+      one.template operator()<gated_prefetch_policy>("gated (ours)", gated_prefetch_config{});
     };
     rows("short-horizon", [&] { return short_horizon_predictor(sh); });
     rows("Markov", [&] { return markov_predictor(mk); });

@@ -34,10 +34,12 @@
 // when it holds nothing but an earlier report's files (else the report refuses, naming
 // the others, unless --force).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -47,6 +49,11 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "../common/model_match.hpp"
@@ -381,6 +388,21 @@ std::vector<std::uint64_t> capacity_points(std::uint32_t E) {
   return c;
 }
 
+/// One deque of caches per shipped policy type, in the order of `any_eviction_config`.
+template <std::size_t... I>
+auto caches_by_policy_of(std::index_sequence<I...>)
+    -> std::tuple<std::deque<expert_cache<std::variant_alternative_t<I, any_eviction_policy::variant_type>>>...>;
+using caches_by_policy =
+    decltype(caches_by_policy_of(std::make_index_sequence<std::variant_size_v<any_eviction_config>>{}));
+
+/// Calls `f(std::integral_constant<std::size_t, I>{})` for each alternative I of
+/// `any_eviction_config` (the name table's order).
+template <class F>
+void for_each_policy_index(F&& f) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) { (f(std::integral_constant<std::size_t, I>{}), ...); }
+  (std::make_index_sequence<std::variant_size_v<any_eviction_config>>{});
+}
+
 hit_ratio_data hit_ratios(const routing_trace& t) {
   const trace_info& info = t.info();
   hit_ratio_data d;
@@ -391,37 +413,49 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
   d.accesses = next_uses.size();
   const short_horizon_config hints = cxl_moe_short_horizon(info.num_layers, info.num_experts, info.top_k);
   d.hints = describe(hints);
-  for (const auto& e : eviction_policies) {
+  const auto config_at = [&](std::uint64_t c) {
+    return cache_config{.num_layers = info.num_layers,
+                        .num_experts = info.num_experts,
+                        .capacity = c,
+                        .scope = capacity_scope::per_layer};
+  };
+  // Every cache of a policy at every capacity in one walk: LRU from one stack-distance
+  // pass (exactly its hits at every capacity), the policies that hear the predictor's hints
+  // in one walk sharing one predictor, the others (Belady among them) in another. Each
+  // policy's caches keep their own type, so no event goes through `any_eviction_policy`'s
+  // dispatch.
+  const hit_curve lru = lru_hit_curve(t, cache_shape{info.num_layers, info.num_experts, capacity_scope::per_layer});
+  const auto sticky = [](std::string_view name) { return name == "sticky-lru" || name == "gated-prefetch"; };
+  caches_by_policy plain, hinted;
+  const auto fill = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+    const auto& e = eviction_policies[I];
+    if (e.name == "lru") return;
+    auto& set = std::get<I>(sticky(e.name) ? hinted : plain);
+    for (std::uint64_t c : d.capacities) set.emplace_back(config_at(c), std::get<I>(e.defaults));
+  };
+  for_each_policy_index(fill);
+  std::apply([&](auto&... set) { static_cast<void>(replay_caches(t, {}, next_uses, set...)); }, plain);
+  short_horizon_predictor p(hints);
+  std::apply([&](auto&... set) { static_cast<void>(replay_caches_with_hints(t, {}, next_uses, p, set...)); }, hinted);
+  std::array<std::vector<double>, std::variant_size_v<any_eviction_config>> by_policy;
+  for_each_policy_index([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+    for (const auto* set : {&std::get<I>(plain), &std::get<I>(hinted)}) {
+      for (const auto& c : *set) by_policy[I].push_back(c.stats().hit_ratio());
+    }
+  });
+  for (std::size_t i = 0; i < eviction_policies.size(); ++i) {
+    const auto& e = eviction_policies[i];
     if (e.name == "belady") continue;
     // The policies whose admission reads the predictor's flags hear its hints.
-    const bool sticky = e.name == "sticky-lru" || e.name == "gated-prefetch";
-    d.policies.push_back(sticky ? std::string(e.name) + " + predictor hints" : std::string(e.name));
-    std::vector<double> row;
-    for (std::uint64_t c : d.capacities) {
-      const cache_config cc{.num_layers = info.num_layers,
-                            .num_experts = info.num_experts,
-                            .capacity = c,
-                            .scope = capacity_scope::per_layer};
-      if (sticky) {
-        short_horizon_predictor p(hints);
-        row.push_back(
-            replay_cache_with_hints<any_eviction_policy>(t, cc, e.defaults, p, {}, next_uses).stats.hit_ratio());
-      } else {
-        row.push_back(replay_cache(t, cc, e.defaults, {}, next_uses).stats.hit_ratio());
-      }
+    d.policies.push_back(sticky(e.name) ? std::string(e.name) + " + predictor hints" : std::string(e.name));
+    std::vector<double> row = by_policy[i];
+    if (e.name == "lru") {
+      for (std::uint64_t c : d.capacities) row.push_back(lru.hit_ratio(c));
     }
     d.ratio.push_back(std::move(row));
   }
   d.policies.emplace_back("Belady (MIN)");
-  std::vector<double> row;
-  for (std::uint64_t c : d.capacities) {
-    const cache_config cc{.num_layers = info.num_layers,
-                          .num_experts = info.num_experts,
-                          .capacity = c,
-                          .scope = capacity_scope::per_layer};
-    row.push_back(replay_cache<belady_policy>(t, cc, {}, {}, next_uses).stats.hit_ratio());
-  }
-  d.ratio.push_back(std::move(row));
+  d.ratio.push_back(by_policy[std::variant_size_v<any_eviction_config> - 1]);
   return d;
 }
 

@@ -98,7 +98,30 @@ TEST_CASE("the two-pointer split and its best prefix: never worse, both on the t
     }
     CHECK(r.systems[1].tpot() < r.systems[0].tpot());
     CHECK(r.systems[3].tpot() <= r.systems[2].tpot() * 1.02);
+    // Streams formed once and replayed twice give the replay of the trace, bit for bit.
+    const decode_streams d = make_decode_streams(t, {.streams = B});
+    for (int twice = 0; twice < 2; ++twice) {
+      const edge_replay_result f = replay_edge(d, gpu, cpu, m, systems, {.cache_experts = 192});
+      CHECK(f.streams == B);
+      CHECK(f.steps == r.steps);
+      CHECK(f.tokens == r.tokens);
+      REQUIRE(f.systems.size() == r.systems.size());
+      for (std::size_t i = 0; i < f.systems.size(); ++i) {
+        CAPTURE(i);
+        CHECK(f.systems[i].token_seconds == r.systems[i].token_seconds);
+        CHECK(f.systems[i].run_seconds == r.systems[i].run_seconds);
+        CHECK(f.systems[i].cache.hits == r.systems[i].cache.hits);
+        CHECK(f.systems[i].cache.late_prefetches == r.systems[i].cache.late_prefetches);
+        CHECK(f.systems[i].cache.wasted_bytes == r.systems[i].cache.wasted_bytes);
+        CHECK(f.systems[i].substituted == r.systems[i].substituted);
+        CHECK(f.systems[i].accounts[f.systems[i].cpu].busy() == r.systems[i].accounts[r.systems[i].cpu].busy());
+      }
+    }
   }
+  CHECK_THROWS_WITH_AS(
+      static_cast<void>(replay_edge(make_decode_streams(::toy(1), {.streams = 1}), gpu, cpu, m, systems)),
+      "moepolicy::replay_edge: the trace's layers x experts must match the model's 24 x 32, trace layers, got 2",
+      invalid_argument);
 }
 
 TEST_CASE("a one-layer-ahead prefetch lands only in idle link time, a late one loads the rest") {

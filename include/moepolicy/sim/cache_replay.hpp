@@ -28,6 +28,7 @@
 //                              `next_use_index`); the same statistics as one `replay_cache`
 //                              per cache, for the cost of one walk;
 //   replay_cache_with_hints    a demand replay whose policy hears a predictor's hints;
+//   replay_caches_with_hints   several caches in one walk, all hearing one predictor's hints;
 //   replay_cache_with_prefetch a replay that also prefetches a predictor's forecast
 //                              (untimed: an upper bound on the prefetches' benefit, their
 //                              bytes and waste counted in full);
@@ -732,6 +733,48 @@ requires(expert_cache_range<Ranges>&&...) replay_walk_result
   if (reads) future.cursor.emplace(index);
   const auto nothing = [](const auto&...) {};
   return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+}
+
+/// Replays `t` through every cache of `caches...` in one walk, as `replay_caches`, every
+/// cache hearing `predictor`'s hints before each kept batch as in `replay_cache_with_hints`
+/// (every expert the predictor scores above 0 is hinted with its score, in expert order).
+/// The predictor sees only the trace — `predict`, `observe`, `begin_request` and `end_step`
+/// in the order one replay makes them — never a cache, so one predictor serves all caches:
+/// each cache's statistics afterwards are those of `replay_cache_with_hints` with its
+/// configuration and a fresh predictor in the state `predictor` starts in. `next_use`: as
+/// `replay_caches`.
+///
+/// Throws: as `replay_caches`.
+/// Complexity: O(batches × E × caches) for the hints plus O(accesses × the sum of the
+/// caches' event costs); nothing allocates per batch or access.
+template <PrefetchPredictor Predictor, replay_source T, class... Ranges>
+requires(expert_cache_range<Ranges>&&...) replay_walk_result
+    replay_caches_with_hints(const T& t, const cache_replay_config& rc, std::span<const std::uint64_t> next_use,
+                             Predictor& predictor, Ranges&&... caches) {
+  constexpr std::string_view fn = "replay_caches_with_hints";
+  detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
+  const bool reads = feed.check(t, rc, fn);
+  std::vector<std::uint64_t> storage;
+  if (reads && next_use.empty()) {
+    storage = replay_next_uses(t, rc);
+    next_use = storage;
+  }
+  detail::span_future future{reads ? next_use : std::span<const std::uint64_t>{}, fn};
+  const std::size_t E = t.info().num_experts;
+  std::vector<float> scores(E, 0.0f);
+  const auto before = [&](const batch_view& b) {
+    const layer_id l = b.ref.layer;
+    if (!predictor.predict(l, scores)) return;
+    for (std::size_t e = 0; e < E; ++e) {
+      if (!(scores[e] > 0.0f)) continue;
+      const expert_key k{l, static_cast<expert_id>(e)};
+      feed.each([&](auto& c) { c.hint(k, scores[e]); });
+    }
+  };
+  const auto after = [&](const batch_view& b) { predictor.observe(b); };
+  const auto new_request = [&]() { predictor.begin_request(); };
+  const auto step_end = [&]() { predictor.end_step(); };
+  return detail::replay_walk(t, rc, future, feed, before, after, new_request, step_end);
 }
 
 /// Replays `t` through an `expert_cache<P>` whose policy hears `predictor`'s hints before

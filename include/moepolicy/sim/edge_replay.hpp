@@ -518,32 +518,43 @@ class edge_run {
 
 }  // namespace detail
 
-/// Replays the decode steps of `trace` as B concurrent streams through each edge system, on
-/// `gpu` and `cpu` for a model of `shape`.
-///
-/// Throws: `invalid_argument` naming `replay_edge` when the trace's layers or experts differ
-/// from the shape's MoE layers and experts, the shape does not describe its forward pass, a
-/// system uses Belady's policy, routes a trace of fewer than 2 experts or has an `alpha`
-/// outside [0, 1]; what the stream formation throws.
-template <DeviceCost Gpu, DeviceCost Cpu>
-requires DenseComputeCost<Gpu>
-[[nodiscard]] edge_replay_result replay_edge(const routing_trace& trace, const Gpu& gpu, const Cpu& cpu,
-                                             const model_shape& shape, std::span<const edge_system_config> systems,
-                                             const edge_replay_config& cfg = {}) {
-  constexpr std::string_view fn = "replay_edge";
-  const trace_info& info = trace.info();
-  detail::require_trace_matches(info.num_layers, info.num_experts, shape, fn);
+namespace detail {
+
+/// `replay_edge`'s checks of the trace's shape and of the systems.
+inline void check_edge_systems(const trace_info& info, const model_shape& shape,
+                               std::span<const edge_system_config> systems, std::string_view fn) {
+  require_trace_matches(info.num_layers, info.num_experts, shape, fn);
   for (const auto& s : systems) {
     if (std::holds_alternative<belady_config>(s.policy)) {
-      detail::throw_invalid(fn, "system \"" + s.label + "\": Belady's policy needs the future and cannot run timed");
+      throw_invalid(fn, "system \"" + s.label + "\": Belady's policy needs the future and cannot run timed");
     }
     if (s.route && !(s.alpha >= 0.0 && s.alpha <= 1.0)) {
-      detail::throw_invalid(fn, "system \"" + s.label + "\": alpha must be in [0, 1]", s.alpha);
+      throw_invalid(fn, "system \"" + s.label + "\": alpha must be in [0, 1]", s.alpha);
     }
   }
-  const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation});
+}
+
+}  // namespace detail
+
+/// Replays the decode streams `d` (`make_decode_streams`) through each edge system, on `gpu`
+/// and `cpu` for a model of `shape`: the same as `replay_edge` on the trace `d` was formed
+/// from with `cfg.streams` and `cfg.formation` equal to `d`'s, which this overload does not
+/// read. A caller that replays the same streams many times (several machines, cache sizes
+/// or system sets) forms them once.
+///
+/// Throws: `invalid_argument` naming `replay_edge` when `d`'s layers or experts differ from
+/// the shape's MoE layers and experts, the shape does not describe its forward pass, a
+/// system uses Belady's policy, routes a trace of fewer than 2 experts or has an `alpha`
+/// outside [0, 1].
+/// Complexity: O(systems × the timed replay of `d`'s steps); `d` is not copied.
+template <DeviceCost Gpu, DeviceCost Cpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] edge_replay_result replay_edge(const decode_streams& d, const Gpu& gpu, const Cpu& cpu,
+                                             const model_shape& shape, std::span<const edge_system_config> systems,
+                                             const edge_replay_config& cfg = {}) {
+  detail::check_edge_systems(d.batched().info(), shape, systems, "replay_edge");
   edge_replay_result r;
-  r.streams = cfg.streams;
+  r.streams = d.num_streams();
   r.formation = d.formation();
   r.steps = d.num_steps();
   r.tokens = d.num_tokens();
@@ -556,6 +567,26 @@ requires DenseComputeCost<Gpu>
     run.run(out);
     r.systems.push_back(std::move(out));
   }
+  return r;
+}
+
+/// Replays the decode steps of `trace` as B concurrent streams through each edge system, on
+/// `gpu` and `cpu` for a model of `shape` (the streams formed by `make_decode_streams` with
+/// `cfg.streams` and `cfg.formation`, then the overload above).
+///
+/// Throws: `invalid_argument` naming `replay_edge` when the trace's layers or experts differ
+/// from the shape's MoE layers and experts, the shape does not describe its forward pass, a
+/// system uses Belady's policy, routes a trace of fewer than 2 experts or has an `alpha`
+/// outside [0, 1]; what the stream formation throws.
+template <DeviceCost Gpu, DeviceCost Cpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] edge_replay_result replay_edge(const routing_trace& trace, const Gpu& gpu, const Cpu& cpu,
+                                             const model_shape& shape, std::span<const edge_system_config> systems,
+                                             const edge_replay_config& cfg = {}) {
+  detail::check_edge_systems(trace.info(), shape, systems, "replay_edge");
+  const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation});
+  edge_replay_result r = replay_edge(d, gpu, cpu, shape, systems, cfg);
+  r.streams = cfg.streams;
   return r;
 }
 

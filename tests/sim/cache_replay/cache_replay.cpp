@@ -424,6 +424,60 @@ TEST_CASE("several caches in one walk: each has the hits of its own replay, on t
                        "moepolicy::replay_caches: replay prefill, decode or both", invalid_argument);
 }
 
+TEST_CASE("several caches in one walk hearing one predictor's hints: each has the hits of its own replay") {
+  const routing_trace t = test::granite_trace();
+  const short_horizon_config hc{.num_layers = 24, .num_experts = 32, .top_k = 8};
+  const std::vector<std::uint64_t> next = replay_next_uses(t);
+  for (const cache_replay_config rc : {cache_replay_config{}, cache_replay_config{.prefill = false}}) {
+    const std::vector<std::uint64_t> next_rc = replay_next_uses(t, rc);
+    // The two gated policies of the name table, and Belady beside them (hints do not
+    // change its decisions), at two per-layer capacities and one shared.
+    const std::vector<cache_config> points{granite_cache(2, capacity_scope::per_layer),
+                                           granite_cache(8, capacity_scope::per_layer), granite_cache(64)};
+    std::deque<expert_cache<any_eviction_policy>> gated;
+    std::deque<expert_cache<belady_policy>> belady;
+    for (const cache_config& cc : points) {
+      gated.emplace_back(cc, sticky_lru_config{});
+      gated.emplace_back(cc, gated_prefetch_config{});
+      belady.emplace_back(cc);
+    }
+    short_horizon_predictor shared(hc);
+    const replay_walk_result w = replay_caches_with_hints(t, rc, next_rc, shared, gated, belady);
+    CHECK(w.accesses == next_rc.size());
+    std::size_t g = 0;
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      CAPTURE(i);
+      for (const any_eviction_config& pc :
+           {any_eviction_config{sticky_lru_config{}}, any_eviction_config{gated_prefetch_config{}}}) {
+        short_horizon_predictor own(hc);
+        const cache_stats want = replay_cache_with_hints<any_eviction_policy>(t, points[i], pc, own, rc, next_rc).stats;
+        const cache_stats got = gated[g++].stats();
+        CHECK(got.accesses == want.accesses);
+        CHECK(got.hits == want.hits);
+        CHECK(got.admissions == want.admissions);
+        CHECK(got.rejections == want.rejections);
+        CHECK(got.evictions == want.evictions);
+      }
+      CHECK(belady[i].stats().hits == replay_cache<belady_policy>(t, points[i], {}, rc, next_rc).stats.hits);
+    }
+    // The hints reach the caches: without them the sticky LRU admits nothing.
+    CHECK(gated.front().stats().hits > 0);
+    CHECK(replay_cache(t, points.front(), sticky_lru_config{}, rc).stats.hits == 0);
+  }
+  short_horizon_predictor p(hc);
+  std::deque<expert_cache<belady_policy>> one;
+  one.emplace_back(granite_cache(64));
+  const std::vector<std::uint64_t> short_next(next.begin(), next.end() - 1);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches_with_hints(t, {}, short_next, p, one)),
+                       ("moepolicy::replay_caches_with_hints: next_use has fewer entries than the replay's accesses, "
+                        "got " +
+                        std::to_string(short_next.size()))
+                           .c_str(),
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches_with_hints(t, {.prefill = false, .decode = false}, {}, p)),
+                       "moepolicy::replay_caches_with_hints: replay prefill, decode or both", invalid_argument);
+}
+
 TEST_CASE("several caches in one walk: a hand-made trace, hits worked by hand") {
   // One layer of 4 experts, one expert a step: A B C A B D A B.
   routing_trace_builder b({"t", "test", 1, 4, 1, false});
