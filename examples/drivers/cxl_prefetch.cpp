@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -70,6 +71,20 @@ double belady_ratio(const routing_trace& batched, std::uint64_t capacity) {
   return replay_cache<belady_policy>(
              batched, cache_config{.num_layers = i.num_layers, .num_experts = i.num_experts, .capacity = capacity})
       .stats.hit_ratio();
+}
+
+/// The same at several capacities, in one walk (the next uses computed once).
+std::vector<double> belady_ratios(const routing_trace& batched, std::span<const size_point> sizes) {
+  const auto& i = batched.info();
+  std::deque<expert_cache<belady_policy>> caches;
+  for (const size_point& sz : sizes) {
+    caches.emplace_back(cache_config{.num_layers = i.num_layers, .num_experts = i.num_experts, .capacity = sz.experts},
+                        belady_config{});
+  }
+  static_cast<void>(replay_caches(batched, cache_replay_config{}, {}, caches));
+  std::vector<double> out;
+  for (const auto& c : caches) out.push_back(c.stats().hit_ratio());
+  return out;
 }
 
 /// The systems of the comparison.
@@ -240,17 +255,24 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
     opt.progress->plan(rows1 * (sizes.size() * sweep.size() + rest.size() + more_b * served.size()));
   }
 
+  // 1 and 2 in one lockstep walk over `one`'s steps: the sweep at every size, then the rest
+  // at the paper's size.
+  std::vector<offload_sweep_point> points;
+  for (const size_point& sz : sizes) points.push_back({sz.experts, sweep});
+  points.push_back({ps.experts, rest});
+  std::vector<offload_replay_result> by_size =
+      replay_offload_sweep(trace, one, gpu, *shape, points, {.progress = opt.progress});
+  offload_replay_result at = std::move(by_size.back());
+  by_size.pop_back();
+
   // 1. By cache size, one stream.
-  std::vector<offload_replay_result> by_size;
-  std::vector<double> belady;
+  const std::vector<double> belady = belady_ratios(one.batched(), sizes);
   out << "\n  B = 1 (as recorded), by cache size (one pool of FP16 experts in HBM):\n";
   text_table summary({"system", "cache", "experts", "hit %", "Belady %", "TPOT ms", "tok/s", "late", "GPU stall %"});
-  for (const size_point& sz : sizes) {
-    by_size.push_back(
-        replay_offload(trace, gpu, *shape, sweep, {.cache_experts = sz.experts, .progress = opt.progress}));
-    belady.push_back(belady_ratio(one.batched(), sz.experts));
-    for (const auto& r : by_size.back().systems) {
-      summary.add({r.config.label, sz.label, std::to_string(sz.experts), pct(r.decode_hit_ratio()), pct(belady.back()),
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const size_point& sz = sizes[i];
+    for (const auto& r : by_size[i].systems) {
+      summary.add({r.config.label, sz.label, std::to_string(sz.experts), pct(r.decode_hit_ratio()), pct(belady[i]),
                    ms(r.tpot()), fixed(r.throughput(), 1), std::to_string(r.cache.late_prefetches),
                    pct(r.run_seconds > 0.0 ? r.accounts[r.gpu].stall_seconds / r.run_seconds : 0.0)});
     }
@@ -259,8 +281,6 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
   out << "    Belady = MIN's demand hit ratio at the same size (untimed, no prefetch): the bound of demand caching.\n";
 
   // 2. Every ablation at the paper's size.
-  offload_replay_result at =
-      replay_offload(trace, gpu, *shape, rest, {.cache_experts = ps.experts, .progress = opt.progress});
   {
     std::vector<offload_system_result> merged;
     merged.reserve(all.size());
@@ -312,8 +332,9 @@ void run(const fs::path& path, const options& opt, std::ostream& out) {
         opt.progress->plan(formed->batched().num_rows() * served.size());
         opt.progress->total.fetch_sub(rows1 * served.size(), std::memory_order_relaxed);
       }
-      by_b.push_back(replay_offload(trace, gpu, *shape, served,
-                                    {.streams = B, .cache_experts = ps.experts, .progress = opt.progress}));
+      const offload_sweep_point point{ps.experts, served};
+      by_b.push_back(std::move(
+          replay_offload_sweep(trace, *formed, gpu, *shape, std::span(&point, 1), {.progress = opt.progress}).front()));
     }
     const offload_replay_result& r = by_b.back();
     if (r.steps == 0) {

@@ -242,3 +242,113 @@ TEST_CASE("Mixtral decode: CXL-MoE's rows change with cache size and with sticki
   for (std::size_t i = 1; i < hit.size(); ++i) CHECK(hit[i - 1] < hit[i]);
   for (std::size_t i = 1; i < tpot.size(); ++i) CHECK(tpot[i - 1] > tpot[i]);
 }
+
+namespace {
+
+void check_same(const offload_system_result& a, const offload_system_result& b) {
+  CAPTURE(a.config.label);
+  CHECK(a.status == b.status);
+  CHECK(a.hbm_needed_bytes == b.hbm_needed_bytes);
+  CHECK(a.steps == b.steps);
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.token_seconds == b.token_seconds);
+  CHECK(a.run_seconds == b.run_seconds);
+  CHECK(a.prefills == b.prefills);
+  CHECK(a.ttft_seconds == b.ttft_seconds);
+  CHECK(a.decode_accesses == b.decode_accesses);
+  CHECK(a.decode_hits == b.decode_hits);
+  CHECK(a.cache.hits == b.cache.hits);
+  CHECK(a.cache.late_prefetches == b.cache.late_prefetches);
+  CHECK(a.cache.misses == b.cache.misses);
+  CHECK(a.cache.prefetches == b.cache.prefetches);
+  CHECK(a.cache.prefetches_started == b.cache.prefetches_started);
+  CHECK(a.cache.prefetches_cancelled == b.cache.prefetches_cancelled);
+  CHECK(a.cache.prefetches_refused == b.cache.prefetches_refused);
+  CHECK(a.cache.demand_bytes == b.cache.demand_bytes);
+  CHECK(a.cache.prefetch_bytes == b.cache.prefetch_bytes);
+  CHECK(a.cache.wasted_bytes == b.cache.wasted_bytes);
+  CHECK(a.policy.hits == b.policy.hits);
+  CHECK(a.policy.evictions == b.policy.evictions);
+  REQUIRE(a.accounts.resources.size() == b.accounts.resources.size());
+  for (std::size_t i = 0; i < a.accounts.resources.size(); ++i) {
+    const resource_account& x = a.accounts.resources[i];
+    const resource_account& y = b.accounts.resources[i];
+    CHECK(x.busy_by == y.busy_by);
+    CHECK(x.bytes_by == y.bytes_by);
+    CHECK(x.operations == y.operations);
+    CHECK(x.stall_seconds == y.stall_seconds);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a sweep in lockstep equals each system replayed alone, at every size and B") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 3);
+  const roofline_cost gpu = h100(m);
+  // Systems that share a prediction tape (CXL-MoE and its ablations), one of their own
+  // (the CPU-offload baseline, Markov, the oracle), none (LRU on demand, HBM-only).
+  offload_system_config no_sticky = cxl_moe_system("no stickiness");
+  std::get<sticky_lru_config>(no_sticky.policy).stickiness = false;
+  offload_system_config no_gate = cxl_moe_system("no gate");
+  std::get<sticky_lru_config>(no_gate.policy).gated_admission = false;
+  offload_system_config half = cxl_moe_system("half duplex");
+  half.duplex = link_duplex::half;
+  offload_system_config markov = cxl_moe_system("markov");
+  markov.prefetch.predictor = offload_predictor::markov;
+  markov.prefetch.history = 1;
+  offload_system_config oracle = cxl_moe_system("oracle");
+  oracle.prefetch.predictor = offload_predictor::oracle;
+  offload_system_config no_prefill = cxl_moe_system("no prefill");
+  no_prefill.prefetch.prefill = false;
+  const std::vector<offload_system_config> all{
+      cxl_moe_system(), no_sticky, cpu_offload_system(), lru_system(offload_predictor::none),   no_gate, half,
+      markov,           oracle,    no_prefill,           {"hbm", offload_system_kind::hbm_only}};
+  const std::vector<offload_system_config> few{cpu_offload_system(), cxl_moe_system()};
+  for (std::size_t B : {1u, 4u}) {
+    CAPTURE(B);
+    const decode_streams d = make_decode_streams(t, {.streams = B});
+    const std::array<offload_sweep_point, 2> points{{{48, all}, {96, few}}};
+    replay_progress progress;
+    const std::vector<offload_replay_result> swept =
+        replay_offload_sweep(t, d, gpu, m, points, {.progress = &progress});
+    REQUIRE(swept.size() == points.size());
+    CHECK(progress.rows == (all.size() + few.size()) * d.batched().num_rows());
+    bool differ = false;
+    for (std::size_t p = 0; p < points.size(); ++p) {
+      CAPTURE(points[p].cache_experts);
+      REQUIRE(swept[p].systems.size() == points[p].systems.size());
+      CHECK(swept[p].cache_experts == points[p].cache_experts);
+      CHECK(swept[p].streams == B);
+      for (std::size_t i = 0; i < points[p].systems.size(); ++i) {
+        const offload_replay_result alone = replay_offload(t, gpu, m, std::span(&points[p].systems[i], 1),
+                                                           {.streams = B, .cache_experts = points[p].cache_experts});
+        CHECK(alone.steps == swept[p].steps);
+        CHECK(alone.peak_kv_tokens == swept[p].peak_kv_tokens);
+        check_same(swept[p].systems[i], alone.systems[0]);
+        differ = differ || swept[p].systems[i].decode_hits != swept[p].systems[0].decode_hits;
+      }
+    }
+    CHECK(differ);  // the systems do differ: equal results are not trivially so
+  }
+}
+
+TEST_CASE("replay_offload_sweep: bad systems and streams of another trace are errors naming it") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 1);
+  const decode_streams d = make_decode_streams(t, {.streams = 1});
+  offload_system_config s = lru_system(offload_predictor::none);
+  s.policy = belady_config{};
+  const std::array<offload_sweep_point, 1> bad{{{4, std::span(&s, 1)}}};
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload_sweep(t, d, h100(m), m, bad)),
+                       "moepolicy::replay_offload_sweep: system \"lru\": Belady's policy needs the future and cannot "
+                       "run timed",
+                       invalid_argument);
+  const decode_streams other = make_decode_streams(toy(), {.streams = 1});
+  const offload_system_config ok = lru_system(offload_predictor::none);
+  const std::array<offload_sweep_point, 1> good{{{4, std::span(&ok, 1)}}};
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload_sweep(t, other, h100(m), m, good)),
+                       "moepolicy::replay_offload_sweep: the decode streams' layers x experts must match the trace's "
+                       "24 x 32, streams 1 x 4",
+                       invalid_argument);
+}

@@ -365,3 +365,27 @@ TEST_CASE("timed replay: bad arguments name the function and the value") {
   c.policy = belady_config{};
   CHECK_THROWS_AS(static_cast<void>(replay_timed_prefetch(t, hand_cost, c)), invalid_argument);
 }
+
+TEST_CASE("a collect gives every started prefetch its slot, past what the timeline recalls") {
+  // 1 layer of 2400 experts, each crossing in 1 ms: the prefetches start in one settle, a
+  // few (the timeline recalls them) or more than it recalls (every waiting one is visited).
+  for (const std::uint64_t n : {std::uint64_t{5}, timeline::started_history + 100}) {
+    CAPTURE(n);
+    timeline tl;
+    const resource_id link = tl.add_resource("link", resource_kind::link);
+    timed_expert_cache<> cache(tl, link, link_cost{{1000.0 * static_cast<double>(mib), 0.0}}, 1, 2400, 2400,
+                               lru_config{}, mib);
+    // Every other expert queued and then stopped, so a scan meets stopped ones too.
+    for (std::uint64_t e = 0; e < 2 * n; ++e) REQUIRE(cache.prefetch({0, static_cast<expert_id>(e)}, 0.5f, 0.0, 0));
+    CHECK(cache.cancel_pending(0, [](expert_id e) { return e % 2 == 0; }) == n);
+    tl.settle(0.0005 * static_cast<double>(2 * n));
+    cache.collect();
+    CHECK(cache.stats().prefetches_started == n);
+    CHECK(cache.consistent());
+    tl.drain();
+    cache.collect();
+    CHECK(cache.stats().prefetches_landed == n);
+    for (std::uint64_t e = 0; e < 2 * n; ++e)
+      CHECK(cache.cache().contains({0, static_cast<expert_id>(e)}) == (e % 2 == 0));
+  }
+}

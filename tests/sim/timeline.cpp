@@ -473,3 +473,31 @@ TEST_CASE("a settle that can place nothing skips the queue, and a later shorter 
   CHECK(m.tl.landed()[0].landed() == 10.0);  // after the last demand transfer, 6 to 10
   CHECK(m.tl.started_jobs() == 3);
 }
+
+TEST_CASE("the started jobs are recalled in the order they started, with their tags") {
+  machine m({.chunk_bytes = 1});
+  const std::array<hop, 1> two{{{m.pcie, 2.0, 2}}};
+  const auto a = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 5, 10);
+  const auto b = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 1, 11);
+  const auto c = m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 3, 12);
+  CHECK(m.tl.started_jobs() == 0);
+  m.tl.settle(3.0);  // b [0, 2), then c's first chunk
+  REQUIRE(m.tl.started_jobs() == 2);
+  CHECK(m.tl.started_job(0) == std::pair<timeline::job_id, std::uint64_t>{b, 11});
+  CHECK(m.tl.started_job(1) == std::pair<timeline::job_id, std::uint64_t>{c, 12});
+  m.tl.drain();
+  REQUIRE(m.tl.started_jobs() == 3);
+  CHECK(m.tl.started_job(2) == std::pair<timeline::job_id, std::uint64_t>{a, 10});
+  // Past the history, the last `started_history` are recalled.
+  const std::array<hop, 1> one{{{m.pcie, 1.0, 1}}};
+  const std::uint64_t n = timeline::started_history + 5;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    m.tl.enqueue(m.tl.settled_until(), one, 1, cost_kind::prefetch, 0, 100 + i);
+    m.tl.drain();
+    m.tl.clear_landed();
+  }
+  REQUIRE(m.tl.started_jobs() == 3 + n);
+  for (std::uint64_t i = 3 + n - timeline::started_history; i < 3 + n; ++i) {
+    CHECK(m.tl.started_job(i).second == 100 + i - 3);
+  }
+}

@@ -69,6 +69,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -397,14 +398,164 @@ class stream_predictors {
   return out;
 }
 
+/// Whether the sequence that token `tk` starts runs its request's recorded prefill first.
+[[nodiscard]] inline bool runs_prefill(const stream_token& tk, const decode_streams& d,
+                                       const std::vector<recorded_prefill>& prefills, bool on) noexcept {
+  if (!tk.first || !on) return false;
+  const stream_sequence& q = d.sequences()[tk.sequence];
+  return q.starts_request && prefills[q.request].tokens > 0;
+}
+
+/// The predictions of one prefetch configuration, step by step. A predictor's state
+/// depends only on the routing it observes (never on a cache or a timeline), so every
+/// cached system with the same predictor, m, n, decay and depth hears the same combined
+/// scores and the same ranked prefetch list at every layer of every pass: a lockstep
+/// replay records them once per batched step (`record`) and each such system reads them
+/// (`at`) in the order its passes would have computed them. Segments of a step: its
+/// prefill passes in token order, then its decode pass.
+class prediction_tape {
+ public:
+  struct layer_prediction {
+    /// Streams (or the oracle) that had anything to go on; 0: nothing is prefetched.
+    std::size_t predicting = 0;
+    std::span<const float> scores;
+    /// The `depth` best of `scores`, best first (empty when `predicting` is 0).
+    std::span<const queued_expert> plan;
+  };
+
+  prediction_tape(const offload_prefetch_config& c, const trace_info& info, const decode_streams& d,
+                  const std::vector<recorded_prefill>& prefills, bool prefills_on)
+      : config_(c),
+        d_(d),
+        prefills_(prefills),
+        prefills_on_(prefills_on),
+        L_(info.num_layers),
+        E_(info.num_experts),
+        k_(info.top_k),
+        predictors_(c, info, d.num_streams(), d.batched()),
+        queue_(info.num_experts) {
+    std::size_t most = 0;
+    for (std::size_t s = 0; s < d.num_steps(); ++s) {
+      std::size_t n = 0;
+      for (const stream_token& tk : d.tokens(s)) {
+        if (runs_prefill(tk, d, prefills, prefills_on)) ++n;
+      }
+      most = std::max(most, n);
+    }
+    const std::size_t cells = (most + 1) * L_;
+    predicting_.assign(cells, 0);
+    plan_sizes_.assign(cells, 0);
+    scores_.assign(cells * E_, 0.0f);
+    plans_.assign(cells * E_, queued_expert{});
+  }
+
+  /// Whether a system of prefetch configuration `c` hears exactly these predictions.
+  [[nodiscard]] bool serves(const offload_prefetch_config& c) const noexcept {
+    return c.predictor == config_.predictor && c.history == config_.history && c.horizon == config_.horizon &&
+           c.depth == config_.depth && c.recency_decay == config_.recency_decay;
+  }
+
+  /// Observes batched step `s` (its prefills, then its decode pass) and records each
+  /// layer's prediction, as `offload_run` made them before. No allocation.
+  void record(std::size_t s) noexcept {
+    std::size_t seg = 0;
+    const auto tokens = d_.tokens(s);
+    for (const stream_token& tk : tokens) {
+      if (!tk.first) continue;
+      predictors_.begin_sequence(tk.stream);
+      if (!runs_prefill(tk, d_, prefills_, prefills_on_)) continue;
+      const recorded_prefill& p = prefills_[d_.sequences()[tk.sequence].request];
+      for (std::size_t l = 0; l < L_; ++l) {
+        const auto& views = p.views[l];
+        if (views.empty()) continue;
+        for (const batch_view& v : views) predictors_.observe_stream(tk.stream, v);
+        predict(seg, l, [&](auto&& f) { f(tk.stream); });
+      }
+      ++seg;
+    }
+    const routing_trace& b = d_.batched();
+    const auto batches = b.batches_of(b.steps()[s]);
+    const std::uint32_t R = d_.rows_per_token();
+    std::size_t bi = 0;
+    for (std::size_t l = 0; l < L_; ++l) {
+      if (bi >= batches.size() || batches[bi].layer != l) continue;
+      const batch_view v = b.view(batches[bi++]);
+      // Each stream's predictor sees its token's rows; the oracle the whole batch.
+      for (std::size_t i = 0; i < v.tokens();) {
+        const std::uint32_t tok = v.positions[i] / R;
+        std::size_t j = i + 1;
+        while (j < v.tokens() && v.positions[j] / R == tok) ++j;
+        predictors_.observe_stream(tokens[tok].stream, token_rows(v, i, j - i, E_));
+        i = j;
+      }
+      predictors_.observe_batch(v);
+      predict(seg, l, [&](auto&& f) {
+        for (const stream_token& tk : tokens) {
+          const stream_sequence& q = d_.sequences()[tk.sequence];
+          if (q.first_step + q.tokens > s + 1) f(tk.stream);  // it continues next step
+        }
+      });
+    }
+    predictors_.end_step();
+  }
+
+  /// Layer `l`'s prediction in segment `seg` of the step last recorded.
+  [[nodiscard]] layer_prediction at(std::size_t seg, std::size_t l) const noexcept {
+    const std::size_t c = seg * L_ + l;
+    MOEPOLICY_ASSERT(c < predicting_.size());
+    return {predicting_[c], std::span<const float>(scores_).subspan(c * E_, E_),
+            std::span<const queued_expert>(plans_).subspan(c * E_, plan_sizes_[c])};
+  }
+
+ private:
+  template <class Streams>
+  void predict(std::size_t seg, std::size_t l, Streams&& streams) noexcept {
+    const std::size_t c = seg * L_ + l;
+    predictors_.begin_combine();
+    std::size_t predicting = 0;
+    if (predictors_.per_stream()) {
+      streams([&](std::size_t st) {
+        if (predictors_.add_stream(st, static_cast<layer_id>(l))) ++predicting;
+      });
+    } else {
+      if (predictors_.add_batch(static_cast<layer_id>(l))) ++predicting;
+    }
+    const std::span<float> scores = std::span<float>(scores_).subspan(c * E_, E_);
+    predictors_.combined(scores);
+    predicting_[c] = predicting;
+    plan_sizes_[c] = 0;
+    if (predicting == 0) return;
+    const std::size_t per = static_cast<std::size_t>(config_.horizon) * k_;
+    const std::size_t depth = config_.depth != 0 ? config_.depth : std::min(E_, per * predicting);
+    queue_.plan(static_cast<layer_id>(l), scores, depth);
+    const auto planned = queue_.pending();
+    std::copy(planned.begin(), planned.end(), plans_.begin() + static_cast<std::ptrdiff_t>(c * E_));
+    plan_sizes_[c] = planned.size();
+    queue_.clear();
+  }
+
+  offload_prefetch_config config_;
+  const decode_streams& d_;
+  const std::vector<recorded_prefill>& prefills_;
+  bool prefills_on_;
+  std::size_t L_, E_, k_;
+  stream_predictors predictors_;
+  prefetch_queue queue_;
+  std::vector<std::size_t> predicting_, plan_sizes_;
+  std::vector<float> scores_;
+  std::vector<queued_expert> plans_;
+};
+
 /// One system's run on its own timeline (see the header comment).
 template <DeviceCost Gpu>
 requires DenseComputeCost<Gpu>
 class offload_run {
  public:
+  /// `tape`: the predictions of `sys`'s prefetch configuration (recorded for each step
+  /// before `step` runs it), or none for a system that does not prefetch.
   offload_run(const Gpu& gpu, const model_shape& shape, const offload_system_config& sys,
-              const offload_replay_config& cfg, const decode_streams& d, const std::vector<recorded_prefill>& prefills,
-              const trace_info& info)
+              const offload_replay_config& cfg, std::uint64_t cache_experts, const decode_streams& d,
+              const std::vector<recorded_prefill>& prefills, const trace_info& info, const prediction_tape* tape)
       : gpu_dev_(gpu),
         pass_(gpu, shape, cfg.pass),
         shape_(shape),
@@ -419,7 +570,7 @@ class offload_run {
         gpu_(tl_.add_resource("gpu", resource_kind::processor)),
         in_(tl_.add_resource(sys.duplex == link_duplex::full ? "link in" : "link", resource_kind::link)),
         out_(sys.duplex == link_duplex::full ? tl_.add_resource("link out", resource_kind::link) : in_),
-        predictors_(sys.prefetch, info, d.num_streams(), d.batched()),
+        tape_(sys.kind == offload_system_kind::cached ? tape : nullptr),
         loads_(info.num_experts, 0),
         order_(),
         scores_(info.num_experts, 0.0f),
@@ -429,45 +580,49 @@ class offload_run {
     order_.reserve(E_);
     ops_.reserve(E_);
     if (sys.kind == offload_system_kind::cached) {
-      cache_.emplace(tl_, in_, link_cost{sys.link}, info.num_layers, info.num_experts, cfg.cache_experts, sys.policy,
+      cache_.emplace(tl_, in_, link_cost{sys.link}, info.num_layers, info.num_experts, cache_experts, sys.policy,
                      gpu.footprint_bytes({0, 0}, fp16));
     }
     kv_layer_bytes_ =
         static_cast<bytes>(static_cast<double>(shape.attention.kv_elements_per_token()) * cfg.pass.kv_element_bytes);
   }
 
-  void run(offload_system_result& out) {
+  /// Starts the run: `step` each batched step in order, then `finish`.
+  void begin(offload_system_result& out) {
     out.gpu = gpu_;
     out.link_in = in_;
     out.link_out = out_;
-    seconds now = 0.0, prev_end = 0.0;
-    std::vector<std::uint64_t> contexts;
-    contexts.reserve(d_.num_streams());
-    for (std::size_t s = 0; s < d_.num_steps(); ++s) {
-      const auto tokens = d_.tokens(s);
-      // Sequences that start here: their predictors restart, and their prefills run first.
-      for (const stream_token& tk : tokens) {
-        if (!tk.first) continue;
-        predictors_.begin_sequence(tk.stream);
-        const stream_sequence& q = d_.sequences()[tk.sequence];
-        const recorded_prefill& p = prefills_[q.request];
-        if (!cfg_.prefills || !q.starts_request || p.tokens == 0) continue;
-        now = prefill_pass(s, tk.stream, p, now);
-        ++out.prefills;
-        out.ttft_seconds += now - prev_end;
-      }
-      const seconds start = now;
-      contexts.clear();
-      for (const stream_token& tk : tokens) contexts.push_back(tk.context);
-      now = decode_pass(s, contexts, out);
-      if (cfg_.progress != nullptr) cfg_.progress->add(step_rows(s));
-      for (const stream_token& tk : tokens) out.token_seconds += now - (tk.first ? start : prev_end);
-      out.tokens += tokens.size();
-      ++out.steps;
-      prev_end = now;
-      predictors_.end_step();
-      if (cache_) cache_->end_step();
+    now_ = 0.0;
+    prev_end_ = 0.0;
+    contexts_.reserve(d_.num_streams());
+  }
+
+  /// Batched step `s`: the prefills of the sequences that start here (their predictors
+  /// restarted on the tape), then the decode pass.
+  void step(std::size_t s, offload_system_result& out) {
+    const auto tokens = d_.tokens(s);
+    std::size_t seg = 0;
+    for (const stream_token& tk : tokens) {
+      if (!runs_prefill(tk, d_, prefills_, cfg_.prefills)) continue;
+      now_ = prefill_pass(s, prefills_[d_.sequences()[tk.sequence].request], now_, seg++);
+      ++out.prefills;
+      out.ttft_seconds += now_ - prev_end_;
     }
+    const seconds start = now_;
+    contexts_.clear();
+    for (const stream_token& tk : tokens) contexts_.push_back(tk.context);
+    now_ = decode_pass(s, contexts_, out, seg);
+    if (cfg_.progress != nullptr) cfg_.progress->add(step_rows(s));
+    for (const stream_token& tk : tokens) out.token_seconds += now_ - (tk.first ? start : prev_end_);
+    out.tokens += tokens.size();
+    ++out.steps;
+    prev_end_ = now_;
+    if (cache_) cache_->end_step();
+  }
+
+  /// Ends the run: stops what is still pending and collects the measures.
+  void finish(offload_system_result& out) {
+    const seconds now = now_;
     out.run_seconds = now;
     if (cache_) {
       cache_->cancel_all_pending();
@@ -549,48 +704,35 @@ class offload_run {
     return end;
   }
 
-  /// Predicts layer `l` for the next pass from `streams` (or the oracle) and prefetches it;
-  /// `replace`: stop layer `l`'s prefetches the prediction drops.
-  template <class Streams>
-  void prefetch_layer(std::size_t l, seconds ready, int priority, Streams&& streams, bool replace) {
-    if (!cache_ || !predictors_.any()) return;
-    predictors_.begin_combine();
-    std::size_t predicting = 0;
-    if (predictors_.per_stream()) {
-      streams([&](std::size_t s) {
-        if (predictors_.add_stream(s, static_cast<layer_id>(l))) ++predicting;
-      });
-    } else {
-      if (predictors_.add_batch(static_cast<layer_id>(l))) ++predicting;
-    }
-    predictors_.combined(scores_);
+  /// Prefetches layer `l` for the next pass as the tape's prediction `p` (made from the
+  /// streams that continue, or the oracle) ranks it; `replace`: stop layer `l`'s prefetches
+  /// the prediction drops.
+  void prefetch_layer(std::size_t l, seconds ready, int priority, const prediction_tape::layer_prediction& p,
+                      bool replace) {
     float* stored = stored_.data() + l * E_;
-    for (std::size_t e = 0; e < E_; ++e) stored[e] = replace ? scores_[e] : std::max(stored[e], scores_[e]);
+    for (std::size_t e = 0; e < E_; ++e) stored[e] = replace ? p.scores[e] : std::max(stored[e], p.scores[e]);
     std::fill(wanted_.begin(), wanted_.end(), std::uint8_t{0});
-    if (predicting > 0) {
-      const std::size_t per = static_cast<std::size_t>(sys_.prefetch.horizon) * k_;
-      const std::size_t depth = sys_.prefetch.depth != 0 ? sys_.prefetch.depth : std::min(E_, per * predicting);
-      queue_.plan(static_cast<layer_id>(l), scores_, depth);
+    if (p.predicting > 0) {
       // Experts already resident or on their way first (the policy hears of them), so that a
       // new prefetch cannot evict a predicted expert already there.
-      for (const queued_expert& q : queue_.pending()) {
+      for (const queued_expert& q : p.plan) {
         if (cache_->cache().contains(q.key)) {
           wanted_[q.key.expert] = 1;
           static_cast<void>(cache_->prefetch(q.key, q.score, ready, priority));
         }
       }
-      while (const auto q = queue_.pop()) {
-        if (wanted_[q->key.expert] != 0) continue;
-        wanted_[q->key.expert] = 1;
-        static_cast<void>(cache_->prefetch(q->key, q->score, ready, priority));
+      for (const queued_expert& q : p.plan) {
+        if (wanted_[q.key.expert] != 0) continue;
+        wanted_[q.key.expert] = 1;
+        static_cast<void>(cache_->prefetch(q.key, q.score, ready, priority));
       }
-      queue_.clear();
     }
     if (replace) cache_->cancel_pending(static_cast<layer_id>(l), [&](expert_id e) { return wanted_[e] != 0; });
   }
 
-  /// The prefill of one sequence's request as a pass of its prompt; returns its end.
-  seconds prefill_pass(std::size_t step, std::size_t stream, const recorded_prefill& p, seconds t) {
+  /// The prefill of one sequence's request as a pass of its prompt, segment `seg` of the
+  /// step's tape; returns its end.
+  seconds prefill_pass(std::size_t step, const recorded_prefill& p, seconds t, std::size_t seg) {
     const std::size_t tokens = p.tokens;
     const std::uint64_t reads = prefill_cached_reads(tokens);
     // The prefill-stage prefetch: the stand-in ranks each layer's experts by the prefill's
@@ -625,17 +767,16 @@ class offload_run {
       if (views.empty()) continue;
       const seconds t0 = t;
       t = moe_layer(l, t0, views, tokens, false, scratch);
-      for (const batch_view& v : views) predictors_.observe_stream(stream, v);
-      prefetch_layer(
-          l, t0, priority(step, l), [&](auto&& f) { f(stream); }, false);
+      if (tape_ != nullptr) prefetch_layer(l, t0, priority(step, l), tape_->at(seg, l), false);
     }
     t = tl_.run(t, gpu_, pass_.output_head_seconds(1), cost_kind::dense).end;
     if (cache_) cache_->end_step();
     return t;
   }
 
-  /// Batched decode step `s`; returns its end.
-  seconds decode_pass(std::size_t s, std::span<const std::uint64_t> contexts, offload_system_result& out) {
+  /// Batched decode step `s`, segment `seg` of the step's tape; returns its end.
+  seconds decode_pass(std::size_t s, std::span<const std::uint64_t> contexts, offload_system_result& out,
+                      std::size_t seg) {
     const auto tokens = d_.tokens(s);
     const std::size_t n = tokens.size();
     const std::uint64_t reads = decode_cached_reads(contexts);
@@ -649,7 +790,6 @@ class offload_run {
       t = tl_.run(t, gpu_, pass_.dense_layer_seconds(i, n, reads, n), cost_kind::dense).end;
     }
     std::size_t bi = 0;
-    const std::uint32_t R = d_.rows_per_token();
     for (std::size_t l = 0; l < L_; ++l) {
       const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
       t = tl_.run(t, gpu_, pass_.attention_seconds(model_layer, n, reads, n), cost_kind::attention).end;
@@ -659,24 +799,7 @@ class offload_run {
       const batch_view v = b.view(batches[bi++]);
       const seconds t0 = t;
       t = moe_layer(l, t0, std::span<const batch_view>(&v, 1), n, true, out);
-      // Each stream's predictor sees its token's rows; the oracle the whole batch.
-      for (std::size_t i = 0; i < v.tokens();) {
-        const std::uint32_t tok = v.positions[i] / R;
-        std::size_t j = i + 1;
-        while (j < v.tokens() && v.positions[j] / R == tok) ++j;
-        predictors_.observe_stream(tokens[tok].stream, token_rows(v, i, j - i, E_));
-        i = j;
-      }
-      predictors_.observe_batch(v);
-      prefetch_layer(
-          l, t0, priority(s + 1, l),
-          [&](auto&& f) {
-            for (const stream_token& tk : tokens) {
-              const stream_sequence& q = d_.sequences()[tk.sequence];
-              if (q.first_step + q.tokens > s + 1) f(tk.stream);  // it continues next step
-            }
-          },
-          true);
+      if (tape_ != nullptr) prefetch_layer(l, t0, priority(s + 1, l), tape_->at(seg, l), true);
     }
     return tl_.run(t, gpu_, pass_.output_head_seconds(n), cost_kind::dense).end;
   }
@@ -706,7 +829,9 @@ class offload_run {
   timeline tl_;
   resource_id gpu_, in_, out_;
   std::optional<timed_expert_cache<link_cost>> cache_;
-  stream_predictors predictors_;
+  const prediction_tape* tape_;
+  seconds now_ = 0.0, prev_end_ = 0.0;
+  std::vector<std::uint64_t> contexts_;
   std::vector<std::uint32_t> loads_;
   std::vector<expert_id> order_;
   std::vector<op> ops_;
@@ -717,6 +842,117 @@ class offload_run {
   prefetch_queue queue_;
   bytes kv_layer_bytes_ = 0;
 };
+
+}  // namespace detail
+
+/// One cache size of `replay_offload_sweep` and the systems replayed at it.
+struct offload_sweep_point {
+  /// Experts the GPU cache holds (one pool shared by all layers).
+  std::uint64_t cache_experts = 0;
+  std::span<const offload_system_config> systems;
+};
+
+namespace detail {
+
+inline void check_offload_systems(std::span<const offload_system_config> systems, std::string_view fn) {
+  for (const auto& s : systems) {
+    if (s.kind == offload_system_kind::cached && std::holds_alternative<belady_config>(s.policy)) {
+      detail::throw_invalid(fn, "system \"" + s.label + "\": Belady's policy needs the future and cannot run timed");
+    }
+    if (s.prefetch.history == 0 || s.prefetch.horizon == 0) {
+      detail::throw_invalid(fn, "system \"" + s.label + "\": a predictor's history and horizon must be >= 1");
+    }
+  }
+}
+
+/// Every system of every point in one walk over the batched steps of `d` (see
+/// `replay_offload_sweep`).
+template <DeviceCost Gpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] std::vector<offload_replay_result> replay_offload_points(const routing_trace& trace,
+                                                                       const decode_streams& d, const Gpu& gpu,
+                                                                       const model_shape& shape,
+                                                                       std::span<const offload_sweep_point> points,
+                                                                       const offload_replay_config& cfg) {
+  const trace_info& info = trace.info();
+  const std::vector<recorded_prefill> prefills = recorded_prefills(trace);
+  const std::size_t B = d.num_streams();
+  offload_replay_result shared;
+  shared.streams = B;
+  shared.formation = d.formation();
+  shared.steps = d.num_steps();
+  shared.tokens = d.num_tokens();
+  shared.sequences = d.sequences().size();
+  shared.expert_bytes = gpu.footprint_bytes({0, 0}, fp16);
+  shared.hbm_capacity_bytes = gpu.capacity_bytes();
+  for (std::size_t s = 0; s < d.num_steps(); ++s) {
+    std::uint64_t kv = 0;
+    for (const stream_token& tk : d.tokens(s)) kv += tk.context + 1;
+    shared.peak_kv_tokens = std::max(shared.peak_kv_tokens, kv);
+  }
+  // A hybrid model's linear layers hold a fixed state per concurrent sequence.
+  const bytes base = non_expert_weight_bytes(shape, cfg.pass) +
+                     shared.peak_kv_tokens * kv_bytes_per_token(shape, cfg.pass) +
+                     static_cast<bytes>(B) * linear_state_bytes_per_sequence(shape, cfg.pass);
+  const std::uint64_t all = std::uint64_t{info.num_layers} * info.num_experts;
+
+  std::vector<offload_replay_result> results(points.size(), shared);
+  std::size_t systems = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    results[i].cache_experts = points[i].cache_experts;
+    results[i].systems.reserve(points[i].systems.size());
+    systems += points[i].systems.size();
+  }
+  // The runs, their results (stable: every `systems` vector is reserved) and one tape per
+  // distinct prefetch configuration of the cached systems that predict.
+  std::vector<std::unique_ptr<offload_run<Gpu>>> runs;
+  std::vector<offload_system_result*> outs;
+  std::vector<std::unique_ptr<prediction_tape>> tapes;
+  runs.reserve(systems);
+  outs.reserve(systems);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    for (const offload_system_config& sc : points[i].systems) {
+      offload_system_result& out = results[i].systems.emplace_back();
+      out.config = sc;
+      const std::uint64_t held =
+          sc.kind == offload_system_kind::hbm_only ? all : std::min(points[i].cache_experts, all);
+      out.hbm_needed_bytes = base + held * shared.expert_bytes;
+      if (out.hbm_needed_bytes > shared.hbm_capacity_bytes) {
+        out.status = offload_status::does_not_fit;
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "needs %.2f GB of HBM (%llu experts, peak KV cache of %llu tokens), has %.2f GB",
+                      static_cast<double>(out.hbm_needed_bytes) / 1e9, static_cast<unsigned long long>(held),
+                      static_cast<unsigned long long>(shared.peak_kv_tokens),
+                      static_cast<double>(shared.hbm_capacity_bytes) / 1e9);
+        out.status_detail = buf;
+        if (cfg.progress != nullptr) cfg.progress->add(d.batched().num_rows());
+        continue;
+      }
+      const prediction_tape* tape = nullptr;
+      if (sc.kind == offload_system_kind::cached && sc.prefetch.predictor != offload_predictor::none) {
+        const auto it = std::find_if(tapes.begin(), tapes.end(), [&](const auto& t) { return t->serves(sc.prefetch); });
+        if (it != tapes.end()) {
+          tape = it->get();
+        } else {
+          tape =
+              tapes.emplace_back(std::make_unique<prediction_tape>(sc.prefetch, info, d, prefills, cfg.prefills)).get();
+        }
+      }
+      runs.push_back(std::make_unique<offload_run<Gpu>>(gpu, shape, out.config, cfg, points[i].cache_experts, d,
+                                                        prefills, info, tape));
+      outs.push_back(&out);
+    }
+  }
+  // Lockstep: each step's predictions once, then every system's passes of that step, each
+  // on its own timeline and cache.
+  for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
+  for (std::size_t s = 0; s < d.num_steps(); ++s) {
+    for (auto& t : tapes) t->record(s);
+    for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->step(s, *outs[r]);
+  }
+  for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->finish(*outs[r]);
+  return results;
+}
 
 }  // namespace detail
 
@@ -736,56 +972,42 @@ requires DenseComputeCost<Gpu>
   constexpr std::string_view fn = "replay_offload";
   const trace_info& info = trace.info();
   detail::require_trace_matches(info.num_layers, info.num_experts, shape, fn);
-  for (const auto& s : systems) {
-    if (s.kind == offload_system_kind::cached && std::holds_alternative<belady_config>(s.policy)) {
-      detail::throw_invalid(fn, "system \"" + s.label + "\": Belady's policy needs the future and cannot run timed");
-    }
-    if (s.prefetch.history == 0 || s.prefetch.horizon == 0) {
-      detail::throw_invalid(fn, "system \"" + s.label + "\": a predictor's history and horizon must be >= 1");
-    }
-  }
+  detail::check_offload_systems(systems, fn);
   const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation});
-  const std::vector<detail::recorded_prefill> prefills = detail::recorded_prefills(trace);
+  const offload_sweep_point point{cfg.cache_experts, systems};
+  return std::move(detail::replay_offload_points(trace, d, gpu, shape, std::span(&point, 1), cfg).front());
+}
 
-  offload_replay_result r;
-  r.streams = cfg.streams;
-  r.formation = d.formation();
-  r.steps = d.num_steps();
-  r.tokens = d.num_tokens();
-  r.sequences = d.sequences().size();
-  r.expert_bytes = gpu.footprint_bytes({0, 0}, fp16);
-  r.cache_experts = cfg.cache_experts;
-  r.hbm_capacity_bytes = gpu.capacity_bytes();
-  for (std::size_t s = 0; s < d.num_steps(); ++s) {
-    std::uint64_t kv = 0;
-    for (const stream_token& tk : d.tokens(s)) kv += tk.context + 1;
-    r.peak_kv_tokens = std::max(r.peak_kv_tokens, kv);
+/// `replay_offload` at several cache sizes, each with its own systems, on decode streams
+/// `d` already formed from `trace` (`make_decode_streams`; its B and formation replace
+/// `cfg.streams` and `cfg.formation`, and `cfg.cache_experts` is not read): one result per
+/// point, each identical to `replay_offload(trace, gpu, shape, p.systems, cfg)` with B, the
+/// formation and `p.cache_experts`. Every system runs on its own timeline and cache, but
+/// all of them walk the steps in lockstep, so the steps are formed once and the
+/// predictions of each prefetch configuration (predictor, m, n, decay, depth) are made once
+/// per step for every system that uses it (a predictor hears only the routing).
+///
+/// Throws: as `replay_offload`, naming `replay_offload_sweep`; also when `d` has other
+/// layers or experts than `trace`.
+template <DeviceCost Gpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] std::vector<offload_replay_result> replay_offload_sweep(const routing_trace& trace,
+                                                                      const decode_streams& d, const Gpu& gpu,
+                                                                      const model_shape& shape,
+                                                                      std::span<const offload_sweep_point> points,
+                                                                      const offload_replay_config& cfg = {}) {
+  constexpr std::string_view fn = "replay_offload_sweep";
+  const trace_info& info = trace.info();
+  detail::require_trace_matches(info.num_layers, info.num_experts, shape, fn);
+  for (const offload_sweep_point& p : points) detail::check_offload_systems(p.systems, fn);
+  const trace_info& di = d.batched().info();
+  if (d.num_steps() > 0 && (di.num_layers != info.num_layers || di.num_experts != info.num_experts)) {
+    detail::throw_invalid(fn, "the decode streams' layers x experts must match the trace's " +
+                                  std::to_string(info.num_layers) + " x " + std::to_string(info.num_experts) +
+                                  ", streams " + std::to_string(di.num_layers) + " x " +
+                                  std::to_string(di.num_experts));
   }
-  // A hybrid model's linear layers hold a fixed state per concurrent sequence.
-  const bytes base = non_expert_weight_bytes(shape, cfg.pass) + r.peak_kv_tokens * kv_bytes_per_token(shape, cfg.pass) +
-                     static_cast<bytes>(cfg.streams) * linear_state_bytes_per_sequence(shape, cfg.pass);
-  const std::uint64_t all = std::uint64_t{info.num_layers} * info.num_experts;
-  for (const auto& sc : systems) {
-    offload_system_result out;
-    out.config = sc;
-    const std::uint64_t held = sc.kind == offload_system_kind::hbm_only ? all : std::min(cfg.cache_experts, all);
-    out.hbm_needed_bytes = base + held * r.expert_bytes;
-    if (out.hbm_needed_bytes > r.hbm_capacity_bytes) {
-      out.status = offload_status::does_not_fit;
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "needs %.2f GB of HBM (%llu experts, peak KV cache of %llu tokens), has %.2f GB",
-                    static_cast<double>(out.hbm_needed_bytes) / 1e9, static_cast<unsigned long long>(held),
-                    static_cast<unsigned long long>(r.peak_kv_tokens), static_cast<double>(r.hbm_capacity_bytes) / 1e9);
-      out.status_detail = buf;
-      r.systems.push_back(std::move(out));
-      if (cfg.progress != nullptr) cfg.progress->add(d.batched().num_rows());
-      continue;
-    }
-    detail::offload_run<Gpu> run(gpu, shape, sc, cfg, d, prefills, info);
-    run.run(out);
-    r.systems.push_back(std::move(out));
-  }
-  return r;
+  return detail::replay_offload_points(trace, d, gpu, shape, points, cfg);
 }
 
 }  // namespace moepolicy

@@ -208,11 +208,14 @@ class timed_expert_cache {
         score_(static_cast<std::size_t>(num_layers) * num_experts, 0.0f),
         slot_(static_cast<std::size_t>(num_layers) * num_experts, 0),
         listed_(static_cast<std::size_t>(num_layers) * num_experts, 0),
-        fresh_(static_cast<std::size_t>(num_layers) * num_experts, 0) {
+        fresh_(static_cast<std::size_t>(num_layers) * num_experts, 0),
+        seq_(static_cast<std::size_t>(num_layers) * num_experts, 0),
+        marked_(static_cast<std::size_t>(num_layers) * num_experts, 0) {
     for (std::uint32_t l = 0; l < num_layers; ++l) {
       for (std::uint32_t e = 0; e < num_experts; ++e) res_.preload(key(l, e), memory_tier, bits_);
     }
-    waiting_.reserve(job_.size());
+    stopped_.reserve(job_.size());
+    candidates_.reserve(job_.size());
   }
 
   /// Places `k` on the GPU before the run (a static placement loaded at startup, not
@@ -301,7 +304,7 @@ class timed_expert_cache {
       tl_->cancel(j);
       job_[f] = no_job;
       slot_[f] = 0;
-      if (listed_[f] != 0) ++stops_;
+      note_stop(f);
       const bytes rest = size_ - placed;
       const transfer_receipt r = demand(t0, rest, k);
       res_.install(k, gpu_tier, bits_, rest, r);
@@ -318,7 +321,7 @@ class timed_expert_cache {
       // whether the copy stays, as for a miss.
       tl_->cancel(static_cast<timeline::job_id>(job_[f]));
       job_[f] = no_job;
-      if (listed_[f] != 0) ++stops_;
+      note_stop(f);
       const transfer_receipt r = demand(t0, size_, k);
       const std::optional<expert_key> v = pending_victim(k);
       const access_outcome o = cache_.get(k, info);
@@ -389,7 +392,7 @@ class timed_expert_cache {
     slot_[f] = 0;
     if (listed_[f] == 0) {
       listed_[f] = 1;
-      waiting_.push_back(static_cast<std::uint32_t>(f));
+      seq_[f] = next_seq_++;
     }
     ++stats_.prefetches;
     return true;
@@ -444,12 +447,13 @@ class timed_expert_cache {
     res_.seal();
     // The scan of the waiting prefetches changes nothing when none was stopped and no job of
     // the timeline placed its first chunk since the last scan: it is skipped. Otherwise it
-    // ends once it has met as many started prefetches as the timeline started jobs and as
-    // many stopped ones as were stopped.
-    const std::uint64_t started = tl_->started_jobs() - started_seen_;
-    if (stops_ != 0 || started != 0) scan_waiting(started, stops_);
+    // visits only those that started or stopped since.
+    const std::uint64_t now = tl_->started_jobs();
+    if (stops_ != 0 || now != started_seen_) scan_waiting(started_seen_, now);
     stops_ = 0;
-    started_seen_ = tl_->started_jobs();
+    stopped_overflow_ = false;
+    stopped_.clear();
+    started_seen_ = now;
     for (const transfer_receipt& r : tl_->landed()) {
       if (!r.crossed_link() || r.why() != cost_kind::prefetch) continue;
       const auto f = static_cast<std::size_t>(r.tag());
@@ -496,27 +500,38 @@ class timed_expert_cache {
   [[nodiscard]] std::size_t flat(expert_key k) const noexcept { return k.flat(E_); }
 
   /// Gives a slot to every waiting prefetch whose copy has started; drops the stopped ones.
-  /// Ends after `started` started ones and `stopped` stopped ones: every waiting prefetch
-  /// that started since the last scan is a job the timeline started since then, every one
-  /// stopped was counted as it stopped (a stop counts once and an entry is met once, so
-  /// meeting the count leaves none behind), and the scan leaves none of either behind it.
-  void scan_waiting(std::uint64_t started, std::uint64_t stopped) {
-    std::size_t w = 0, i = 0;
-    std::uint64_t found = 0, dropped = 0;
-    for (; i < waiting_.size(); ++i) {
-      const std::uint32_t f = waiting_[i];
+  /// The waiting prefetches are the listed experts, in the order they were listed (`seq_`);
+  /// the ones that neither started nor stopped are left as they are, so only the others are
+  /// visited, in that order: the experts of the jobs the timeline started since the last
+  /// scan (`from` to `to` in its count) and those stopped since (`stopped_`). Where the
+  /// timeline no longer recalls every job started since, or more stops came than
+  /// `stopped_` holds, every listed expert is visited.
+  void scan_waiting(std::uint64_t from, std::uint64_t to) {
+    candidates_.clear();
+    const auto add = [&](std::size_t f) {
+      if (listed_[f] == 0 || marked_[f] != 0) return;
+      marked_[f] = 1;
+      candidates_.push_back(static_cast<std::uint32_t>(f));
+    };
+    if (to - from <= timeline::started_history && !stopped_overflow_) {
+      for (std::uint64_t i = from; i < to; ++i) {
+        const auto [id, tag] = tl_->started_job(i);
+        if (tag < job_.size() && job_[tag] == id) add(static_cast<std::size_t>(tag));
+      }
+      for (const std::uint32_t f : stopped_) add(f);
+    } else {
+      for (std::size_t f = 0; f < listed_.size(); ++f) add(f);
+    }
+    std::sort(candidates_.begin(), candidates_.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return seq_[a] < seq_[b]; });
+    for (const std::uint32_t f : candidates_) {
+      marked_[f] = 0;
+      if (listed_[f] == 0) continue;
       if (job_[f] == no_job || slot_[f] != 0) {  // stopped, or holding a slot already
         listed_[f] = 0;
-        if (++dropped == stopped && found == started) {
-          ++i;
-          break;
-        }
         continue;
       }
-      if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) {
-        waiting_[w++] = f;
-        continue;
-      }
+      if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) continue;  // still waiting
       listed_[f] = 0;
       const expert_key k = key(f / E_, f % E_);
       const std::optional<expert_key> v = pending_victim(k);
@@ -528,16 +543,18 @@ class timed_expert_cache {
       } else {
         stop(f);  // no slot could be freed, or the policy refused the prefetch
       }
-      if (++found == started && dropped == stopped) {
-        ++i;
-        break;
-      }
     }
-    // The rest has not started and was not stopped (an unstarted prefetch's expert is not
-    // cached, so it is never a victim; the scan stops the prefetch it meets after taking it
-    // off the list, uncounted): kept in order.
-    for (; i < waiting_.size(); ++i) waiting_[w++] = waiting_[i];
-    waiting_.resize(w);
+  }
+
+  /// A listed prefetch of `f` stopped: the next scan visits it.
+  void note_stop(std::size_t f) noexcept {
+    if (listed_[f] == 0) return;
+    ++stops_;
+    if (stopped_.size() < stopped_.capacity()) {
+      stopped_.push_back(static_cast<std::uint32_t>(f));
+    } else {
+      stopped_overflow_ = true;
+    }
   }
 
   transfer_receipt demand(seconds t0, bytes n, expert_key k) {
@@ -570,7 +587,7 @@ class timed_expert_cache {
     tl_->cancel(j);
     job_[f] = no_job;
     slot_[f] = 0;
-    if (listed_[f] != 0) ++stops_;
+    note_stop(f);
     ++stats_.prefetches_cancelled;
   }
 
@@ -589,12 +606,18 @@ class timed_expert_cache {
   std::vector<std::uint8_t> listed_;
   /// Landed by a prefetch and not used since.
   std::vector<std::uint8_t> fresh_;
-  /// Queued prefetches that hold no slot yet (a superset, each listed once).
-  std::vector<std::uint32_t> waiting_;
-  /// Listed prefetches stopped since the last scan of `waiting_`, and the timeline's started
-  /// jobs at that scan.
+  /// Queued prefetches that hold no slot yet are listed (a superset), each with the order
+  /// in which it was listed; `marked_`: already a candidate of the scan under way.
+  std::vector<std::uint64_t> seq_;
+  std::vector<std::uint8_t> marked_;
+  std::uint64_t next_seq_ = 0;
+  /// Listed prefetches stopped since the last scan (all of them unless `stopped_overflow_`),
+  /// and their count; the timeline's started jobs at that scan; the scan's candidates.
+  std::vector<std::uint32_t> stopped_;
+  bool stopped_overflow_ = false;
   std::uint64_t stops_ = 0;
   std::uint64_t started_seen_ = 0;
+  std::vector<std::uint32_t> candidates_;
   timed_cache_stats stats_;
 };
 

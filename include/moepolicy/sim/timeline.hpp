@@ -590,6 +590,17 @@ class timeline {
   /// Jobs that have placed their first chunk so far (a count that only grows): while it
   /// stays the same, every job that had placed nothing still has placed nothing.
   [[nodiscard]] std::uint64_t started_jobs() const noexcept { return started_; }
+  /// How many of the most recently started jobs `started_job` recalls.
+  static constexpr std::uint64_t started_history = 1024;
+  /// The job and tag of the `i`-th job to start (counting from 0 as `started_jobs` counts),
+  /// for `started_jobs() - started_history <= i < started_jobs()`: a reader that saw
+  /// `started_jobs()` at n finds the jobs started since among i in [n, started_jobs()),
+  /// without visiting the jobs that did not start. The job may have landed or been
+  /// cancelled since, and its id reused.
+  [[nodiscard]] std::pair<job_id, std::uint64_t> started_job(std::uint64_t i) const noexcept {
+    MOEPOLICY_ASSERT(i < started_ && started_ - i <= started_history);
+    return started_ring_[i % started_history];
+  }
   /// Bytes of job `id`'s payload already placed.
   [[nodiscard]] bytes placed_bytes(job_id id) const noexcept { return id < jobs_.size() ? jobs_[id].done_bytes : 0; }
   /// Jobs queued or in progress.
@@ -834,6 +845,7 @@ class timeline {
     j.done_bytes += size;
     if (j.first_start < 0.0) {
       j.first_start = s;
+      started_ring_[started_ % started_history] = {id, j.tag};
       ++started_;
     }
     j.last_start = s;
@@ -986,6 +998,9 @@ class timeline {
   std::vector<seconds> bound_;
   std::size_t multi_hop_ = 0;
   std::uint64_t started_ = 0;
+  /// The last `started_history` jobs to start, and their tags, by `started_` modulo.
+  std::vector<std::pair<job_id, std::uint64_t>> started_ring_ =
+      std::vector<std::pair<job_id, std::uint64_t>>(started_history);
   /// Per job of one hop, what `place_chunks_one_hop` tests first, kept compact so that a
   /// pass over many jobs that cannot place a chunk touches little memory.
   struct next_chunk {
