@@ -627,9 +627,9 @@ struct text_to_canonical {
 };
 
 /// Memory for one sorted run of an external sort (rows plus a 24-byte sort key per row).
-inline constexpr std::uint64_t default_sort_run_bytes = std::uint64_t{32} << 20;
+inline constexpr std::uint64_t default_sort_run_bytes = std::uint64_t{16} << 20;
 /// Memory for the read buffers of the k-way merge, shared by the runs.
-inline constexpr std::uint64_t default_sort_merge_bytes = std::uint64_t{16} << 20;
+inline constexpr std::uint64_t default_sort_merge_bytes = std::uint64_t{8} << 20;
 
 namespace detail {
 
