@@ -23,9 +23,10 @@
 // Without weights every id weighs 1/k, and the trace's source says so. Rows may come in
 // any order; a trace is sorted by (request, step, layer, position) when read. Floats are
 // written in the shortest decimal form that reads back to the same float (negative zero
-// as -0.0 in JSONL, where "-0" would read as the integer 0). Rows already in that order
-// stream to the canonical format (`write_canonical_from_trace_jsonl` / `_csv`) without
-// the trace ever being held.
+// as -0.0 in JSONL, where "-0" would read as the integer 0). Rows in any order stream to
+// the canonical format (`write_canonical_from_trace_jsonl` / `_csv`) without the trace
+// ever being held: as they come when already in that order, else through an external
+// merge sort of bounded runs.
 //
 // Unknown keys, a missing or repeated column, a field that is not a number in range, and
 // every row rule of `routing_trace_builder::check` are errors naming the file and the
