@@ -460,6 +460,7 @@ TEST_CASE("trace_text: rows out of order are sorted by an external merge sort in
       CHECK(s.requests == t.requests().size());
       CHECK(file_bytes(out) == want);
       fs::remove(out);
+      if (z.runs != 29) continue;  // the half-reversed file once (each conversion costs a parse)
       const io::text_to_canonical h = convert(tail, out, z.run, z.merge);
       CHECK_FALSE(h.streamed);
       CHECK(h.runs >= 1);
@@ -525,8 +526,9 @@ TEST_CASE("trace_text: the external merge sort fails as the whole read does, nam
       if (b == 0) CHECK(plain.find(file.string() + ":" + std::to_string(last + 1) + ": ") == 0);
       if (b == 1) CHECK(plain.find("repeats the (request, step, layer, position)") != std::string::npos);
       if (b == 2) CHECK(plain.find("mixes prefill and decode rows") != std::string::npos);
-      // Runs of 2 rows (thousands of runs) and of about 100 rows.
+      // Runs of about 100 rows, and for the repeated row runs of 2 rows (thousands of runs).
       for (const std::uint64_t run : {std::uint64_t{1}, std::uint64_t{100 * (15 + 6 * t.info().top_k + 24)}}) {
+        if (run == 1 && b != 1) continue;
         CAPTURE(run);
         CHECK(parse_error_of([&] {
                 static_cast<void>(f == 0 ? io::write_canonical_from_trace_jsonl(file, out, 1000, run, 1 << 12)
@@ -534,8 +536,6 @@ TEST_CASE("trace_text: the external merge sort fails as the whole read does, nam
               }) == plain);
         CHECK_FALSE(fs::exists(out));
       }
-      CHECK(parse_error_of([&] { static_cast<void>(io::write_canonical_from_text(file, out)); }) ==
-            parse_error_of([&] { static_cast<void>(io::read_trace(file)); }));
     }
   }
   CHECK(files_in(dir) == 6);
