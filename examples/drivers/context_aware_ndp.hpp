@@ -17,6 +17,7 @@
 
 #include "moepolicy/cost/device_spec.hpp"
 #include "moepolicy/cost/presets.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
 
 namespace moepolicy::examples::context_aware_ndp {
 
@@ -42,5 +43,8 @@ struct options {
 ///
 /// Throws: what the trace readers throw; `std::runtime_error` when no model preset matches.
 void run(const std::filesystem::path& trace, const options& opt, std::ostream& out);
+
+/// The same on `trace`, already read from `path` (which labels the output).
+void run(const std::filesystem::path& path, const routing_trace& trace, const options& opt, std::ostream& out);
 
 }  // namespace moepolicy::examples::context_aware_ndp

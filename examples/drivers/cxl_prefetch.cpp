@@ -172,8 +172,9 @@ const offload_system_result* find(const offload_replay_result& r, const std::str
 
 }  // namespace
 
-void run(const fs::path& path, const options& opt, std::ostream& out) {
-  const routing_trace trace = io::read_trace(path);
+void run(const fs::path& path, const options& opt, std::ostream& out) { run(path, io::read_trace(path), opt, out); }
+
+void run(const fs::path& path, const routing_trace& trace, const options& opt, std::ostream& out) {
   const auto shape = examples::preset_for(trace.info());
   if (!shape) throw std::runtime_error(path.string() + ": no model preset matches this trace's model");
   const std::uint32_t L = trace.info().num_layers, E = trace.info().num_experts, k = trace.info().top_k;

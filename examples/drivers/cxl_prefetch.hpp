@@ -16,6 +16,7 @@
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 #include "moepolicy/sim/decode_streams.hpp"
 #include "moepolicy/sim/offload_replay.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
 
 namespace moepolicy::examples::cxl_prefetch {
 
@@ -44,5 +45,8 @@ struct options {
 /// Throws: what the trace readers and the replay throw; `std::runtime_error` when no model
 /// preset matches.
 void run(const std::filesystem::path& trace, const options& opt, std::ostream& out);
+
+/// The same on `trace`, already read from `path` (which labels the output).
+void run(const std::filesystem::path& path, const routing_trace& trace, const options& opt, std::ostream& out);
 
 }  // namespace moepolicy::examples::cxl_prefetch

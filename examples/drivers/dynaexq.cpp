@@ -542,7 +542,10 @@ std::string passes_of(double ms, double step_ms) {
 }  // namespace
 
 result run(const fs::path& path, const options& opt, std::ostream& out) {
-  const routing_trace trace = io::read_trace(path);
+  return run(path, io::read_trace(path), opt, out);
+}
+
+result run(const fs::path& path, const routing_trace& trace, const options& opt, std::ostream& out) {
   const auto shape = examples::preset_for(trace.info());
   if (!shape) throw std::runtime_error(path.string() + ": no model preset matches this trace's model");
   if (shape->num_moe_layers() != trace.info().num_layers) {

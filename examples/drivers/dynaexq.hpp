@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "moepolicy/trace/routing_trace.hpp"
+
 namespace moepolicy::examples::dynaexq {
 
 struct options {
@@ -88,5 +90,8 @@ struct result {
 /// the trace has neither named calibration requests nor two requests, or the budget plan
 /// fails.
 result run(const std::filesystem::path& trace, const options& opt, std::ostream& out);
+
+/// The same on `trace`, already read from `path` (which labels the output).
+result run(const std::filesystem::path& path, const routing_trace& trace, const options& opt, std::ostream& out);
 
 }  // namespace moepolicy::examples::dynaexq

@@ -125,8 +125,9 @@ std::vector<double> belady_ratios(const routing_trace& batched, const std::vecto
 
 }  // namespace
 
-void run(const fs::path& path, const options& opt, std::ostream& out) {
-  const routing_trace trace = io::read_trace(path);
+void run(const fs::path& path, const options& opt, std::ostream& out) { run(path, io::read_trace(path), opt, out); }
+
+void run(const fs::path& path, const routing_trace& trace, const options& opt, std::ostream& out) {
   const auto shape = examples::preset_for(trace.info());
   if (!shape) throw std::runtime_error(path.string() + ": no model preset matches this trace's model");
   const auto settings = settings_for(opt);

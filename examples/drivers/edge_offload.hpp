@@ -13,6 +13,7 @@
 
 #include "moepolicy/cost/device_spec.hpp"
 #include "moepolicy/sim/decode_streams.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
 
 namespace moepolicy::examples::edge_offload {
 
@@ -39,5 +40,8 @@ void print_settings(const options& opt, std::ostream& out);
 /// Throws: what the trace readers and the replay throw; `std::runtime_error` when no model
 /// preset matches.
 void run(const std::filesystem::path& trace, const options& opt, std::ostream& out);
+
+/// The same on `trace`, already read from `path` (which labels the output).
+void run(const std::filesystem::path& path, const routing_trace& trace, const options& opt, std::ostream& out);
 
 }  // namespace moepolicy::examples::edge_offload

@@ -486,7 +486,10 @@ void print_sweep(const batched_steps& steps, const model_shape& shape, const tri
 }  // namespace
 
 result run(const fs::path& path, const options& opt, std::ostream& out) {
-  const routing_trace trace = io::read_trace(path);
+  return run(path, io::read_trace(path), opt, out);
+}
+
+result run(const fs::path& path, const routing_trace& trace, const options& opt, std::ostream& out) {
   const auto shape = preset_for(trace.info());
   if (!shape) throw std::runtime_error(path.string() + ": no model preset matches this trace's model");
   std::string batch_why;

@@ -17,6 +17,7 @@
 #include "moepolicy/cost/trimoe_profiles.hpp"
 #include "moepolicy/sim/trimoe_replay.hpp"
 #include "moepolicy/stats/analysis.hpp"
+#include "moepolicy/trace/routing_trace.hpp"
 
 namespace moepolicy::examples::trimoe {
 
@@ -57,5 +58,8 @@ using result = trimoe_result;
 /// Throws: `std::runtime_error` when no model preset matches the trace; what the trace
 /// reader and the replay throw.
 result run(const std::filesystem::path& trace, const options& opt, std::ostream& out);
+
+/// The same on `trace`, already read from `path` (which labels the output).
+result run(const std::filesystem::path& path, const routing_trace& trace, const options& opt, std::ostream& out);
 
 }  // namespace moepolicy::examples::trimoe

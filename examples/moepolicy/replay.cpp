@@ -655,16 +655,17 @@ void run_replay(const options& o) {
   const std::vector<std::filesystem::path> paths(o.traces.begin(), o.traces.end());
   // One canonical file is walked from its map in bounded memory, and so is one routing
   // JSONL or CSV file, from the scratch canonical file it is first written as
-  // (scratch_canonical.hpp: streamed when its rows are in canonical order); the timed model
-  // reads such a file whole. A part of the run that needs the trace's indices (the router,
-  // a predictor's scoring) reads the canonical file whole besides.
+  // (scratch_canonical.hpp: streamed as the rows come, or sorted in bounded runs). A part
+  // of the run that needs the trace's indices (the router, a predictor's scoring) reads
+  // the canonical file whole besides, and the timed model (`--link`) reads it whole: from
+  // the scratch canonical file's map for a text trace, at the canonical rows' size.
   std::error_code ec;
   const bool one_canonical = paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
                              io::detect_trace_format(paths.front()) == io::trace_format::canonical;
   const bool needs_whole =
       !o.link.empty() || o.router_alpha.has_value() || (!o.predictor.empty() && o.predictor != "none");
+  std::unique_ptr<scratch_file> scratch = one_canonical ? nullptr : scratch_canonical(paths, "replay");
   if (o.link.empty()) {
-    const std::unique_ptr<scratch_file> scratch = one_canonical ? nullptr : scratch_canonical(paths, "replay");
     if (one_canonical || scratch) {
       const std::filesystem::path& file = scratch ? scratch->path() : paths.front();
       const canonical_file f(file);
@@ -680,7 +681,8 @@ void run_replay(const options& o) {
       return;
     }
   }
-  const routing_trace t = io::read_trace(paths);
+  const routing_trace t = scratch ? io::read_trace(scratch->path()) : io::read_trace(paths);
+  scratch.reset();
   if (o.link.empty()) {
     run_untimed(o, t, &t, paths);
   } else {

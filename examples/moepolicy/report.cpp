@@ -77,6 +77,7 @@
 #include "report/svg.hpp"
 #include "report_output.hpp"
 #include "report_progress.hpp"
+#include "scratch_canonical.hpp"
 
 namespace moepolicy::tool {
 namespace {
@@ -619,7 +620,13 @@ void run_report(const report_options& o) {
 
     std::optional<routing_trace> trace;
     bar.rows(0);  // unknown until read
-    bar.stage(name + ": reading " + trace_path, [&] { trace = io::read_trace(path); });
+    // A routing JSONL or CSV file is read from the scratch canonical file it is first
+    // written as (scratch_canonical.hpp), at the canonical rows' size; the drivers below
+    // take the trace read here.
+    bar.stage(name + ": reading " + trace_path, [&] {
+      const std::unique_ptr<scratch_file> scratch = scratch_canonical({path}, "report");
+      trace = scratch ? io::read_trace(scratch->path()) : io::read_trace(path);
+    });
     const trace_info& info = trace->info();
     const trace_summary sum = summarize(*trace);
     bar.rows(sum.rows);
@@ -734,7 +741,7 @@ void run_report(const report_options& o) {
     bar.stage(name + ": TriMoE scheduling", [&] {
       examples::trimoe::result r;
       const section_text s =
-          timed("trimoe", [&](std::ostream& os) { r = examples::trimoe::run(path, dev.trimoe, os); });
+          timed("trimoe", [&](std::ostream& os) { r = examples::trimoe::run(path, *trace, dev.trimoe, os); });
       md << "### GPU + CPU + DIMM-NDP serving on the timed model (TriMoE)\n\n";
       if (s.ok && r.measured_steps > 0) {
         write_file(dir / "makespan-per-layer.svg", trimoe_makespan_plot(r));
@@ -747,7 +754,7 @@ void run_report(const report_options& o) {
     bar.stage(name + ": DynaExq residency", [&] {
       examples::dynaexq::result r;
       const section_text s =
-          capture(bar, "dynaexq", [&](std::ostream& os) { r = examples::dynaexq::run(path, {}, os); });
+          capture(bar, "dynaexq", [&](std::ostream& os) { r = examples::dynaexq::run(path, *trace, {}, os); });
       md << "### Precision residency (DynaExq)\n\n";
       if (s.ok) {
         for (const auto& st : r.streams) {
@@ -765,8 +772,8 @@ void run_report(const report_options& o) {
       examples::context_aware_ndp::options opt = dev.context_aware;
       opt.loss_table = loss_table_for();
       opt.calibration = calibration_for();
-      const section_text s =
-          timed("context_aware_ndp", [&](std::ostream& os) { examples::context_aware_ndp::run(path, opt, os); });
+      const section_text s = timed("context_aware_ndp",
+                                   [&](std::ostream& os) { examples::context_aware_ndp::run(path, *trace, opt, os); });
       md << "### Context-aware placement and mixed precision on GPU + CXL-NDP on the timed model (Context-Aware "
             "GPU-NDP)\n\n";
       code_block(md, s);
@@ -775,7 +782,7 @@ void run_report(const report_options& o) {
       examples::cxl_prefetch::options cxl = dev.cxl;
       cxl.progress = &bar.meter();
       const section_text c =
-          timed("cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, cxl, os); });
+          timed("cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, *trace, cxl, os); });
       md << "### Expert cache and prefetch over CXL vs PCIe on the timed model (CXL-MoE)\n\n";
       code_block(md, c);
     });
@@ -784,7 +791,7 @@ void run_report(const report_options& o) {
       edge.progress = &bar.meter();
       const section_text e = timed("edge_offload", [&](std::ostream& os) {
         examples::edge_offload::print_settings(edge, os);
-        examples::edge_offload::run(path, edge, os);
+        examples::edge_offload::run(path, *trace, edge, os);
       });
       md << "### Importance-driven scheduling on edge GPUs on the timed model (Edge-MoE)\n\n";
       code_block(md, e);

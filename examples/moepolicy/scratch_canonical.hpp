@@ -1,13 +1,16 @@
 // A routing JSONL or CSV trace written as a scratch canonical file in the temporary folder,
 // so that a command walks it from its memory map (`canonical_file`) in bounded memory, as it
-// walks an .mtrace. The rows are streamed into the file when they are in canonical order
-// (`io::write_canonical_from_text`); a file out of that order is read whole once, then
-// written. The scratch file costs the size of the canonical rows on disk and is removed
-// when the command is done with it. Used by `inspect` and `replay`.
+// walks an .mtrace, or reads it whole from the map at the canonical file's size. The rows
+// are streamed into the file (`io::write_canonical_from_text`): as they come when they are
+// in canonical order, else through an external merge sort of bounded runs. The scratch
+// file costs the size of the canonical rows on disk (twice that while rows are sorted) and
+// is removed when the command is done with it. Used by `inspect`, `replay` and `report`.
 #pragma once
 
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
+#include <ios>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -42,8 +45,9 @@ class scratch_file {
 /// for anything else (an .mtrace, a Granite or vLLM trace, several files, a directory).
 ///
 /// Throws: `std::runtime_error` naming the command, the trace and TMPDIR when there is no
-/// temporary folder; `parse_error` exactly as `io::read_trace(paths.front())` would, naming the file
-/// and the line (the partial scratch file is removed); the canonical writer's errors.
+/// temporary folder, or when the scratch files cannot be created or written there (the
+/// writer's message follows); `parse_error` exactly as `io::read_trace(paths.front())`
+/// would, naming the file and the line (the partial scratch files are removed).
 [[nodiscard]] inline std::unique_ptr<scratch_file> scratch_canonical(const std::vector<std::filesystem::path>& paths,
                                                                      std::string_view command) {
   std::error_code ec;
@@ -61,7 +65,23 @@ class scratch_file {
   }
   auto tmp = std::make_unique<scratch_file>(
       detail::temporary_beside(dir / ("moepolicy-" + std::string(command) + ".mtrace"), 0));
-  if (!io::write_canonical_from_text(paths.front(), tmp->path())) return nullptr;
+  // A folder that takes no file, or a disk that fills up, is named with the trace.
+  const auto cannot_write = [&](const std::exception& e) {
+    const char* env = std::getenv("TMPDIR");
+    return std::runtime_error(std::string(command) + ": " + paths.front().string() +
+                              ": cannot write the scratch canonical file in the temporary folder " + dir.string() +
+                              " (TMPDIR=" + (env != nullptr ? std::string(env) : std::string("unset")) +
+                              "): " + e.what() +
+                              "; set TMPDIR to a writable folder with room for the canonical rows (twice that "
+                              "when they must be sorted), or convert the trace to .mtrace first");
+  };
+  try {
+    if (!io::write_canonical_from_text(paths.front(), tmp->path())) return nullptr;
+  } catch (const std::filesystem::filesystem_error& e) {
+    throw cannot_write(e);
+  } catch (const std::ios_base::failure& e) {
+    throw cannot_write(e);
+  }
   return tmp;
 }
 

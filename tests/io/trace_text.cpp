@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <filesystem>
@@ -311,7 +312,7 @@ TEST_CASE("trace_text: streaming to the canonical format writes the whole read's
   CHECK_FALSE(fs::exists(dir / "no.mtrace"));
 
   // Names, scores, both phases and a request without rows; rows in another order are
-  // read whole (sorted), to the same bytes.
+  // sorted (external merge sort), to the same bytes.
   const routing_trace s = small_trace();
   std::string lines = jsonl(s);
   {
@@ -330,6 +331,7 @@ TEST_CASE("trace_text: streaming to the canonical format writes the whole read's
   CHECK(file_bytes(dir / "s2.mtrace") == small);
   const io::text_to_canonical swapped = io::write_canonical_from_trace_jsonl(dir / "swapped.jsonl", dir / "s3.mtrace");
   CHECK_FALSE(swapped.streamed);
+  CHECK(swapped.runs == 1);
   CHECK(swapped.rows == s.num_rows());
   CHECK(file_bytes(dir / "s3.mtrace") == small);
   // Only the outputs and inputs are left: the scratch files are gone.
@@ -386,5 +388,156 @@ TEST_CASE("trace_text: streaming to the canonical format fails as the whole read
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
   CHECK(files == 6);
+  fs::remove_all(dir);
+}
+
+namespace {
+
+/// `text` with its rows (the lines after the first `header` lines) reordered by `order`
+/// (`order(rows)` permutes them in place).
+template <class Order>
+std::string reordered(const std::string& text, std::size_t header, Order&& order) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::vector<std::string> rows(lines.begin() + static_cast<std::ptrdiff_t>(header), lines.end());
+  order(rows);
+  std::string out;
+  for (std::size_t i = 0; i < header; ++i) (out += lines[i]) += '\n';
+  for (const auto& r : rows) (out += r) += '\n';
+  return out;
+}
+
+std::size_t files_in(const fs::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("trace_text: rows out of order are sorted by an external merge sort into the whole read's bytes") {
+  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-sort";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path bundled = moepolicy::test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
+  const routing_trace t = moepolicy::read_canonical(bundled);
+  const std::string want = file_bytes(bundled);
+  const std::string text[2] = {jsonl(t), csv(t)};
+  const char* ext[2] = {".jsonl", ".csv"};
+  const std::size_t header[2] = {1, 2};
+  for (int f = 0; f < 2; ++f) {
+    CAPTURE(ext[f]);
+    // Shuffled (a fixed seed); the first half in order and the second reversed.
+    const fs::path shuffled = dir / (std::string("shuffled") + ext[f]);
+    const fs::path tail = dir / (std::string("tail") + ext[f]);
+    std::ofstream(shuffled, std::ios::binary) << reordered(text[f], header[f], [](std::vector<std::string>& r) {
+      std::mt19937 gen(16);
+      std::shuffle(r.begin(), r.end(), gen);
+    });
+    std::ofstream(tail, std::ios::binary) << reordered(text[f], header[f], [](std::vector<std::string>& r) {
+      std::reverse(r.begin() + static_cast<std::ptrdiff_t>(r.size() / 2), r.end());
+    });
+    const auto convert = [&](const fs::path& in, const fs::path& out, std::uint64_t run, std::uint64_t merge) {
+      return f == 0 ? io::write_canonical_from_trace_jsonl(in, out, 1000, run, merge)
+                    : io::write_canonical_from_trace_csv(in, out, 1000, run, merge);
+    };
+    // Runs of about 300 rows (29 runs), of 2 rows (every row a run's worth of buffer:
+    // 4,248 runs) with one row of merge buffer per run, and one run for the whole file.
+    const std::uint64_t row_bytes = 15 + 6 * t.info().top_k + 24;
+    struct sizes {
+      std::uint64_t run, merge, runs;
+    };
+    for (const sizes z :
+         {sizes{300 * row_bytes, 1 << 16, 29}, sizes{1, 1, 4248}, sizes{std::uint64_t{1} << 30, 1, 1}}) {
+      CAPTURE(z.run);
+      const fs::path out = dir / "out.mtrace";
+      const io::text_to_canonical s = convert(shuffled, out, z.run, z.merge);
+      CHECK_FALSE(s.streamed);
+      CHECK(s.runs + 1 >= z.runs);  // the first run may take a row more: it starts in order
+      CHECK(s.runs <= z.runs);
+      CHECK(s.rows == t.num_rows());
+      CHECK(s.requests == t.requests().size());
+      CHECK(file_bytes(out) == want);
+      fs::remove(out);
+      if (z.runs != 29) continue;  // the half-reversed file once (each conversion costs a parse)
+      const io::text_to_canonical h = convert(tail, out, z.run, z.merge);
+      CHECK_FALSE(h.streamed);
+      CHECK(h.runs >= 1);
+      CHECK(file_bytes(out) == want);
+      fs::remove(out);
+    }
+    // The whole file in order, in runs of 2 rows: streamed, no sort.
+    const fs::path plain = dir / (std::string("plain") + ext[f]);
+    std::ofstream(plain, std::ios::binary) << text[f];
+    const io::text_to_canonical p = convert(plain, dir / "out.mtrace", 1, 1);
+    CHECK(p.streamed);
+    CHECK(p.runs == 0);
+    CHECK(file_bytes(dir / "out.mtrace") == want);
+    fs::remove(dir / "out.mtrace");
+  }
+  // Only the inputs are left: the runs and the merged rows are removed.
+  CHECK(files_in(dir) == 6);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("trace_text: the external merge sort fails as the whole read does, naming the file and the line") {
+  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-sort-errors";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path bundled = moepolicy::test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
+  const routing_trace t = moepolicy::read_canonical(bundled);
+  const std::string text[2] = {jsonl(t), csv(t)};
+  const char* ext[2] = {".jsonl", ".csv"};
+  for (int f = 0; f < 2; ++f) {
+    CAPTURE(ext[f]);
+    std::vector<std::string> rows;
+    std::istringstream in(text[f]);
+    for (std::string l; std::getline(in, l);) rows.push_back(l);
+    const std::size_t first_row = f == 0 ? 1 : 2;
+    std::vector<std::string> shuffled = rows;
+    std::mt19937 gen(17);
+    std::shuffle(shuffled.begin() + static_cast<std::ptrdiff_t>(first_row), shuffled.end(), gen);
+    const std::size_t last = shuffled.size() - 1;
+    // A bad field on the last line (in the last run), a row repeated far from its twin
+    // (in another run), and a decode row turned prefill in a decode step (its step then
+    // mixes phases, found only by the merge).
+    std::vector<std::vector<std::string>> bad(3, shuffled);
+    const std::string& l = shuffled[last];
+    bad[0][last] =
+        f == 0 ? l.substr(0, l.find("\"phase\":")) + "\"phase\":\"Decode\"}" : l.substr(0, l.find(',')) + ",Decode";
+    bad[1].push_back(shuffled[first_row]);
+    std::size_t decode = first_row;
+    const std::string marker = f == 0 ? "\"phase\":\"decode\"" : ",decode,";
+    while (shuffled[decode].find(marker) == std::string::npos) ++decode;
+    const std::string prefill = f == 0 ? "\"phase\":\"prefill\"" : ",prefill,";
+    bad[2][decode].replace(bad[2][decode].find(marker), marker.size(), prefill);
+    for (std::size_t b = 0; b < bad.size(); ++b) {
+      CAPTURE(b);
+      const fs::path file = dir / ("bad" + std::to_string(b) + ext[f]);
+      {
+        std::ofstream os(file, std::ios::binary);
+        for (const auto& line : bad[b]) os << line << '\n';
+      }
+      const fs::path out = dir / "out.mtrace";
+      const std::string plain =
+          parse_error_of([&] { static_cast<void>(f == 0 ? io::read_trace_jsonl(file) : io::read_trace_csv(file)); });
+      REQUIRE_FALSE(plain.empty());
+      if (b == 0) CHECK(plain.find(file.string() + ":" + std::to_string(last + 1) + ": ") == 0);
+      if (b == 1) CHECK(plain.find("repeats the (request, step, layer, position)") != std::string::npos);
+      if (b == 2) CHECK(plain.find("mixes prefill and decode rows") != std::string::npos);
+      // Runs of about 100 rows, and for the repeated row runs of 2 rows (thousands of runs).
+      for (const std::uint64_t run : {std::uint64_t{1}, std::uint64_t{100 * (15 + 6 * t.info().top_k + 24)}}) {
+        if (run == 1 && b != 1) continue;
+        CAPTURE(run);
+        CHECK(parse_error_of([&] {
+                static_cast<void>(f == 0 ? io::write_canonical_from_trace_jsonl(file, out, 1000, run, 1 << 12)
+                                         : io::write_canonical_from_trace_csv(file, out, 1000, run, 1 << 12));
+              }) == plain);
+        CHECK_FALSE(fs::exists(out));
+      }
+    }
+  }
+  CHECK(files_in(dir) == 6);
   fs::remove_all(dir);
 }

@@ -23,9 +23,10 @@
 // Without weights every id weighs 1/k, and the trace's source says so. Rows may come in
 // any order; a trace is sorted by (request, step, layer, position) when read. Floats are
 // written in the shortest decimal form that reads back to the same float (negative zero
-// as -0.0 in JSONL, where "-0" would read as the integer 0). Rows already in that order
-// stream to the canonical format (`write_canonical_from_trace_jsonl` / `_csv`) without
-// the trace ever being held.
+// as -0.0 in JSONL, where "-0" would read as the integer 0). Rows in any order stream to
+// the canonical format (`write_canonical_from_trace_jsonl` / `_csv`) without the trace
+// ever being held: as they come when already in that order, else through an external
+// merge sort of bounded runs.
 //
 // Unknown keys, a missing or repeated column, a field that is not a number in range, and
 // every row rule of `routing_trace_builder::check` are errors naming the file and the
@@ -34,6 +35,7 @@
 // `input_limits::max_file_bytes` (core/input_limits.hpp), as in io/jsonl_format.hpp.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -55,6 +57,7 @@
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -615,44 +618,59 @@ inline routing_trace read_trace_csv_impl(std::istream& in, std::string_view name
 struct text_to_canonical {
   std::uint64_t rows = 0;
   std::size_t requests = 0;
-  /// True when the rows were streamed (the file holds them in (request, step, layer,
-  /// position) order, as `convert` writes them); false when the trace was read whole.
+  /// True when the rows were streamed as they came (the file holds them in (request, step,
+  /// layer, position) order, as `convert` writes them); false when they were sorted (an
+  /// external merge sort of `runs` sorted runs).
   bool streamed = false;
+  /// Sorted runs merged: 0 when streamed, else at least 2 (or 1 when a single run held
+  /// every row and was sorted in memory).
+  std::uint64_t runs = 0;
 };
+
+/// Memory for one sorted run of an external sort (rows plus a 24-byte sort key per row).
+inline constexpr std::uint64_t default_sort_run_bytes = std::uint64_t{16} << 20;
+/// Memory for the read buffers of the k-way merge, shared by the runs.
+inline constexpr std::uint64_t default_sort_merge_bytes = std::uint64_t{8} << 20;
 
 namespace detail {
 
-/// Thrown by `trace_text_spill::add` at the first row that is not after the row before it
-/// in (request, step, layer, position) order, or whose step mixes phases: the rows must be
-/// read whole (sorted, or reported as the whole reader reports them).
-struct text_rows_not_streamable {};
+/// Throws the `parse_error` the whole reader (`finish_text_trace`) throws when
+/// `routing_trace::from_sorted` rejects row `index` of the sorted rows for `problem`.
+[[noreturn]] inline void fail_sorted_rows(std::string_view name, std::uint64_t index, const std::string& problem) {
+  try {
+    moepolicy::detail::throw_invalid("routing_trace::from_sorted", "row " + std::to_string(index) + problem);
+  } catch (const invalid_argument& e) {
+    fail_file(name, std::string("the rows do not form a trace: ") + e.what());
+  }
+}
 
-/// A sink of rows (see `parse_trace_jsonl`) that appends each row, in the canonical
-/// writer's order, to a scratch file of fixed-size records: request, step, position (4
-/// bytes each), layer (2), phase (1), the k ids (2 each), the k weights and the scores (4
-/// each), in native byte order; `fill` gives them back a chunk at a time.
+/// A sink of rows (see `parse_trace_jsonl`) that appends each row to a scratch file of
+/// fixed-size records: request, step, position (4 bytes each), layer (2), phase (1), the k
+/// ids (2 each), the k weights and the scores (4 each), in native byte order; `fill` gives
+/// them back in (request, step, layer, position) order a chunk at a time.
+///
+/// Rows already in that order are written as they come. Rows in any other order are
+/// sorted by an external merge sort: rows are gathered into runs of bounded size
+/// (`run_bytes`), each run is sorted in memory (stable: equal keys keep the file's order)
+/// and written to the scratch file, and `finish` merges the runs (a k-way merge over a
+/// heap, `merge_bytes` of read buffers shared by the runs) into a second scratch file.
+/// Either way the sorted rows are checked as `routing_trace::from_sorted` checks them,
+/// with its messages. Memory: one run, or the merge buffers, and the request names.
 class trace_text_spill {
  public:
   /// Creates the scratch file beside `out`; it is removed when the spill is destroyed.
   ///
   /// Throws: `std::filesystem::filesystem_error` when no scratch file can be created.
-  explicit trace_text_spill(const std::filesystem::path& out) {
-    for (unsigned attempt = 0; attempt < 64 && file_ == nullptr; ++attempt) {
-      path_ = moepolicy::detail::temporary_beside(out, attempt);
-      path_ += ".rows";
-      file_ = std::fopen(path_.c_str(), "w+bx");
-    }
-    if (file_ == nullptr) {
-      throw std::filesystem::filesystem_error("moepolicy: cannot create a scratch file beside", out,
-                                              std::error_code(errno, std::generic_category()));
-    }
+  explicit trace_text_spill(const std::filesystem::path& out, std::uint64_t run_bytes = default_sort_run_bytes,
+                            std::uint64_t merge_bytes = default_sort_merge_bytes)
+      : out_(out), run_bytes_(run_bytes), merge_bytes_(merge_bytes) {
+    rows_file_ = create(".rows");
   }
   trace_text_spill(const trace_text_spill&) = delete;
   trace_text_spill& operator=(const trace_text_spill&) = delete;
   ~trace_text_spill() {
-    std::fclose(file_);
-    std::error_code ec;
-    std::filesystem::remove(path_, ec);
+    rows_file_.close();
+    sorted_file_.close();
   }
 
   /// Called once with the metadata, before the first row.
@@ -661,6 +679,7 @@ class trace_text_spill {
     k_ = info.top_k;
     e_ = info.has_scores ? info.num_experts : 0;
     record_ = 15 + 2 * k_ + 4 * k_ + 4 * e_;
+    run_rows_ = std::max<std::uint64_t>(2, run_bytes_ / (record_ + sizeof(sort_key)));
     return *this;
   }
 
@@ -673,14 +692,24 @@ class trace_text_spill {
   }
   /// Appends a checked row.
   ///
-  /// Throws: `text_rows_not_streamable` for a row out of order, a repeated row or a step
-  /// of both phases; `std::ios_base::failure` when the scratch file cannot be written.
+  /// Throws: `std::ios_base::failure` when the scratch file cannot be written.
   void add(const trace_row& row) {
-    const key_t key{row.request, row.step, row.layer, row.position};
+    const sort_key key = key_of(row.request, row.step, row.layer, row.position, 0);
     if (rows_ > 0) {
-      if (!(prev_ < key)) throw text_rows_not_streamable{};
-      if (std::get<0>(prev_) == row.request && std::get<1>(prev_) == row.step && prev_kind_ != row.kind) {
-        throw text_rows_not_streamable{};
+      const bool before = key.hi < prev_.hi || (key.hi == prev_.hi && key.lo < prev_.lo);
+      if (before) {
+        if (in_order_) buf_.reserve(run_rows_ * record_);
+        in_order_ = false;
+        run_in_order_ = false;
+      } else if (in_order_ && !problem_) {
+        // The problems `from_sorted` finds, at the row's index in the sorted order (the
+        // file's order while the rows are in order); reported after the last line, as the
+        // whole read reports them.
+        if (key.hi == prev_.hi && key.lo == prev_.lo) {
+          problem_.emplace(rows_, " repeats the (request, step, layer, position) of the row before");
+        } else if (key.hi == prev_.hi && prev_kind_ != row.kind) {
+          problem_.emplace(rows_, mixes(row.step, row.request));
+        }
       }
     }
     prev_ = key;
@@ -694,24 +723,32 @@ class trace_text_spill {
     for (const auto id : row.experts) put(id);
     for (const auto w : row.weights) put(w);
     for (const auto s : row.scores) put(s);
-    if (buf_.size() >= block) flush();
+    if (in_order_ ? buf_.size() >= block : buf_.size() >= run_rows_ * record_) end_run();
   }
 
-  /// Writes what is buffered; call once after the last row.
-  void flush() {
-    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) {
-      throw std::ios_base::failure("moepolicy: cannot write the scratch file " + path_.string());
+  /// Ends the input: writes what is buffered and, when the rows were not in order, merges
+  /// the sorted runs; `name` labels the errors.
+  ///
+  /// Throws: `parse_error` naming `name` as the whole read (`finish_text_trace`) does for
+  /// a repeated row or a step of both phases; `std::ios_base::failure` when a scratch file
+  /// cannot be written or read back.
+  void finish(std::string_view name) {
+    end_run();
+    std::vector<char>().swap(buf_);
+    std::vector<sort_key>().swap(keys_);
+    if (in_order_) {
+      if (problem_) fail_sorted_rows(name, problem_->first, problem_->second);
+      runs_.clear();
+      return;
     }
-    buf_.clear();
+    merge(name);
   }
 
   /// Sets `cols` to the rows [first, first + count) (as `write_canonical_rows` asks).
   void fill(std::uint64_t first, std::uint64_t count, trace_columns& cols) {
+    scratch& f = in_order_ ? rows_file_ : sorted_file_;
     buf_.resize(count * record_);
-    if (std::fseek(file_, static_cast<long>(first * record_), SEEK_SET) != 0 ||
-        std::fread(buf_.data(), 1, buf_.size(), file_) != buf_.size()) {
-      throw std::ios_base::failure("moepolicy: cannot read back the scratch file " + path_.string());
-    }
+    f.read_at(first * record_, buf_.data(), buf_.size());
     cols.request.resize(count);
     cols.step.resize(count);
     cols.position.resize(count);
@@ -737,12 +774,200 @@ class trace_text_spill {
   [[nodiscard]] const trace_info& info() const noexcept { return info_; }
   [[nodiscard]] const std::vector<std::string>& names() const noexcept { return names_; }
   [[nodiscard]] std::uint64_t rows() const noexcept { return rows_; }
+  /// Whether the rows came in order (written as they came, no sort).
+  [[nodiscard]] bool in_order() const noexcept { return in_order_; }
+  /// The sorted runs merged (0 when the rows came in order).
+  [[nodiscard]] std::uint64_t runs() const noexcept { return merged_runs_; }
 
-  /// Bytes buffered before a write to the scratch file.
+  /// Bytes buffered before a write to the scratch file while the rows are in order.
   static constexpr std::size_t block = std::size_t{1} << 20;
 
  private:
-  using key_t = std::tuple<std::uint32_t, std::uint32_t, layer_id, std::uint32_t>;
+  /// (request, step) and (layer, position) packed, then the row's index in its run, which
+  /// makes the sort stable.
+  struct sort_key {
+    std::uint64_t hi = 0;
+    std::uint64_t lo = 0;
+    std::uint64_t index = 0;
+    friend bool operator<(const sort_key& a, const sort_key& b) noexcept {
+      return a.hi != b.hi ? a.hi < b.hi : a.lo != b.lo ? a.lo < b.lo : a.index < b.index;
+    }
+  };
+  static sort_key key_of(std::uint32_t request, std::uint32_t step, layer_id layer, std::uint32_t position,
+                         std::uint64_t index) noexcept {
+    return {(std::uint64_t{request} << 32) | step, (std::uint64_t{layer} << 32) | position, index};
+  }
+  /// The key of the record at `p`.
+  static sort_key key_at(const char* p, std::uint64_t index) noexcept {
+    std::uint32_t request = 0, step = 0, position = 0;
+    layer_id layer = 0;
+    std::memcpy(&request, p, 4);
+    std::memcpy(&step, p + 4, 4);
+    std::memcpy(&position, p + 8, 4);
+    std::memcpy(&layer, p + 12, 2);
+    return key_of(request, step, layer, position, index);
+  }
+  static phase kind_at(const char* p) noexcept {
+    phase k{};
+    std::memcpy(&k, p + 14, 1);
+    return k;
+  }
+  static std::string mixes(std::uint32_t step, std::uint32_t request) {
+    return ": step " + std::to_string(step) + " of request " + std::to_string(request) +
+           " mixes prefill and decode rows";
+  }
+
+  /// A scratch file, removed when closed.
+  struct scratch {
+    std::filesystem::path path;
+    std::FILE* file = nullptr;
+    void close() noexcept {
+      if (file == nullptr) return;
+      std::fclose(file);
+      file = nullptr;
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+    void write(const char* p, std::size_t n) const {
+      if (n != 0 && std::fwrite(p, 1, n, file) != n) {
+        throw std::ios_base::failure("moepolicy: cannot write the scratch file " + path.string());
+      }
+    }
+    void read_at(std::uint64_t at, char* p, std::size_t n) const {
+      if (std::fseek(file, static_cast<long>(at), SEEK_SET) != 0 || std::fread(p, 1, n, file) != n) {
+        throw std::ios_base::failure("moepolicy: cannot read back the scratch file " + path.string());
+      }
+    }
+  };
+  [[nodiscard]] scratch create(const char* suffix) const {
+    scratch s;
+    for (unsigned attempt = 0; attempt < 64 && s.file == nullptr; ++attempt) {
+      s.path = moepolicy::detail::temporary_beside(out_, attempt);
+      s.path += suffix;
+      s.file = std::fopen(s.path.c_str(), "w+bx");
+    }
+    if (s.file == nullptr) {
+      throw std::filesystem::filesystem_error("moepolicy: cannot create a scratch file beside", out_,
+                                              std::error_code(errno, std::generic_category()));
+    }
+    return s;
+  }
+
+  /// Writes the buffered rows: as they came while every row so far is in order, else as
+  /// a sorted run.
+  void end_run() {
+    const std::uint64_t n = buf_.size() / record_;
+    if (n == 0) return;
+    if (in_order_ || run_in_order_) {
+      rows_file_.write(buf_.data(), buf_.size());
+    } else {
+      keys_.resize(n);
+      for (std::uint64_t i = 0; i < n; ++i) keys_[i] = key_at(buf_.data() + i * record_, i);
+      std::sort(keys_.begin(), keys_.end());
+      std::vector<char> out;
+      out.reserve(std::min<std::size_t>(block, buf_.size()));
+      for (const sort_key& k : keys_) {
+        const char* p = buf_.data() + k.index * record_;
+        out.insert(out.end(), p, p + record_);
+        if (out.size() >= block) {
+          rows_file_.write(out.data(), out.size());
+          out.clear();
+        }
+      }
+      rows_file_.write(out.data(), out.size());
+    }
+    // While the rows are in order, the blocks form one run.
+    if (in_order_ && !runs_.empty()) {
+      runs_.back() += n;
+    } else {
+      runs_.push_back(n);
+    }
+    buf_.clear();
+    run_in_order_ = true;
+  }
+
+  /// Merges the sorted runs of the rows file into the sorted file, checking the order as
+  /// `routing_trace::from_sorted` does; then drops the rows file.
+  void merge(std::string_view name) {
+    sorted_file_ = create(".sorted");
+    const std::size_t n_runs = runs_.size();
+    merged_runs_ = n_runs;
+    // Each run's read buffer: an equal share of `merge_bytes`, at least one row.
+    const std::uint64_t per_run = std::max<std::uint64_t>(1, merge_bytes_ / (n_runs * record_));
+    struct cursor {
+      std::uint64_t next = 0;  // the run's next row in the file, not yet buffered
+      std::uint64_t end = 0;   // one past the run's last row
+      std::uint64_t at = 0;    // the buffered row at the front
+      std::uint64_t have = 0;  // rows buffered
+      std::vector<char> buf;
+    };
+    std::vector<cursor> cur(n_runs);
+    std::uint64_t first = 0;
+    for (std::size_t r = 0; r < n_runs; ++r) {
+      cur[r].next = first;
+      cur[r].end = first + runs_[r];
+      first += runs_[r];
+    }
+    const auto refill = [&](cursor& c) {
+      c.have = std::min(per_run, c.end - c.next);
+      c.at = 0;
+      c.buf.resize(c.have * record_);
+      rows_file_.read_at(c.next * record_, c.buf.data(), c.buf.size());
+      c.next += c.have;
+    };
+    // A min-heap of (key of the run's front row, run); ties go to the earlier run, so the
+    // merge is stable.
+    std::vector<sort_key> heap;
+    heap.reserve(n_runs);
+    const auto later = [](const sort_key& a, const sort_key& b) { return b < a; };
+    for (std::size_t r = 0; r < n_runs; ++r) {
+      refill(cur[r]);
+      heap.push_back(key_at(cur[r].buf.data(), r));
+    }
+    std::make_heap(heap.begin(), heap.end(), later);
+    std::vector<char> out;
+    out.reserve(block);
+    std::uint64_t index = 0;
+    sort_key prev{};
+    phase prev_kind{};
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end(), later);
+      const sort_key top = heap.back();
+      heap.pop_back();
+      cursor& c = cur[top.index];
+      const char* p = c.buf.data() + c.at * record_;
+      const phase kind = kind_at(p);
+      if (index > 0) {
+        if (top.hi == prev.hi && top.lo == prev.lo) {
+          fail_sorted_rows(name, index, " repeats the (request, step, layer, position) of the row before");
+        }
+        if (top.hi == prev.hi && kind != prev_kind) {
+          fail_sorted_rows(name, index,
+                           mixes(static_cast<std::uint32_t>(top.hi), static_cast<std::uint32_t>(top.hi >> 32)));
+        }
+      }
+      prev = top;
+      prev_kind = kind;
+      ++index;
+      out.insert(out.end(), p, p + record_);
+      if (out.size() >= block) {
+        sorted_file_.write(out.data(), out.size());
+        out.clear();
+      }
+      if (++c.at == c.have) {
+        if (c.next == c.end) {
+          std::vector<char>().swap(c.buf);
+          continue;
+        }
+        refill(c);
+      }
+      heap.push_back(key_at(c.buf.data() + c.at * record_, top.index));
+      std::push_heap(heap.begin(), heap.end(), later);
+    }
+    sorted_file_.write(out.data(), out.size());
+    rows_file_.close();
+  }
+
   template <class T>
   void put(T v) {
     const std::size_t at = buf_.size();
@@ -755,71 +980,73 @@ class trace_text_spill {
     p += sizeof(T);
   }
 
-  std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  std::filesystem::path out_;
+  std::uint64_t run_bytes_ = 0;
+  std::uint64_t merge_bytes_ = 0;
+  scratch rows_file_;
+  scratch sorted_file_;
   trace_info info_;
   std::uint64_t k_ = 0;
   std::uint64_t e_ = 0;
   std::uint64_t record_ = 0;
+  std::uint64_t run_rows_ = 0;
   std::vector<std::string> names_;
   std::vector<char> buf_;
+  std::vector<sort_key> keys_;
+  std::vector<std::uint64_t> runs_;  // rows per run, in file order
+  std::uint64_t merged_runs_ = 0;
   std::uint64_t rows_ = 0;
-  key_t prev_{};
+  sort_key prev_{};
   phase prev_kind_ = phase::prefill;
+  bool in_order_ = true;
+  bool run_in_order_ = true;
+  std::optional<std::pair<std::uint64_t, std::string>> problem_;
 };
 
-/// Streams the text trace `file` (read by `parse`) into the canonical file `out`, or reads
-/// it whole when its rows are not in the canonical order.
-template <class Parse, class ReadWhole>
+/// Streams the text trace `file` (read by `parse`) into the canonical file `out`, sorting
+/// its rows by an external merge sort when they are not in the canonical order.
+template <class Parse>
 text_to_canonical write_canonical_from_text(const std::filesystem::path& file, const std::filesystem::path& out,
-                                            std::uint64_t chunk_rows, Parse&& parse, ReadWhole&& read_whole) {
+                                            std::uint64_t chunk_rows, std::uint64_t run_bytes,
+                                            std::uint64_t merge_bytes, Parse&& parse) {
+  trace_text_spill spill(out, run_bytes, merge_bytes);
   {
-    trace_text_spill spill(out);
-    bool streamable = true;
-    {
-      std::ifstream in = open_input(file);
-      try {
-        parse(in, file.string(),
-              [&](const trace_text_metadata& m) -> trace_text_spill& { return spill.start(m.info); });
-      } catch (const text_rows_not_streamable&) {
-        streamable = false;
-      }
-    }
-    if (streamable) {
-      spill.flush();
-      write_canonical_rows(
-          out, spill.info(), spill.names(), spill.rows(),
-          [&](std::uint64_t first, std::uint64_t count, trace_columns& cols) { spill.fill(first, count, cols); },
-          chunk_rows);
-      return {spill.rows(), spill.names().size(), true};
-    }
+    std::ifstream in = open_input(file);
+    parse(in, file.string(), [&](const trace_text_metadata& m) -> trace_text_spill& { return spill.start(m.info); });
   }
-  const routing_trace t = read_whole(file);
-  write_canonical(t, out);
-  return {t.num_rows(), t.requests().size(), false};
+  spill.finish(file.string());
+  write_canonical_rows(
+      out, spill.info(), spill.names(), spill.rows(),
+      [&](std::uint64_t first, std::uint64_t count, trace_columns& cols) { spill.fill(first, count, cols); },
+      chunk_rows);
+  return {spill.rows(), spill.names().size(), spill.in_order(), spill.runs()};
 }
 
 }  // namespace detail
 
 /// Writes the moepolicy routing JSONL file `file` as the canonical file `out` (replaced
-/// atomically), the same bytes as `write_canonical(read_trace_jsonl(file), out)`. When the
-/// rows come in (request, step, layer, position) order (as `convert` writes them) they
-/// are streamed: one pass reads and checks them into a scratch file beside `out` (the
-/// canonical rows' size), then `write_canonical_rows` writes the columns from it, so the
-/// trace is never held. Otherwise (rows in another order, a repeated row) the file is read
-/// whole, which sorts the rows or reports the problem. Memory: a chunk of `chunk_rows`
-/// rows and the request names.
+/// atomically), the same bytes as `write_canonical(read_trace_jsonl(file), out)`, without
+/// ever holding the trace. One pass reads and checks the rows into a scratch file beside
+/// `out` (the canonical rows' size), then `write_canonical_rows` writes the columns from
+/// it. Rows in (request, step, layer, position) order (as `convert` writes them) are
+/// written as they come; rows in any other order are sorted by an external merge sort:
+/// runs of at most `run_bytes` (rows and their sort keys) sorted in memory and written to
+/// the scratch file, then merged with `merge_bytes` of read buffers into a second scratch
+/// file (disk: twice the canonical rows at the peak). The sort is stable and its result,
+/// and every error, is the whole read's. Memory: a run or the merge buffers, a chunk of
+/// `chunk_rows` rows and the request names.
 ///
 /// Throws: `parse_error` exactly as `read_trace_jsonl(file)`; `std::filesystem::
-/// filesystem_error` and `std::ios_base::failure` when `out` or the scratch file cannot be
+/// filesystem_error` and `std::ios_base::failure` when `out` or a scratch file cannot be
 /// written.
 inline text_to_canonical write_canonical_from_trace_jsonl(const std::filesystem::path& file,
                                                           const std::filesystem::path& out,
-                                                          std::uint64_t chunk_rows = std::uint64_t{1} << 16) {
+                                                          std::uint64_t chunk_rows = std::uint64_t{1} << 16,
+                                                          std::uint64_t run_bytes = default_sort_run_bytes,
+                                                          std::uint64_t merge_bytes = default_sort_merge_bytes) {
   return detail::write_canonical_from_text(
-      file, out, chunk_rows,
-      [](std::istream& in, std::string_view name, auto&& start) { detail::parse_trace_jsonl(in, name, start); },
-      [](const std::filesystem::path& f) { return read_trace_jsonl(f); });
+      file, out, chunk_rows, run_bytes, merge_bytes,
+      [](std::istream& in, std::string_view name, auto&& start) { detail::parse_trace_jsonl(in, name, start); });
 }
 
 /// The moepolicy routing CSV file `file` as the canonical file `out`; see
@@ -829,11 +1056,12 @@ inline text_to_canonical write_canonical_from_trace_jsonl(const std::filesystem:
 /// `write_canonical_from_trace_jsonl` otherwise.
 inline text_to_canonical write_canonical_from_trace_csv(const std::filesystem::path& file,
                                                         const std::filesystem::path& out,
-                                                        std::uint64_t chunk_rows = std::uint64_t{1} << 16) {
+                                                        std::uint64_t chunk_rows = std::uint64_t{1} << 16,
+                                                        std::uint64_t run_bytes = default_sort_run_bytes,
+                                                        std::uint64_t merge_bytes = default_sort_merge_bytes) {
   return detail::write_canonical_from_text(
-      file, out, chunk_rows,
-      [](std::istream& in, std::string_view name, auto&& start) { detail::parse_trace_csv(in, name, start); },
-      [](const std::filesystem::path& f) { return read_trace_csv(f); });
+      file, out, chunk_rows, run_bytes, merge_bytes,
+      [](std::istream& in, std::string_view name, auto&& start) { detail::parse_trace_csv(in, name, start); });
 }
 
 /// Whether `first_line` is the metadata line of a moepolicy routing JSONL file (a JSON
