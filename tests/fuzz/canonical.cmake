@@ -5,8 +5,9 @@
 # MAX_LEN 1 MiB, unlike the text readers' 4 KiB: libFuzzer cuts a longer corpus file to
 # MAX_LEN when it loads it, and the bundled trace (535,800 bytes) cut short would fail the
 # payload-size check before any column is read, so the real trace would never be mutated
-# as a whole. The small seeds (104-416 bytes) and what grows from them keep most
-# executions short; the whole trace costs about 18 ms per execution under ASan.
+# as a whole. The whole trace costs 26-31 ms of CPU per execution under ASan, so this
+# campaign stays far from 10^7 executions; fuzz_canonical_small below is the deep one, on
+# valid files small enough to run about 25 times as many executions per CPU second.
 moepolicy_add_fuzzer(fuzz_canonical
   SOURCE ${CMAKE_CURRENT_LIST_DIR}/fuzz_canonical.cpp
   MAX_LEN 1048576
@@ -38,3 +39,10 @@ moepolicy_add_fuzzer(fuzz_canonical_small
               ${PROJECT_SOURCE_DIR}/tests/data/trace/scores.mtrace
               ${PROJECT_SOURCE_DIR}/tests/data/trace/small-v1.mtrace
               ${PROJECT_SOURCE_DIR}/tests/data/trace/scores-v1.mtrace)
+
+# The target's body without libFuzzer or sanitizers, optimised, for timing and `perf`
+# (tests/fuzz/replay_inputs.cpp); built only on request.
+add_executable(fuzz_canonical_replay EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/fuzz_canonical.cpp
+                                                      ${CMAKE_CURRENT_LIST_DIR}/replay_inputs.cpp)
+target_link_libraries(fuzz_canonical_replay PRIVATE moepolicy::io)
+target_compile_options(fuzz_canonical_replay PRIVATE -O2 -g)
