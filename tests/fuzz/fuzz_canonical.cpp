@@ -6,7 +6,9 @@
 // declares (1 or 2), so that mutations also reach the checks behind the checksum. A trace that reads must
 // write back to the very same bytes (the format is canonical; a version-1 file comes back
 // as version 2, differing only in the version and checksum fields) and must export to
-// CSV (written to a sink that discards it), and the mapped reader's walk must see its rows.
+// CSV (written to a sink that discards it), and the mapped reader's walk (in windows of a
+// few rows, then over one range of rows) must see its batches.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -72,13 +74,34 @@ class null_buf : public std::streambuf {
 void read_one(std::span<const std::byte> in) {
   try {
     const moepolicy::routing_trace t = moepolicy::read_canonical(in, "fuzz");
-    // The mapped reader's walk sees the same rows, in place.
-    std::size_t rows = 0;
+    // The mapped reader's walk sees the same batches with the same rows, in place. It walks
+    // in windows of 1-5 rows, so that it crosses window boundaries (the default window of
+    // 2^18 rows holds any input here whole), then walks the rows again as one range.
     const moepolicy::canonical_file f(in, "fuzz");
     const auto nothing = [](const auto&) {};
+    const auto batches = t.batches();
+    const std::size_t k = t.info().top_k;
+    std::size_t seen = 0, rows = 0;
     f.for_each_batch(
-        nothing, [&](const moepolicy::batch_view& b) { rows += b.tokens(); }, nothing);
-    if (rows != t.num_rows()) std::abort();
+        nothing,
+        [&](const moepolicy::batch_view& b) {
+          if (seen >= batches.size()) std::abort();
+          const moepolicy::batch_ref want = batches[seen++];
+          const moepolicy::batch_ref& got = b.ref;
+          if (got.request != want.request || got.step != want.step || got.layer != want.layer ||
+              got.kind != want.kind || got.first_row != want.first_row || got.num_rows != want.num_rows ||
+              b.experts.size() != want.num_rows * k ||
+              !std::equal(b.experts.begin(), b.experts.end(),
+                          t.columns().experts.begin() + static_cast<std::ptrdiff_t>(want.first_row * k))) {
+            std::abort();
+          }
+          rows += b.tokens();
+        },
+        nothing, 1 + in.size() % 5);
+    if (seen != batches.size() || rows != t.num_rows()) std::abort();
+    std::size_t again = 0;
+    f.for_each_batch_in_rows(0, t.num_rows(), [&](const moepolicy::batch_view& b) { again += b.tokens(); });
+    if (again != t.num_rows()) std::abort();
     const bool v1 = c::load<std::uint32_t>(in.data() + c::field::version) == 1;
     compare_buf cmp(in, v1);
     std::ostream os(&cmp);
