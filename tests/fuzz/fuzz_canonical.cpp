@@ -6,11 +6,16 @@
 // declares (1 or 2), so that mutations also reach the checks behind the checksum. A trace that reads must
 // write back to the very same bytes (the format is canonical; a version-1 file comes back
 // as version 2, differing only in the version and checksum fields) and must export to
-// CSV (written to a sink that discards it), and the mapped reader's walk must see its rows.
+// CSV (written to a sink that discards it). The mapped reader (`canonical_file`) must open
+// exactly the inputs whose header, sections, checksum and META the whole read accepts; its
+// walk, in windows of a few rows and for half of the inputs from a misaligned copy, must
+// fail where the whole read failed in the rows, and otherwise see the read trace's batches.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <streambuf>
@@ -69,26 +74,75 @@ class null_buf : public std::streambuf {
   int_type overflow(int_type ch) override { return traits_type::not_eof(ch); }
 };
 
+/// Walks `f` in windows of 1-5 rows, so that the walk crosses window boundaries (the
+/// default window of 2^18 rows holds any input here whole), handing each batch to `check`.
+template <class Check>
+void walk(const moepolicy::canonical_file& f, std::size_t size, Check&& check) {
+  const auto nothing = [](const auto&) {};
+  f.for_each_batch(nothing, check, nothing, 1 + size % 5);
+}
+
 void read_one(std::span<const std::byte> in) {
+  std::optional<moepolicy::routing_trace> read;
   try {
-    const moepolicy::routing_trace t = moepolicy::read_canonical(in, "fuzz");
-    // The mapped reader's walk sees the same rows, in place.
-    std::size_t rows = 0;
-    const moepolicy::canonical_file f(in, "fuzz");
-    const auto nothing = [](const auto&) {};
-    f.for_each_batch(
-        nothing, [&](const moepolicy::batch_view& b) { rows += b.tokens(); }, nothing);
-    if (rows != t.num_rows()) std::abort();
-    const bool v1 = c::load<std::uint32_t>(in.data() + c::field::version) == 1;
-    compare_buf cmp(in, v1);
-    std::ostream os(&cmp);
-    moepolicy::write_canonical(t, os);
-    if (!cmp.same()) std::abort();
-    null_buf sink;
-    std::ostream csv(&sink);
-    moepolicy::write_csv(t, csv);
+    read.emplace(moepolicy::read_canonical(in, "fuzz"));
   } catch (const moepolicy::parse_error&) {
   }
+  // The mapped reader on the same bytes; for half of the inputs (by size: every file that
+  // can open is a multiple of 8 bytes long) at an address one byte off, where it copies
+  // each window of columns instead of using them in place.
+  std::vector<std::byte> shifted;
+  std::span<const std::byte> bytes = in;
+  if (in.size() % 16 >= 8) {
+    shifted.resize(in.size() + 1);
+    std::copy(in.begin(), in.end(), shifted.begin() + 1);
+    bytes = std::span<const std::byte>(shifted).subspan(1);
+  }
+  std::optional<moepolicy::canonical_file> f;
+  try {
+    f.emplace(bytes, "fuzz");
+  } catch (const moepolicy::parse_error&) {
+    if (read) std::abort();  // both check the same header, sections, checksum and META
+    return;
+  }
+  if (!read) {
+    // The whole read failed in the rows (the rest opened): the walk must fail too.
+    try {
+      walk(*f, in.size(), [](const moepolicy::batch_view&) {});
+    } catch (const moepolicy::parse_error&) {
+      return;
+    }
+    std::abort();
+  }
+  const moepolicy::routing_trace& t = *read;
+  // The walk sees the same batches with the same rows; then the rows again as one range.
+  const auto batches = t.batches();
+  const std::size_t k = t.info().top_k;
+  std::size_t seen = 0, rows = 0;
+  walk(*f, in.size(), [&](const moepolicy::batch_view& b) {
+    if (seen >= batches.size()) std::abort();
+    const moepolicy::batch_ref want = batches[seen++];
+    const moepolicy::batch_ref& got = b.ref;
+    if (got.request != want.request || got.step != want.step || got.layer != want.layer || got.kind != want.kind ||
+        got.first_row != want.first_row || got.num_rows != want.num_rows || b.experts.size() != want.num_rows * k ||
+        !std::equal(b.experts.begin(), b.experts.end(),
+                    t.columns().experts.begin() + static_cast<std::ptrdiff_t>(want.first_row * k))) {
+      std::abort();
+    }
+    rows += b.tokens();
+  });
+  if (seen != batches.size() || rows != t.num_rows()) std::abort();
+  std::size_t again = 0;
+  f->for_each_batch_in_rows(0, t.num_rows(), [&](const moepolicy::batch_view& b) { again += b.tokens(); });
+  if (again != t.num_rows()) std::abort();
+  const bool v1 = c::load<std::uint32_t>(in.data() + c::field::version) == 1;
+  compare_buf cmp(in, v1);
+  std::ostream os(&cmp);
+  moepolicy::write_canonical(t, os);
+  if (!cmp.same()) std::abort();
+  null_buf sink;
+  std::ostream csv(&sink);
+  moepolicy::write_csv(t, csv);
 }
 
 }  // namespace

@@ -1024,26 +1024,32 @@ class reader {
   }
 
   /// The byte offset of the column entry `routing_trace::from_sorted` objected to, found
-  /// by repeating its checks in its order; runs only when reading has already failed.
+  /// by repeating its checks; runs only when reading has already failed. One pass: the
+  /// first row that fails `check_row` wins (from_sorted checks every row before the
+  /// order), else the first row out of order, repeated, or of another phase than the row
+  /// before it in its step.
   [[nodiscard]] std::uint64_t locate_bad_row() const {
     const std::uint64_t k = info_.top_k, e = info_.num_experts;
     std::vector<expert_id> ids(k);
     std::vector<float> w(k), sc(info_.has_scores ? e : 0);
+    std::optional<std::uint64_t> first_order_problem;
+    row_key prev{};
+    phase prev_kind = phase::prefill;
     for (std::uint64_t r = 0; r < rows_; ++r) {
       const trace_row row = row_at(r, ids, w, sc);
       if (check_row(info_, requests_, row)) return bad_entry(r, row);
+      const row_key key{row.request, row.step, row.layer, row.position};
+      if (r > 0 && !first_order_problem) {
+        if (!(prev < key)) {
+          first_order_problem = at(request, r);
+        } else if (std::get<0>(prev) == row.request && std::get<1>(prev) == row.step && row.kind != prev_kind) {
+          first_order_problem = at(kind, r);
+        }
+      }
+      prev = key;
+      prev_kind = row.kind;
     }
-    const auto key = [&](std::uint64_t r) {
-      return std::tuple(get<std::uint32_t>(at(request, r)), get<std::uint32_t>(at(step, r)),
-                        get<std::uint16_t>(at(layer, r)), get<std::uint32_t>(at(position, r)));
-    };
-    for (std::uint64_t r = 1; r < rows_; ++r) {
-      if (!(key(r - 1) < key(r))) return at(request, r);
-      const bool same_step =
-          std::get<0>(key(r - 1)) == std::get<0>(key(r)) && std::get<1>(key(r - 1)) == std::get<1>(key(r));
-      if (same_step && get<std::uint8_t>(at(kind, r)) != get<std::uint8_t>(at(kind, r - 1))) return at(kind, r);
-    }
-    return data_at_[request];
+    return first_order_problem.value_or(data_at_[request]);
   }
 
   /// The byte offset of the entry of row `r` that `check_row` objects to.
