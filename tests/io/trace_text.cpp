@@ -49,6 +49,14 @@ std::string csv(const routing_trace& t) {
   return os.str();
 }
 
+/// The lines of `text`, without their line ends.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
 routing_trace from_jsonl(const std::string& text) {
   std::istringstream in(text);
   return io::read_trace_jsonl(in, "t.jsonl");
@@ -353,9 +361,7 @@ TEST_CASE("trace_text: streaming to the canonical format fails as the whole read
     CAPTURE(ext[f]);
     // The line at the middle of the file, changed in three ways: a bad field, a repeat
     // of the line before, and a line moved there from the start (out of order).
-    std::vector<std::string> rows;
-    std::istringstream in(text[f]);
-    for (std::string l; std::getline(in, l);) rows.push_back(l);
+    const std::vector<std::string> rows = lines_of(text[f]);
     const std::size_t first_row = f == 0 ? 1 : 2;
     const std::size_t mid = rows.size() / 2;
     std::vector<std::vector<std::string>> bad(3, rows);
@@ -397,9 +403,7 @@ namespace {
 /// (`order(rows)` permutes them in place).
 template <class Order>
 std::string reordered(const std::string& text, std::size_t header, Order&& order) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const std::vector<std::string> lines = lines_of(text);
   std::vector<std::string> rows(lines.begin() + static_cast<std::ptrdiff_t>(header), lines.end());
   order(rows);
   std::string out;
@@ -491,9 +495,7 @@ TEST_CASE("trace_text: the external merge sort fails as the whole read does, nam
   const char* ext[2] = {".jsonl", ".csv"};
   for (int f = 0; f < 2; ++f) {
     CAPTURE(ext[f]);
-    std::vector<std::string> rows;
-    std::istringstream in(text[f]);
-    for (std::string l; std::getline(in, l);) rows.push_back(l);
+    const std::vector<std::string> rows = lines_of(text[f]);
     const std::size_t first_row = f == 0 ? 1 : 2;
     std::vector<std::string> shuffled = rows;
     std::mt19937 gen(17);

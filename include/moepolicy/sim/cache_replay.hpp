@@ -560,6 +560,20 @@ inline void check_index(const canonical_file& t, const cache_replay_config& rc, 
   }
 }
 
+/// The next uses a set of caches reads in one walk of `t`: none when no cache reads the
+/// future (`reads` false), else `given` when not empty (checked as the walk goes), else
+/// computed into `storage`.
+template <replay_source T>
+span_future set_future(const T& t, const cache_replay_config& rc, bool reads, std::span<const std::uint64_t> given,
+                       std::vector<std::uint64_t>& storage, std::string_view fn) {
+  if (!reads) return {{}, fn};
+  if (given.empty()) {
+    storage = replay_next_uses(t, rc);
+    given = storage;
+  }
+  return {given, fn};
+}
+
 }  // namespace detail
 
 /// Replays `t` through an `expert_cache<P>` of configuration `cc` (demand accesses only).
@@ -705,11 +719,7 @@ requires(expert_cache_range<Ranges>&&...) replay_walk_result
   detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
   const bool reads = feed.check(t, rc, fn);
   std::vector<std::uint64_t> storage;
-  if (reads && next_use.empty()) {
-    storage = replay_next_uses(t, rc);
-    next_use = storage;
-  }
-  detail::span_future future{reads ? next_use : std::span<const std::uint64_t>{}, fn};
+  const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
   const auto nothing = [](const auto&...) {};
   return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
 }
@@ -755,11 +765,7 @@ requires(expert_cache_range<Ranges>&&...) replay_walk_result
   detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
   const bool reads = feed.check(t, rc, fn);
   std::vector<std::uint64_t> storage;
-  if (reads && next_use.empty()) {
-    storage = replay_next_uses(t, rc);
-    next_use = storage;
-  }
-  detail::span_future future{reads ? next_use : std::span<const std::uint64_t>{}, fn};
+  const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
   const std::size_t E = t.info().num_experts;
   std::vector<float> scores(E, 0.0f);
   const auto before = [&](const batch_view& b) {
