@@ -560,6 +560,16 @@ inline void check_index(const canonical_file& t, const cache_replay_config& rc, 
   }
 }
 
+/// Before a batch of layer `l` of a hint replay: `predictor.predict(l)` into `scores`, then
+/// `hint(key, score)` for every expert scored above 0, in expert order.
+template <class Predictor, class Hint>
+void hint_predicted(Predictor& predictor, layer_id l, std::vector<float>& scores, Hint&& hint) {
+  if (!predictor.predict(l, scores)) return;
+  for (std::size_t e = 0; e < scores.size(); ++e) {
+    if (scores[e] > 0.0f) hint(expert_key{l, static_cast<expert_id>(e)}, scores[e]);
+  }
+}
+
 /// The next uses a set of caches reads in one walk of `t`: none when no cache reads the
 /// future (`reads` false), else `given` when not empty (checked as the walk goes), else
 /// computed into `storage`.
@@ -766,16 +776,10 @@ requires(expert_cache_range<Ranges>&&...) replay_walk_result
   const bool reads = feed.check(t, rc, fn);
   std::vector<std::uint64_t> storage;
   const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
-  const std::size_t E = t.info().num_experts;
-  std::vector<float> scores(E, 0.0f);
+  std::vector<float> scores(t.info().num_experts, 0.0f);
   const auto before = [&](const batch_view& b) {
-    const layer_id l = b.ref.layer;
-    if (!predictor.predict(l, scores)) return;
-    for (std::size_t e = 0; e < E; ++e) {
-      if (!(scores[e] > 0.0f)) continue;
-      const expert_key k{l, static_cast<expert_id>(e)};
-      feed.each([&](auto& c) { c.hint(k, scores[e]); });
-    }
+    detail::hint_predicted(predictor, b.ref.layer, scores,
+                           [&](expert_key k, float s) { feed.each([&](auto& c) { c.hint(k, s); }); });
   };
   const auto after = [&](const batch_view& b) { predictor.observe(b); };
   const auto new_request = [&]() { predictor.begin_request(); };
@@ -797,14 +801,9 @@ template <EvictionPolicy P, PrefetchPredictor Predictor, replay_source T>
   expert_cache<P> cache(cc, pc);
   std::vector<std::uint64_t> storage;
   const auto future = detail::future_of(t, cache, cc, rc, next_use, storage, "replay_cache_with_hints");
-  const std::size_t E = t.info().num_experts;
-  std::vector<float> scores(E, 0.0f);
+  std::vector<float> scores(t.info().num_experts, 0.0f);
   const auto before = [&](const batch_view& b) {
-    const layer_id l = b.ref.layer;
-    if (!predictor.predict(l, scores)) return;
-    for (std::size_t e = 0; e < E; ++e) {
-      if (scores[e] > 0.0f) cache.hint(expert_key{l, static_cast<expert_id>(e)}, scores[e]);
-    }
+    detail::hint_predicted(predictor, b.ref.layer, scores, [&](expert_key k, float s) { cache.hint(k, s); });
   };
   const auto after = [&](const batch_view& b) { predictor.observe(b); };
   const auto new_request = [&]() { predictor.begin_request(); };
