@@ -8,7 +8,9 @@
 # (std::bad_alloc) and exits non-zero; this script then fails naming the limit.
 #
 # -DPRLIMIT=... -DTOOL=... -DTRACE=... "-DARGS=replay|TRACE|..." -DFILE_PERCENT=N
-# -DALLOWANCE_MB=N -DEXPECT=REGEX (what a complete run prints on stdout)
+# -DALLOWANCE_MB=N -DEXPECT=REGEX (what a complete run prints, on stdout or stderr)
+# -DREJECT=REGEX: what the run must not print on either (a command that catches a failed
+# allocation and goes on, as the report does with a family that cannot run, says so there).
 # -DEXPECT_OVER=ON: the limit is meant to be too low; the run must fail for lack of memory.
 # -DREMOVE=FILE: a file the command writes, removed after the run.
 if(NOT EXISTS "${TRACE}")
@@ -43,7 +45,11 @@ if(NOT rc EQUAL 0)
                       "(${FILE_PERCENT}% of the ${size_mb} MiB file + ${ALLOWANCE_MB} MiB): "
                       "its memory grew past the target\n${err}")
 endif()
-if(NOT out MATCHES "${EXPECT}")
-  message(FATAL_ERROR "moepolicy ${shown} did not print '${EXPECT}':\n${out}")
+if(NOT "${out}${err}" MATCHES "${EXPECT}")
+  message(FATAL_ERROR "moepolicy ${shown} did not print '${EXPECT}':\n${out}${err}")
+endif()
+if(REJECT AND "${out}${err}" MATCHES "${REJECT}")
+  message(FATAL_ERROR "moepolicy ${shown} printed '${CMAKE_MATCH_0}' under a data limit of ${limit_mb} MiB: part of "
+                      "it ran out of memory\n${out}${err}")
 endif()
 message("${out}")

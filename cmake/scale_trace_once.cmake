@@ -1,8 +1,8 @@
 # Writes the synthetic ROWS-row trace OUT with GENERATOR (bench/scale_trace) unless OUT is
 # already there and newer than GENERATOR: the memory-limit tests share one file per build
 # folder. Run with -DGENERATOR=... -DROWS=... -DOUT=...; with -DTOOL=... -DCSV=... also
-# writes OUT as the routing CSV trace CSV (`moepolicy convert`) unless CSV is newer than
-# OUT and TOOL.
+# writes OUT as the routing text trace CSV (`moepolicy convert`: CSV or JSONL, by CSV's
+# extension) unless CSV is newer than OUT and TOOL.
 function(write_csv)
   if(NOT CSV OR (EXISTS "${CSV}" AND NOT "${OUT}" IS_NEWER_THAN "${CSV}" AND NOT "${TOOL}" IS_NEWER_THAN "${CSV}"))
     return()

@@ -497,10 +497,15 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   const trimoe_replay_config config = make_config(opt, B);
   const batched_steps steps = make_batched_decode_steps(trace, B);
   const trimoe_devices<> devices = make_trimoe_devices({opt.gpu, opt.cpu, opt.ndp}, *shape, opt.compute);
-  trimoe_replayer<> replayer(steps, *shape, devices, config);
-  replayer.replay_all();
-  const trimoe_result res = replayer.result();
-  print_header(path, trace, *shape, replayer, opt, batch_why, res, out);
+  trimoe_result res;
+  {
+    // Each system's timeline keeps room for every job it may queue (trimoe_replayer), so
+    // the replayer goes before the ablation and the sweep build theirs: one at a time.
+    trimoe_replayer<> replayer(steps, *shape, devices, config);
+    replayer.replay_all();
+    res = replayer.result();
+    print_header(path, trace, *shape, replayer, opt, batch_why, res, out);
+  }
   if (res.measured_steps == 0) {
     out << "  fewer than 2 batched steps at B = " << B << ": nothing to measure\n";
     return res;

@@ -303,11 +303,12 @@ family_devices devices_for(const std::string& machine_path) {
 /// One heatmap per request: panels per layer, experts × decode steps of gate weight. When
 /// L·E·S cells would exceed what one SVG may hold (`svg::max_heatmap_cells`), consecutive
 /// decode steps share a column, which shows their mean gate weight, and the labels say how
-/// many.
-std::vector<std::pair<std::string, std::string>> activation_heatmaps(const routing_trace& t) {
+/// many. Calls `each(request name, svg)` for each request with decode steps, in order, so
+/// one SVG (up to about 2.4 MB) is held at a time rather than one per request.
+template <class Each>
+void activation_heatmaps(const routing_trace& t, Each&& each) {
   const trace_info& info = t.info();
   const std::size_t L = info.num_layers, E = info.num_experts;
-  std::vector<std::pair<std::string, std::string>> out;  // (request name, svg)
   for (const request_ref& r : t.requests()) {
     std::vector<step_ref> decode;
     for (const step_ref& s : t.steps_of(r)) {
@@ -341,9 +342,8 @@ std::vector<std::pair<std::string, std::string>> activation_heatmaps(const routi
         }
       }
     }
-    out.emplace_back(r.name, svg::heatmap_grid(spec));
+    each(r.name, svg::heatmap_grid(spec));
   }
-  return out;
 }
 
 struct similarity_data {
@@ -641,14 +641,15 @@ void run_report(const report_options& o) {
 
     // Heatmaps.
     bar.stage(name + ": activation heatmaps", [&] {
-      const auto maps = activation_heatmaps(*trace);
       md << "### Expert activations over decode steps\n\n";
-      if (maps.empty()) md << "No request has decode steps.\n\n";
-      for (const auto& [req, svg] : maps) {
+      bool any = false;
+      activation_heatmaps(*trace, [&](const std::string& req, const std::string& svg) {
+        any = true;
         const std::string file = "activations-" + slug(req) + ".svg";
         write_file(dir / file, svg);
         md << "![activations of " << req << "](" << name << "/" << file << ")\n\n";
-      }
+      });
+      if (!any) md << "No request has decode steps.\n\n";
     });
 
     // Similarity.
