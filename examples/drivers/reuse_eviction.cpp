@@ -236,10 +236,42 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
   const model_layer_cost cost{forward_pass_cost<roofline_cost>(roofline_cost(gpu, *shape), *shape),
                               shape->num_dense_layers, L};
   const bytes size = expert_bytes(*shape, fp16);
-  const std::uint64_t accesses = replay_accesses(t).size();
+  // The untimed demand replays of LRU and pred-reuse at every capacity, in one walk that
+  // also counts the accesses.
+  std::vector<expert_cache<lru_policy>> lru_demand;
+  std::vector<expert_cache<predicted_reuse_policy>> reuse_demand;
+  lru_demand.reserve(caps.size());
+  reuse_demand.reserve(caps.size());
+  for (std::uint64_t c : caps) {
+    const cache_config cc{.num_layers = L, .num_experts = E, .capacity = c, .scope = capacity_scope::per_layer};
+    lru_demand.emplace_back(cc);
+    reuse_demand.emplace_back(cc);
+  }
+  const std::uint64_t accesses = replay_caches(t, {}, {}, lru_demand, reuse_demand).accesses;
   const short_horizon_config sh = cxl_moe_short_horizon(L, E, k);
   const markov_config mk{.num_layers = L, .num_experts = E, .top_k = k};
   const transition_config tr{.num_layers = L, .num_experts = E, .top_k = k};
+  // The untimed prefetch replays: per predictor, LRU and the gated policy at every capacity
+  // in one walk, all hearing one predictor (the same statistics as one replay each).
+  struct untimed_prefetch {
+    std::vector<expert_cache<lru_policy>> lru;
+    std::vector<expert_cache<gated_prefetch_policy>> gated;
+  };
+  const auto untimed = [&](auto predictor) {
+    untimed_prefetch u;
+    u.lru.reserve(caps.size());
+    u.gated.reserve(caps.size());
+    for (std::uint64_t c : caps) {
+      const cache_config cc{.num_layers = L, .num_experts = E, .capacity = c, .scope = capacity_scope::per_layer};
+      u.lru.emplace_back(cc);
+      u.gated.emplace_back(cc);
+    }
+    static_cast<void>(replay_caches_with_prefetch(t, predictor, {}, {}, u.lru, u.gated));
+    return u;
+  };
+  const untimed_prefetch short_horizon = untimed(short_horizon_predictor(sh));
+  const untimed_prefetch markov = untimed(markov_predictor(mk));
+  const untimed_prefetch transition = untimed(transition_predictor(tr));
   out << "  timed prefetching, per-layer pools (sim/timed_cache.hpp): " << shape->name << " on " << gpu.name
       << ", experts at FP16 (" << size << " B) over its host link (" << fixed_str(gpu.weight_link.bandwidth / 1e9, 0)
       << " GB/s, " << fixed_str(gpu.weight_link.latency_seconds * 1e6, 1)
@@ -265,32 +297,29 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
                fixed_str(r.link_busy_seconds, 4), fixed_str(r.total_seconds, 4),
                fixed_str(1e3 * r.seconds_per_decode_step(), 3)});
   };
-  for (std::uint64_t c : caps) {
-    const cache_config cc{.num_layers = L, .num_experts = E, .capacity = c, .scope = capacity_scope::per_layer};
+  for (std::size_t i = 0; i < caps.size(); ++i) {
+    const std::uint64_t c = caps[i];
     timed_prefetch_config tc{.capacity = c, .expert_bytes = size, .link = gpu.weight_link};
-    // The untimed replays run each policy in its own type (no `any_eviction_policy`
+    // The untimed replays ran each policy in its own type (no `any_eviction_policy`
     // dispatch: the same decisions); the timed ones take it by name.
-    const auto demand = [&]<class P>(const std::string& name, const typename P::config_type& pc) {
+    const auto demand = [&](const std::string& name, const any_eviction_config& pc, const cache_stats& u) {
       tc.policy = pc;
-      const cache_stats u = replay_cache<P>(t, cc, pc).stats;
       add(c, "-", name + ", no prefetch", u, replay_timed_prefetch(t, cost, tc));
     };
-    demand.template operator()<lru_policy>("LRU", lru_config{});
-    demand.template operator()<predicted_reuse_policy>("pred-reuse", predicted_reuse_config{});
-    const auto rows = [&](const std::string& pname, auto make) {
-      const auto one = [&]<class P>(const std::string& name, const typename P::config_type& pc) {
+    demand("LRU", lru_config{}, lru_demand[i].stats());
+    demand("pred-reuse", predicted_reuse_config{}, reuse_demand[i].stats());
+    const auto rows = [&](const std::string& pname, const untimed_prefetch& u, auto make) {
+      const auto one = [&](const std::string& name, const any_eviction_config& pc, const cache_stats& us) {
         tc.policy = pc;
-        auto p = make();
-        const cache_stats u = replay_cache_with_prefetch<P>(t, cc, pc, p).stats;
         auto q = make();
-        add(c, pname, name, u, replay_timed_prefetch(t, cost, tc, &q));
+        add(c, pname, name, us, replay_timed_prefetch(t, cost, tc, &q));
       };
-      one.template operator()<lru_policy>("LRU", lru_config{});
-      one.template operator()<gated_prefetch_policy>("gated (ours)", gated_prefetch_config{});
+      one("LRU", lru_config{}, u.lru[i].stats());
+      one("gated (ours)", gated_prefetch_config{}, u.gated[i].stats());
     };
-    rows("short-horizon", [&] { return short_horizon_predictor(sh); });
-    rows("Markov", [&] { return markov_predictor(mk); });
-    rows("transition", [&] { return transition_predictor(tr); });
+    rows("short-horizon", short_horizon, [&] { return short_horizon_predictor(sh); });
+    rows("Markov", markov, [&] { return markov_predictor(mk); });
+    rows("transition", transition, [&] { return transition_predictor(tr); });
   }
   table.print(out, "    ");
 }

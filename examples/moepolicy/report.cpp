@@ -404,6 +404,27 @@ void for_each_policy_index(F&& f) {
   (std::make_index_sequence<std::variant_size_v<any_eviction_config>>{});
 }
 
+/// Whether a cache of policy `P` with configuration `c` caches every miss when caching it
+/// evicts nothing: then a pool that holds all its layer's experts never evicts, and its
+/// hits are every access but each expert's first, whatever the policy — the LRU curve's
+/// hits at that capacity. True without admission; with it, for the policies whose `admit`
+/// returns true when `must_evict` is false (Belady's MIN, Hawkeye, pred-reuse, and the gated
+/// policy unless `gate_free_room`); not for the sticky LRU, whose gate holds always.
+template <class P>
+bool caches_misses_with_room(const typename P::config_type& c) {
+  if constexpr (!policy_traits<P>::has_admission) {
+    return true;
+  } else if constexpr (std::is_same_v<P, belady_policy> || std::is_same_v<P, hawkeye_policy> ||
+                       std::is_same_v<P, predicted_reuse_policy>) {
+    return true;
+  } else if constexpr (std::is_same_v<P, gated_prefetch_policy>) {
+    return !c.gate_free_room;
+  } else {
+    static_cast<void>(c);
+    return false;
+  }
+}
+
 hit_ratio_data hit_ratios(const routing_trace& t) {
   const trace_info& info = t.info();
   hit_ratio_data d;
@@ -424,39 +445,60 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
   // pass (exactly its hits at every capacity), the policies that hear the predictor's hints
   // in one walk sharing one predictor, the others (Belady among them) in another. Each
   // policy's caches keep their own type, so no event goes through `any_eviction_policy`'s
-  // dispatch.
+  // dispatch. Not replayed, their hits being known: a pool holding every expert of its
+  // layer, for a policy that caches every miss with room (`caches_misses_with_room`), and
+  // size-aware at its defaults, which with every expert weighing one slot decides exactly
+  // as pred-reuse (cache/size_aware_reuse.hpp; its test checks the two replays agree).
   const hit_curve lru = lru_hit_curve(t, cache_shape{info.num_layers, info.num_experts, capacity_scope::per_layer});
   const auto sticky = [](std::string_view name) { return name == "sticky-lru" || name == "gated-prefetch"; };
+  constexpr std::size_t num_policies = std::variant_size_v<any_eviction_config>;
+  constexpr std::size_t size_aware = 9, pred_reuse = 7;
+  static_assert(std::is_same_v<std::variant_alternative_t<size_aware, any_eviction_config>, size_aware_reuse_config> &&
+                std::is_same_v<std::variant_alternative_t<pred_reuse, any_eviction_config>, predicted_reuse_config>);
+  const auto& sa = std::get<size_aware>(eviction_policies[size_aware].defaults);
+  const auto& pr = std::get<pred_reuse>(eviction_policies[pred_reuse].defaults);
+  const bool size_aware_as_pred_reuse = sa.footprints.empty() && sa.smoothing == pr.smoothing && !pr.bypass;
+  std::array<std::vector<bool>, num_policies> replayed;  // [policy][capacity]
   caches_by_policy plain, hinted;
   const auto fill = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
     const auto& e = eviction_policies[I];
-    if (e.name == "lru") return;
+    replayed[I].assign(d.capacities.size(), false);
+    if (e.name == "lru" || (I == size_aware && size_aware_as_pred_reuse)) return;
+    using policy = std::variant_alternative_t<I, any_eviction_policy::variant_type>;
+    const bool with_room = caches_misses_with_room<policy>(std::get<I>(e.defaults));
     auto& set = std::get<I>(sticky(e.name) ? hinted : plain);
-    for (std::uint64_t c : d.capacities) set.emplace_back(config_at(c), std::get<I>(e.defaults));
+    for (std::size_t i = 0; i < d.capacities.size(); ++i) {
+      const std::uint64_t c = d.capacities[i];
+      if (with_room && c >= info.num_experts) continue;
+      set.emplace_back(config_at(c), std::get<I>(e.defaults));
+      replayed[I][i] = true;
+    }
   };
   for_each_policy_index(fill);
   std::apply([&](auto&... set) { static_cast<void>(replay_caches(t, {}, next_uses, set...)); }, plain);
   short_horizon_predictor p(hints);
   std::apply([&](auto&... set) { static_cast<void>(replay_caches_with_hints(t, {}, next_uses, p, set...)); }, hinted);
-  std::array<std::vector<double>, std::variant_size_v<any_eviction_config>> by_policy;
+  std::array<std::vector<double>, num_policies> by_policy;
   for_each_policy_index([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+    std::vector<double> ran;
     for (const auto* set : {&std::get<I>(plain), &std::get<I>(hinted)}) {
-      for (const auto& c : *set) by_policy[I].push_back(c.stats().hit_ratio());
+      for (const auto& c : *set) ran.push_back(c.stats().hit_ratio());
+    }
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < d.capacities.size(); ++i) {
+      by_policy[I].push_back(replayed[I][i] ? ran[next++] : lru.hit_ratio(d.capacities[i]));
     }
   });
+  if (size_aware_as_pred_reuse) by_policy[size_aware] = by_policy[pred_reuse];
   for (std::size_t i = 0; i < eviction_policies.size(); ++i) {
     const auto& e = eviction_policies[i];
     if (e.name == "belady") continue;
     // The policies whose admission reads the predictor's flags hear its hints.
     d.policies.push_back(sticky(e.name) ? std::string(e.name) + " + predictor hints" : std::string(e.name));
-    std::vector<double> row = by_policy[i];
-    if (e.name == "lru") {
-      for (std::uint64_t c : d.capacities) row.push_back(lru.hit_ratio(c));
-    }
-    d.ratio.push_back(std::move(row));
+    d.ratio.push_back(by_policy[i]);
   }
   d.policies.emplace_back("Belady (MIN)");
-  d.ratio.push_back(by_policy[std::variant_size_v<any_eviction_config> - 1]);
+  d.ratio.push_back(by_policy[num_policies - 1]);
   return d;
 }
 

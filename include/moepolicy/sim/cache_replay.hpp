@@ -32,6 +32,8 @@
 //   replay_cache_with_prefetch a replay that also prefetches a predictor's forecast
 //                              (untimed: an upper bound on the prefetches' benefit, their
 //                              bytes and waste counted in full);
+//   replay_caches_with_prefetch several caches in one walk, all prefetching one predictor's
+//                              forecast;
 //   evaluate_predictor         precision and recall of a predictor's top-scored experts
 //                              against the experts of the next `horizon` batches per layer;
 //   lru_hit_curve              the LRU hit count at every capacity in one pass;
@@ -818,6 +820,42 @@ struct prefetch_replay_config {
   std::uint32_t depth = 0;
 };
 
+namespace detail {
+
+/// The hints and prefetches of a prefetch replay before a batch of layer l: the predictor
+/// scores layer l; every expert scored above 0 is hinted, in expert order, then the
+/// `depth` best scores above 0 are prefetched, best first (ties: lower expert).
+class prefetch_selection {
+ public:
+  prefetch_selection(const trace_info& info, const prefetch_replay_config& pf)
+      : depth_(std::min<std::size_t>(pf.depth == 0 ? info.top_k : pf.depth, info.num_experts)),
+        scores_(info.num_experts, 0.0f),
+        order_(info.num_experts) {}
+
+  template <class Predictor, class Hint, class Prefetch>
+  void operator()(Predictor& predictor, layer_id l, Hint&& hint, Prefetch&& prefetch) {
+    if (!predictor.predict(l, scores_)) return;
+    for (std::size_t e = 0; e < scores_.size(); ++e) {
+      order_[e] = static_cast<std::uint32_t>(e);
+      if (scores_[e] > 0.0f) hint(expert_key{l, static_cast<expert_id>(e)}, scores_[e]);
+    }
+    const auto better = [&](std::uint32_t x, std::uint32_t y) {
+      return scores_[x] > scores_[y] || (scores_[x] == scores_[y] && x < y);
+    };
+    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(depth_), order_.end(), better);
+    for (std::size_t i = 0; i < depth_ && scores_[order_[i]] > 0.0f; ++i) {
+      prefetch(expert_key{l, static_cast<expert_id>(order_[i])}, scores_[order_[i]]);
+    }
+  }
+
+ private:
+  std::size_t depth_;
+  std::vector<float> scores_;
+  std::vector<std::uint32_t> order_;
+};
+
+}  // namespace detail
+
 /// Replays `t` through an `expert_cache<P>` that prefetches what `predictor` forecasts.
 /// Before each kept batch of layer l: `predictor.predict(l)`, every expert with a score
 /// above 0 is hinted (`cache.hint`: prediction-gated admission reads it), and the `depth`
@@ -847,24 +885,11 @@ template <EvictionPolicy P, PrefetchPredictor Predictor>
   if (detail::reads_future(cache)) {
     next_use = next_use_positions(replay_accesses(t, rc), cc.num_layers, cc.num_experts);
   }
-  const std::size_t E = t.info().num_experts;
-  const std::size_t depth = std::min<std::size_t>(pf.depth == 0 ? t.info().top_k : pf.depth, E);
-  std::vector<float> scores(E, 0.0f);
-  std::vector<std::uint32_t> order(E);
+  detail::prefetch_selection select(t.info(), pf);
   const auto before = [&](const batch_view& b) {
-    const layer_id l = b.ref.layer;
-    if (!predictor.predict(l, scores)) return;
-    for (std::size_t e = 0; e < E; ++e) {
-      order[e] = static_cast<std::uint32_t>(e);
-      if (scores[e] > 0.0f) cache.hint(expert_key{l, static_cast<expert_id>(e)}, scores[e]);
-    }
-    const auto better = [&](std::uint32_t x, std::uint32_t y) {
-      return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
-    };
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(depth), order.end(), better);
-    for (std::size_t i = 0; i < depth && scores[order[i]] > 0.0f; ++i) {
-      static_cast<void>(cache.prefetch(expert_key{l, static_cast<expert_id>(order[i])}, scores[order[i]]));
-    }
+    select(
+        predictor, b.ref.layer, [&](expert_key k, float s) { cache.hint(k, s); },
+        [&](expert_key k, float s) { static_cast<void>(cache.prefetch(k, s)); });
   };
   const auto after = [&](const batch_view& b) { predictor.observe(b); };
   const auto new_request = [&]() { predictor.begin_request(); };
@@ -874,6 +899,42 @@ template <EvictionPolicy P, PrefetchPredictor Predictor>
   cache.clear();  // prefetches never used by the end are wasted
   out.stats = cache.stats();
   return out;
+}
+
+/// Replays `t` through every cache of `caches...` in one walk, each prefetching what one
+/// `predictor` forecasts, as `replay_cache_with_prefetch` does for one cache: before each
+/// kept batch the predictor scores its layer once, and every cache hears the same hints and
+/// is asked the same prefetches, then the batch's demand accesses, as in `replay_caches`;
+/// at the end every cache is emptied (prefetches never used count as wasted). The predictor
+/// sees only the trace, so each cache's statistics afterwards are those of
+/// `replay_cache_with_prefetch` with its configuration and a fresh predictor in the state
+/// `predictor` starts in (these caches start from the state they are passed in). Caches
+/// that read the future share one next-use sequence, computed once.
+///
+/// Throws: as `replay_caches`.
+/// Complexity: one prediction and selection per kept batch, O(E log depth), plus the caches'
+/// events; nothing allocates per batch or access.
+template <PrefetchPredictor Predictor, class... Ranges>
+requires(expert_cache_range<Ranges>&&...) replay_walk_result
+    replay_caches_with_prefetch(const routing_trace& t, Predictor& predictor, const prefetch_replay_config& pf,
+                                const cache_replay_config& rc, Ranges&&... caches) {
+  constexpr std::string_view fn = "replay_caches_with_prefetch";
+  detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
+  const bool reads = feed.check(t, rc, fn);
+  std::vector<std::uint64_t> storage;
+  const detail::span_future future = detail::set_future(t, rc, reads, {}, storage, fn);
+  detail::prefetch_selection select(t.info(), pf);
+  const auto before = [&](const batch_view& b) {
+    select(
+        predictor, b.ref.layer, [&](expert_key k, float s) { feed.each([&](auto& c) { c.hint(k, s); }); },
+        [&](expert_key k, float s) { feed.each([&](auto& c) { static_cast<void>(c.prefetch(k, s)); }); });
+  };
+  const auto after = [&](const batch_view& b) { predictor.observe(b); };
+  const auto new_request = [&]() { predictor.begin_request(); };
+  const auto step_end = [&]() { predictor.end_step(); };
+  const replay_walk_result w = detail::replay_walk(t, rc, future, feed, before, after, new_request, step_end);
+  feed.each([](auto& c) { c.clear(); });  // prefetches never used by the end are wasted
+  return w;
 }
 
 /// Scores `predictor` on `t`: before each kept batch of layer l it predicts layer l; the

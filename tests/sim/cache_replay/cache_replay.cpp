@@ -98,6 +98,62 @@ TEST_CASE("hints feed prediction-gated admission: nothing is loaded ahead, so Be
       "moepolicy::replay_cache_with_hints: replay prefill, decode or both", invalid_argument);
 }
 
+TEST_CASE("several caches in one walk prefetching one predictor's forecast: each has the counts of its own replay") {
+  const routing_trace t = test::granite_trace();
+  const short_horizon_config hc{.num_layers = 24, .num_experts = 32, .top_k = 8};
+  const transition_config tc{.num_layers = 24, .num_experts = 32, .top_k = 8};
+  const std::vector<cache_config> points{granite_cache(2, capacity_scope::per_layer),
+                                         granite_cache(8, capacity_scope::per_layer), granite_cache(64)};
+  const auto same = [](const cache_stats& got, const cache_stats& want) {
+    CHECK(got.accesses == want.accesses);
+    CHECK(got.hits == want.hits);
+    CHECK(got.rejections == want.rejections);
+    CHECK(got.evictions == want.evictions);
+    CHECK(got.prefetches == want.prefetches);
+    CHECK(got.prefetch_hits == want.prefetch_hits);
+    CHECK(got.prefetch_wasted == want.prefetch_wasted);
+    CHECK(got.prefetch_rejected == want.prefetch_rejected);
+    CHECK(got.prefetch_resident == want.prefetch_resident);
+    CHECK(got.prefetch_bytes == want.prefetch_bytes);
+    CHECK(got.dropped == want.dropped);
+  };
+  const auto check = [&](auto make, const prefetch_replay_config& pf, const cache_replay_config& rc) {
+    // LRU, the gated policy (it gates prefetches on the hints' confidence) and Belady (it
+    // reads the future), at two per-layer capacities and one shared.
+    std::deque<expert_cache<lru_policy>> lru;
+    std::deque<expert_cache<gated_prefetch_policy>> gated;
+    std::vector<expert_cache<belady_policy>> belady;
+    belady.reserve(points.size());
+    for (const cache_config& cc : points) {
+      lru.emplace_back(cc);
+      gated.emplace_back(cc);
+      belady.emplace_back(cc);
+    }
+    auto shared = make();
+    const replay_walk_result w = replay_caches_with_prefetch(t, shared, pf, rc, lru, gated, belady);
+    CHECK(w.accesses == replay_accesses(t, rc).size());
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      CAPTURE(i);
+      auto p1 = make(), p2 = make(), p3 = make();
+      same(lru[i].stats(), replay_cache_with_prefetch<lru_policy>(t, points[i], {}, p1, pf, rc).stats);
+      same(gated[i].stats(), replay_cache_with_prefetch<gated_prefetch_policy>(t, points[i], {}, p2, pf, rc).stats);
+      same(belady[i].stats(), replay_cache_with_prefetch<belady_policy>(t, points[i], {}, p3, pf, rc).stats);
+      // Every cache was emptied at the end.
+      CHECK(lru[i].resident_count() == 0);
+    }
+    CHECK(lru.front().stats().prefetches > 0);
+  };
+  for (const cache_replay_config rc : {cache_replay_config{}, cache_replay_config{.prefill = false}}) {
+    for (const prefetch_replay_config pf : {prefetch_replay_config{}, prefetch_replay_config{.depth = 3}}) {
+      check([&] { return short_horizon_predictor(hc); }, pf, rc);
+      check([&] { return transition_predictor(tc); }, pf, rc);
+    }
+  }
+  short_horizon_predictor p(hc);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches_with_prefetch(t, p, {}, {.prefill = false, .decode = false})),
+                       "moepolicy::replay_caches_with_prefetch: replay prefill, decode or both", invalid_argument);
+}
+
 TEST_CASE("prefetch replay: the oracle's prefetches turn decode misses into hits, each charged in bytes") {
   const routing_trace t = test::granite_trace();
   const cache_config cc = granite_cache(8, capacity_scope::per_layer);
