@@ -323,9 +323,8 @@ class timed_expert_cache {
       job_[f] = no_job;
       note_stop(f);
       const transfer_receipt r = demand(t0, size_, k);
-      const std::optional<expert_key> v = pending_victim(k);
       const access_outcome o = cache_.get(k, info);
-      sync_victim(v);
+      if (o.evicted != 0) sync_victim(cache_.last_evicted());
       const bool kept = o.inserted;
       if (kept) {
         res_.install(k, gpu_tier, bits_, size_, r);
@@ -343,9 +342,8 @@ class timed_expert_cache {
     const transfer_receipt r = demand(t0, size_, k);
     stats_.demand_bytes += size_;
     stats_.miss_wait += r.landed() - t0;
-    const std::optional<expert_key> v = pending_victim(k);
     const access_outcome o = cache_.get(k, info);
-    sync_victim(v);
+    if (o.evicted != 0) sync_victim(cache_.last_evicted());
     if (o.inserted) {
       ++stats_.admitted;
       res_.install(k, gpu_tier, bits_, size_, r);
@@ -534,9 +532,9 @@ class timed_expert_cache {
       if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) continue;  // still waiting
       listed_[f] = 0;
       const expert_key k = key(f / E_, f % E_);
-      const std::optional<expert_key> v = pending_victim(k);
+      const std::uint64_t evictions = cache_.stats().evictions;
       const prefetch_outcome o = cache_.prefetch(k, score_[f]);
-      sync_victim(v);
+      if (cache_.stats().evictions != evictions) sync_victim(cache_.last_evicted());
       if (o == prefetch_outcome::inserted) {
         slot_[f] = 1;
         ++stats_.prefetches_started;
@@ -562,17 +560,14 @@ class timed_expert_cache {
     return tl_->transfer(t0, h, n, cost_kind::demand_fetch, flat(k));
   }
 
-  /// The expert an insertion of `k` would evict now (experts weigh 1: at most one).
-  [[nodiscard]] std::optional<expert_key> pending_victim(expert_key k) const noexcept {
-    if (cache_.contains(k) || cache_.used(cache_.shape().partition_of(k)) < cache_.capacity()) return std::nullopt;
-    return cache_.victim_for(k);
-  }
-  /// Drops the copy (or stops the prefetch) of a victim the cache evicted.
-  void sync_victim(const std::optional<expert_key>& v) noexcept {
-    if (!v || cache_.contains(*v)) return;
-    const std::size_t f = flat(*v);
+  /// Drops the copy (or stops the prefetch) of the victim the cache just evicted (experts
+  /// weigh 1: an insertion evicts at most one; the cache names it, so the victim is
+  /// computed once).
+  void sync_victim(expert_key v) noexcept {
+    MOEPOLICY_ASSERT(!cache_.contains(v));
+    const std::size_t f = flat(v);
     if (job_[f] != no_job) stop(f);
-    res_.drop(*v, gpu_tier);
+    res_.drop(v, gpu_tier);
     if (fresh_[f] != 0) {
       ++stats_.prefetches_unused;
       stats_.unused_bytes += size_;
