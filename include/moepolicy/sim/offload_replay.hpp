@@ -412,7 +412,11 @@ class stream_predictors {
 /// scores and the same ranked prefetch list at every layer of every pass: a lockstep
 /// replay records them once per batched step (`record`) and each such system reads them
 /// (`at`) in the order its passes would have computed them. Segments of a step: its
-/// prefill passes in token order, then its decode pass.
+/// prefill passes in token order, then its decode pass. The tape holds a window of
+/// consecutive steps (`window()`, sized at construction so that the window stays small
+/// beside a system's own state): the replay records a window, then runs each system
+/// through all of it before the next system, so that a system's timeline and cache stay
+/// in the processor's caches for the window's steps instead of one.
 class prediction_tape {
  public:
   struct layer_prediction {
@@ -442,7 +446,11 @@ class prediction_tape {
       }
       most = std::max(most, n);
     }
-    const std::size_t cells = (most + 1) * L_;
+    step_cells_ = (most + 1) * L_;
+    // About 256 KiB of scores and plans per window, 1 to 64 steps.
+    const std::size_t step_bytes = step_cells_ * E_ * (sizeof(float) + sizeof(queued_expert));
+    window_ = std::clamp<std::size_t>((std::size_t{256} << 10) / std::max<std::size_t>(step_bytes, 1), 1, 64);
+    const std::size_t cells = window_ * step_cells_;
     predicting_.assign(cells, 0);
     plan_sizes_.assign(cells, 0);
     scores_.assign(cells * E_, 0.0f);
@@ -455,9 +463,16 @@ class prediction_tape {
            c.depth == config_.depth && c.recency_decay == config_.recency_decay;
   }
 
+  /// Steps the tape holds at once: `record` steps `first` to `first + window() - 1` before
+  /// any is read.
+  [[nodiscard]] std::size_t window() const noexcept { return window_; }
+
   /// Observes batched step `s` (its prefills, then its decode pass) and records each
-  /// layer's prediction, as `offload_run` made them before. No allocation.
+  /// layer's prediction, as `offload_run` made them before, in the window's slot of `s`:
+  /// steps are recorded in order, and `at` reads those of the last `window()` recorded. No
+  /// allocation.
   void record(std::size_t s) noexcept {
+    const std::size_t base = (s % window_) * step_cells_;
     std::size_t seg = 0;
     const auto tokens = d_.tokens(s);
     for (const stream_token& tk : tokens) {
@@ -469,7 +484,7 @@ class prediction_tape {
         const auto& views = p.views[l];
         if (views.empty()) continue;
         for (const batch_view& v : views) predictors_.observe_stream(tk.stream, v);
-        predict(seg, l, [&](auto&& f) { f(tk.stream); });
+        predict(base + seg * L_ + l, l, [&](auto&& f) { f(tk.stream); });
       }
       ++seg;
     }
@@ -489,7 +504,7 @@ class prediction_tape {
         i = j;
       }
       predictors_.observe_batch(v);
-      predict(seg, l, [&](auto&& f) {
+      predict(base + seg * L_ + l, l, [&](auto&& f) {
         for (const stream_token& tk : tokens) {
           const stream_sequence& q = d_.sequences()[tk.sequence];
           if (q.first_step + q.tokens > s + 1) f(tk.stream);  // it continues next step
@@ -499,18 +514,19 @@ class prediction_tape {
     predictors_.end_step();
   }
 
-  /// Layer `l`'s prediction in segment `seg` of the step last recorded.
-  [[nodiscard]] layer_prediction at(std::size_t seg, std::size_t l) const noexcept {
-    const std::size_t c = seg * L_ + l;
-    MOEPOLICY_ASSERT(c < predicting_.size());
+  /// Layer `l`'s prediction in segment `seg` of step `s`, one of the last `window()` steps
+  /// recorded.
+  [[nodiscard]] layer_prediction at(std::size_t s, std::size_t seg, std::size_t l) const noexcept {
+    MOEPOLICY_ASSERT(seg * L_ + l < step_cells_);
+    const std::size_t c = (s % window_) * step_cells_ + seg * L_ + l;
     return {predicting_[c], std::span<const float>(scores_).subspan(c * E_, E_),
             std::span<const queued_expert>(plans_).subspan(c * E_, plan_sizes_[c])};
   }
 
  private:
+  /// Layer `l`'s prediction into cell `c`.
   template <class Streams>
-  void predict(std::size_t seg, std::size_t l, Streams&& streams) noexcept {
-    const std::size_t c = seg * L_ + l;
+  void predict(std::size_t c, std::size_t l, Streams&& streams) noexcept {
     predictors_.begin_combine();
     std::size_t predicting = 0;
     if (predictors_.per_stream()) {
@@ -539,6 +555,8 @@ class prediction_tape {
   const std::vector<recorded_prefill>& prefills_;
   bool prefills_on_;
   std::size_t L_, E_, k_;
+  /// Cells (segments × layers) of one step, and steps the tape holds.
+  std::size_t step_cells_ = 0, window_ = 1;
   stream_predictors predictors_;
   prefetch_queue queue_;
   std::vector<std::size_t> predicting_, plan_sizes_;
@@ -767,7 +785,7 @@ class offload_run {
       if (views.empty()) continue;
       const seconds t0 = t;
       t = moe_layer(l, t0, views, tokens, false, scratch);
-      if (tape_ != nullptr) prefetch_layer(l, t0, priority(step, l), tape_->at(seg, l), false);
+      if (tape_ != nullptr) prefetch_layer(l, t0, priority(step, l), tape_->at(step, seg, l), false);
     }
     t = tl_.run(t, gpu_, pass_.output_head_seconds(1), cost_kind::dense).end;
     if (cache_) cache_->end_step();
@@ -799,7 +817,7 @@ class offload_run {
       const batch_view v = b.view(batches[bi++]);
       const seconds t0 = t;
       t = moe_layer(l, t0, std::span<const batch_view>(&v, 1), n, true, out);
-      if (tape_ != nullptr) prefetch_layer(l, t0, priority(s + 1, l), tape_->at(seg, l), true);
+      if (tape_ != nullptr) prefetch_layer(l, t0, priority(s + 1, l), tape_->at(s, seg, l), true);
     }
     return tl_.run(t, gpu_, pass_.output_head_seconds(n), cost_kind::dense).end;
   }
@@ -943,12 +961,20 @@ requires DenseComputeCost<Gpu>
       outs.push_back(&out);
     }
   }
-  // Lockstep: each step's predictions once, then every system's passes of that step, each
-  // on its own timeline and cache.
+  // Lockstep by windows of steps: each step's predictions once, then every system's passes
+  // of the window's steps, each on its own timeline and cache (a system's state stays in
+  // the processor's caches for the window).
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
-  for (std::size_t s = 0; s < d.num_steps(); ++s) {
-    for (auto& t : tapes) t->record(s);
-    for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->step(s, *outs[r]);
+  std::size_t window = 64;
+  for (const auto& t : tapes) window = std::min(window, t->window());
+  for (std::size_t first = 0; first < d.num_steps(); first += window) {
+    const std::size_t last = std::min(d.num_steps(), first + window);
+    for (auto& t : tapes) {
+      for (std::size_t s = first; s < last; ++s) t->record(s);
+    }
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      for (std::size_t s = first; s < last; ++s) runs[r]->step(s, *outs[r]);
+    }
   }
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->finish(*outs[r]);
   return results;
