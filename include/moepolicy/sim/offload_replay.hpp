@@ -74,11 +74,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/core/model_shape.hpp"
@@ -564,10 +567,21 @@ class prediction_tape {
   std::vector<queued_expert> plans_;
 };
 
-/// One system's run on its own timeline (see the header comment).
-template <DeviceCost Gpu>
+/// What a lockstep replay drives of one system's run: its steps (called once per step,
+/// not per access).
+struct offload_run_steps {
+  virtual ~offload_run_steps() = default;
+  virtual void begin(offload_system_result& out) = 0;
+  virtual void step(std::size_t s, offload_system_result& out) = 0;
+  virtual void finish(offload_system_result& out) = 0;
+};
+
+/// One system's run on its own timeline (see the header comment), with a cache under
+/// `Policy`: the policy type of the system's configuration where the replay knows it
+/// (sticky LRU, LRU: their events called directly), else `any_eviction_policy`.
+template <DeviceCost Gpu, EvictionPolicy Policy>
 requires DenseComputeCost<Gpu>
-class offload_run {
+class offload_run final : public offload_run_steps {
  public:
   /// `tape`: the predictions of `sys`'s prefetch configuration (recorded for each step
   /// before `step` runs it), or none for a system that does not prefetch.
@@ -598,7 +612,7 @@ class offload_run {
     order_.reserve(E_);
     ops_.reserve(E_);
     if (sys.kind == offload_system_kind::cached) {
-      cache_.emplace(tl_, in_, link_cost{sys.link}, info.num_layers, info.num_experts, cache_experts, sys.policy,
+      cache_.emplace(tl_, in_, link_cost{sys.link}, info.num_layers, info.num_experts, cache_experts, policy_of(sys),
                      gpu.footprint_bytes({0, 0}, fp16));
     }
     kv_layer_bytes_ =
@@ -606,7 +620,7 @@ class offload_run {
   }
 
   /// Starts the run: `step` each batched step in order, then `finish`.
-  void begin(offload_system_result& out) {
+  void begin(offload_system_result& out) override {
     out.gpu = gpu_;
     out.link_in = in_;
     out.link_out = out_;
@@ -617,7 +631,7 @@ class offload_run {
 
   /// Batched step `s`: the prefills of the sequences that start here (their predictors
   /// restarted on the tape), then the decode pass.
-  void step(std::size_t s, offload_system_result& out) {
+  void step(std::size_t s, offload_system_result& out) override {
     const auto tokens = d_.tokens(s);
     std::size_t seg = 0;
     for (const stream_token& tk : tokens) {
@@ -639,7 +653,7 @@ class offload_run {
   }
 
   /// Ends the run: stops what is still pending and collects the measures.
-  void finish(offload_system_result& out) {
+  void finish(offload_system_result& out) override {
     const seconds now = now_;
     out.run_seconds = now;
     if (cache_) {
@@ -657,6 +671,15 @@ class offload_run {
  private:
   [[nodiscard]] expert_key key(std::size_t l, std::size_t e) const noexcept {
     return {static_cast<layer_id>(l), static_cast<expert_id>(e)};
+  }
+
+  /// The system's policy configuration as `Policy` takes it.
+  static const typename Policy::config_type& policy_of(const offload_system_config& sys) {
+    if constexpr (std::is_same_v<Policy, any_eviction_policy>) {
+      return sys.policy;
+    } else {
+      return std::get<typename Policy::config_type>(sys.policy);
+    }
   }
 
   /// The KV entries of `tokens` tokens of one layer, written to the expert memory.
@@ -846,7 +869,7 @@ class offload_run {
   std::size_t L_, E_, k_;
   timeline tl_;
   resource_id gpu_, in_, out_;
-  std::optional<timed_expert_cache<link_cost>> cache_;
+  std::optional<timed_expert_cache<link_cost, Policy>> cache_;
   const prediction_tape* tape_;
   seconds now_ = 0.0, prev_end_ = 0.0;
   std::vector<std::uint64_t> contexts_;
@@ -860,6 +883,27 @@ class offload_run {
   prefetch_queue queue_;
   bytes kv_layer_bytes_ = 0;
 };
+
+/// The run of `sys`: with its policy's own type for the sticky LRU and LRU, else with
+/// `any_eviction_policy`.
+template <DeviceCost Gpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] std::unique_ptr<offload_run_steps> make_offload_run(const Gpu& gpu, const model_shape& shape,
+                                                                  const offload_system_config& sys,
+                                                                  const offload_replay_config& cfg,
+                                                                  std::uint64_t cache_experts, const decode_streams& d,
+                                                                  const std::vector<recorded_prefill>& prefills,
+                                                                  const trace_info& info, const prediction_tape* tape) {
+  if (std::holds_alternative<sticky_lru_config>(sys.policy)) {
+    return std::make_unique<offload_run<Gpu, sticky_lru_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info,
+                                                                 tape);
+  }
+  if (std::holds_alternative<lru_config>(sys.policy)) {
+    return std::make_unique<offload_run<Gpu, lru_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info, tape);
+  }
+  return std::make_unique<offload_run<Gpu, any_eviction_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info,
+                                                                 tape);
+}
 
 }  // namespace detail
 
@@ -923,7 +967,7 @@ requires DenseComputeCost<Gpu>
   }
   // The runs, their results (stable: every `systems` vector is reserved) and one tape per
   // distinct prefetch configuration of the cached systems that predict.
-  std::vector<std::unique_ptr<offload_run<Gpu>>> runs;
+  std::vector<std::unique_ptr<offload_run_steps>> runs;
   std::vector<offload_system_result*> outs;
   std::vector<std::unique_ptr<prediction_tape>> tapes;
   runs.reserve(systems);
@@ -956,8 +1000,7 @@ requires DenseComputeCost<Gpu>
               tapes.emplace_back(std::make_unique<prediction_tape>(sc.prefetch, info, d, prefills, cfg.prefills)).get();
         }
       }
-      runs.push_back(std::make_unique<offload_run<Gpu>>(gpu, shape, out.config, cfg, points[i].cache_experts, d,
-                                                        prefills, info, tape));
+      runs.push_back(make_offload_run(gpu, shape, out.config, cfg, points[i].cache_experts, d, prefills, info, tape));
       outs.push_back(&out);
     }
   }

@@ -3,11 +3,12 @@
 // job that uses only the link's idle time, and an expert is a hit only if its copy has
 // landed when the layer needs it.
 //
-// `timed_expert_cache` joins three pieces: an `expert_cache<any_eviction_policy>` (which
-// experts hold a GPU slot — landed or on their way — and the policy that orders them), a
-// `timed_residency` (the copies and when each became usable: after `seal()` a copy exists
-// only through the receipt of the transfer that brought it) and the timeline's link. Every
-// expert's weights live in the offload memory (tier 0, preloaded); the GPU is tier 1.
+// `timed_expert_cache` joins three pieces: an `expert_cache<Policy>` (which experts hold
+// a GPU slot — landed or on their way — and the policy that orders them: one chosen at run
+// time, `any_eviction_policy`, or one policy type), a `timed_residency` (the copies and
+// when each became usable: after `seal()` a copy exists only through the receipt of the
+// transfer that brought it) and the timeline's link. Every expert's weights live in the
+// offload memory (tier 0, preloaded); the GPU is tier 1.
 //
 // The hit definition. A demand access to expert k at time t0 (the router's output of its
 // layer) is
@@ -66,6 +67,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -174,11 +176,15 @@ static_assert(TransferCost<link_cost>);
 
 /// The GPU expert cache of a timed replay (see the header); `Link` prices a transfer of
 /// weights over the link (`link_cost`, or a GPU's `DeviceCost`, whose `transfer_seconds` is
-/// its weight link).
-template <TransferCost Link = link_cost>
+/// its weight link); `Policy` orders the residents: a policy chosen at run time
+/// (`any_eviction_policy`, the default), or one policy type, whose events a replay that
+/// knows it calls directly instead of through the variant's dispatch (same decisions).
+template <TransferCost Link = link_cost, EvictionPolicy Policy = any_eviction_policy>
 class timed_expert_cache {
  public:
+  static_assert(!std::is_same_v<Policy, belady_policy>, "Belady's policy needs the future; replay it untimed");
   static constexpr tier_id memory_tier = 0, gpu_tier = 1;
+  using policy_config = typename Policy::config_type;
 
   /// A cache of `capacity` experts (one pool shared by all layers, or with `scope ==
   /// per_layer` one pool of `capacity` per layer) under the policy `policy`, fetching over
@@ -189,8 +195,8 @@ class timed_expert_cache {
   /// `tl`, `expert_size` is 0, or the policy is Belady's (it needs the future: compare with
   /// its untimed demand replay instead); what `expert_cache` and the policy throw.
   timed_expert_cache(timeline& tl, resource_id link, Link link_cost, std::uint32_t num_layers,
-                     std::uint32_t num_experts, std::uint64_t capacity, const any_eviction_config& policy,
-                     bytes expert_size, bitwidth bits = fp16, capacity_scope scope = capacity_scope::shared)
+                     std::uint32_t num_experts, std::uint64_t capacity, const policy_config& policy, bytes expert_size,
+                     bitwidth bits = fp16, capacity_scope scope = capacity_scope::shared)
       : tl_(&tl),
         link_(checked_link(tl, link)),
         cost_(std::move(link_cost)),
@@ -233,7 +239,7 @@ class timed_expert_cache {
     return true;
   }
 
-  [[nodiscard]] const expert_cache<any_eviction_policy>& cache() const noexcept { return cache_; }
+  [[nodiscard]] const expert_cache<Policy>& cache() const noexcept { return cache_; }
   [[nodiscard]] const timed_residency& residency() const noexcept { return res_; }
   [[nodiscard]] const timed_cache_stats& stats() const noexcept { return stats_; }
   [[nodiscard]] bytes expert_size() const noexcept { return size_; }
@@ -378,11 +384,13 @@ class timed_expert_cache {
       score_[f] = std::max(score_[f], score);
       return false;
     }
-    const access_info info{.confidence = score, .prefetch = true};
-    const bool must_evict = cache_.used(cache_.shape().partition_of(k)) + 1 > cache_.capacity();
-    if (!cache_.policy().admit_prefetch(k, info, must_evict)) {
-      ++stats_.prefetches_refused;
-      return false;
+    if constexpr (policy_traits<Policy>::admits_prefetches) {
+      const access_info info{.confidence = score, .prefetch = true};
+      const bool must_evict = cache_.used(cache_.shape().partition_of(k)) + 1 > cache_.capacity();
+      if (!cache_.policy().admit_prefetch(k, info, must_evict)) {
+        ++stats_.prefetches_refused;
+        return false;
+      }
     }
     const std::array<hop, 1> h{{{link_, cost_.transfer_seconds(size_), size_}}};
     job_[f] = tl_->enqueue(ready, h, size_, cost_kind::prefetch, priority, f);
@@ -481,10 +489,12 @@ class timed_expert_cache {
     }
     return link;
   }
-  static const any_eviction_config& checked_policy(const any_eviction_config& p) {
-    if (std::holds_alternative<belady_config>(p)) {
-      detail::throw_invalid("timed_expert_cache", "Belady's policy needs the future; replay it untimed",
-                            eviction_policy_name(p));
+  static const policy_config& checked_policy(const policy_config& p) {
+    if constexpr (std::is_same_v<Policy, any_eviction_policy>) {
+      if (std::holds_alternative<belady_config>(p)) {
+        detail::throw_invalid("timed_expert_cache", "Belady's policy needs the future; replay it untimed",
+                              eviction_policy_name(p));
+      }
     }
     return p;
   }
@@ -592,7 +602,7 @@ class timed_expert_cache {
   std::uint32_t E_;
   bytes size_;
   bitwidth bits_;
-  expert_cache<any_eviction_policy> cache_;
+  expert_cache<Policy> cache_;
   timed_residency res_;
   std::vector<std::uint64_t> job_;
   /// The score of a queued prefetch, and whether its started copy holds a slot.
