@@ -9,12 +9,14 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <variant>
 #include <vector>
 
 #include "bundled_trace.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
+#include "moepolicy/sim/decode_streams.hpp"
 #include "moepolicy/sim/edge_replay.hpp"
 #include "moepolicy/sim/offload_replay.hpp"
 #include "moepolicy/sim/timed_cache.hpp"
@@ -93,6 +95,46 @@ void BM_offload_replay(benchmark::State& state) {
   state.SetLabel("CXL-MoE, Granite bundled trace, per decoded token");
 }
 BENCHMARK(BM_offload_replay)->Arg(1)->Arg(4)->ArgName("B")->Unit(benchmark::kMillisecond);
+
+// The report's CXL-MoE sweep in small (examples/drivers/cxl_prefetch.cpp): CXL-MoE, CXL-MoE
+// without stickiness, LRU on demand and the CPU-offload baseline at five cache sizes, 20
+// timed passes in one lockstep walk (`replay_offload_sweep`), per routing row of the
+// decode streams and per pass: the figure the report's per-row CPU divides by its passes.
+void BM_offload_sweep(benchmark::State& state) {
+  const routing_trace& t = bench::bundled_granite();
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const roofline_cost gpu{presets::h100_pcie_gen5(), m};
+  offload_system_config no_sticky = cxl_moe_system("no sticky");
+  std::get<sticky_lru_config>(no_sticky.policy).stickiness = false;
+  const offload_system_config lru_demand{"LRU on demand",   offload_system_kind::cached,
+                                         presets::cxl2_x16, link_duplex::full,
+                                         lru_config{},      {.predictor = offload_predictor::none, .prefill = false}};
+  const std::array<offload_system_config, 4> systems{{cxl_moe_system(), no_sticky, lru_demand, cpu_offload_system()}};
+  std::vector<offload_sweep_point> points;
+  for (const std::uint64_t c : std::array<std::uint64_t, 5>{48, 96, 192, 288, 384}) points.push_back({c, systems});
+  const decode_streams d = make_decode_streams(t, {.streams = 1});
+  const auto rows = static_cast<std::int64_t>(d.batched().num_rows());
+  for (auto _ : state) {
+    const auto r = replay_offload_sweep(t, d, gpu, m, points);
+    benchmark::DoNotOptimize(r.back().systems.back().run_seconds);
+  }
+  state.SetItemsProcessed(state.iterations() * rows * static_cast<std::int64_t>(points.size() * systems.size()));
+  state.SetLabel("CXL-MoE sweep, 20 passes, Granite bundled trace, per routing row per pass");
+}
+BENCHMARK(BM_offload_sweep)->Unit(benchmark::kMillisecond);
+
+// Floor of the sweep: read every routing row of the decode streams once, per routing row.
+void BM_offload_sweep_floor(benchmark::State& state) {
+  const decode_streams d = make_decode_streams(bench::bundled_granite(), {.streams = 1});
+  for (auto _ : state) {
+    const bench::routing_sums sums = bench::read_routing_once(d.batched());
+    benchmark::DoNotOptimize(sums.ids);
+    benchmark::DoNotOptimize(sums.weights);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(d.batched().num_rows()));
+  state.SetLabel("floor: read the decode streams' ids and weights once, per routing row");
+}
+BENCHMARK(BM_offload_sweep_floor)->Unit(benchmark::kMicrosecond);
 
 // Edge-MoE's scheduler on the RTX 3080 Ti preset, cache 192 experts, per decoded token.
 void BM_edge_replay(benchmark::State& state) {

@@ -74,6 +74,7 @@ TEST_CASE("a miss is inserted, a second access hits, a full pool evicts the poli
   const access_outcome d = c.get({1, 0});  // full: evicts 0.2, the lowest resident
   CHECK(d.inserted);
   CHECK(d.evicted == 1);
+  CHECK(c.last_evicted() == expert_key{0, 2});
   CHECK(!c.contains({0, 2}));
   CHECK(c.contains({1, 0}));
   CHECK(log == std::vector<std::string>{"insert 1.3", "hit 1.3", "insert 0.2", "evict 0.2", "insert 1.0"});
@@ -104,6 +105,11 @@ TEST_CASE("per-layer pools: an expert only displaces an expert of its own layer"
   CHECK(c.contains({1, 1}));
   CHECK(c.contains({0, 2}));
   CHECK(c.victim_for({1, 3}) == expert_key{1, 1});
+  // A prefetch that evicts names its victim too; one that finds room leaves it unchanged.
+  CHECK(c.last_evicted() == expert_key{0, 1});
+  CHECK(c.prefetch({1, 2}, 1.0f) == prefetch_outcome::inserted);
+  CHECK(c.last_evicted() == expert_key{1, 1});
+  CHECK(c.stats().evictions == 2);
 }
 
 TEST_CASE("bytes capacity: an expert larger than the pool overflows; a large one evicts several") {
@@ -127,7 +133,9 @@ TEST_CASE("bytes capacity: an expert larger than the pool overflows; a large one
   CHECK(five.inserted);
   CHECK(five.evicted == 1);
   CHECK(c.used(0) == 8);
+  CHECK(c.last_evicted() == expert_key{0, 0});
   c.get({1, 0});  // 8 + 1 > 8: evicts 0.1 (lowest resident)
+  CHECK(c.last_evicted() == expert_key{0, 1});
   CHECK(c.used(0) == 6);
   CHECK(log.back() == "insert 1.0");
   CHECK(c.stats().demand_bytes == 3 + 3 + 9 + 5 + 1);

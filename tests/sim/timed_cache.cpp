@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/predict/transition_predictor.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
 #include "moepolicy/trace/canonical.hpp"
@@ -167,6 +168,89 @@ TEST_CASE("random traffic: every byte on the link is accounted for and the bookk
     const timed_cache_stats& s = r.cache.stats();
     CHECK(s.accesses == s.hits + s.late_prefetches + s.misses);
     check_conservation(r);
+  }
+}
+
+namespace {
+
+/// Random traffic through a cache under the run-time `any_eviction_policy` holding `cfg` and
+/// one under `Policy` itself, on timelines of their own: every access, and the statistics
+/// after each operation, agree.
+template <class Policy>
+void check_typed_same_as_any(const typename Policy::config_type& cfg, std::uint32_t seed) {
+  const link_cost link{{64.0 * static_cast<double>(mib), 0.0}};
+  timeline ta, tb;
+  for (timeline* t : {&ta, &tb}) t->add_resource("gpu", resource_kind::processor);
+  const resource_id la = ta.add_resource("link", resource_kind::link);
+  const resource_id lb = tb.add_resource("link", resource_kind::link);
+  timed_expert_cache<> a(ta, la, link, 2, 4, 3, any_eviction_config{cfg}, 64 * mib);
+  timed_expert_cache<link_cost, Policy> b(tb, lb, link, 2, 4, 3, cfg, 64 * mib);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> layer(0, 1), expert(0, 3), what(0, 3);
+  double t = 0.0;
+  const auto same = [&] {
+    const timed_cache_stats &x = a.stats(), &y = b.stats();
+    REQUIRE(x.hits == y.hits);
+    REQUIRE(x.late_prefetches == y.late_prefetches);
+    REQUIRE(x.misses == y.misses);
+    REQUIRE(x.admitted == y.admitted);
+    REQUIRE(x.prefetches == y.prefetches);
+    REQUIRE(x.prefetches_started == y.prefetches_started);
+    REQUIRE(x.prefetches_landed == y.prefetches_landed);
+    REQUIRE(x.prefetches_cancelled == y.prefetches_cancelled);
+    REQUIRE(x.prefetches_unused == y.prefetches_unused);
+    REQUIRE(x.demand_bytes == y.demand_bytes);
+    REQUIRE(x.wasted_bytes == y.wasted_bytes);
+    REQUIRE(a.cache().stats().evictions == b.cache().stats().evictions);
+    REQUIRE(b.consistent());
+  };
+  for (int i = 0; i < 400; ++i) {
+    const expert_key k{static_cast<layer_id>(layer(rng)), static_cast<expert_id>(expert(rng))};
+    switch (what(rng)) {
+      case 0: {
+        const float score = 0.5f + 0.5f * static_cast<float>(expert(rng)) / 3.0f;
+        const int priority = expert(rng);
+        REQUIRE(a.prefetch(k, score, t, priority) == b.prefetch(k, score, t, priority));
+        break;
+      }
+      case 1:
+        a.hint(k, 0.9f);
+        b.hint(k, 0.9f);
+        [[fallthrough]];
+      case 2: {
+        const timed_access x = a.serve(k, t), y = b.serve(k, t);
+        REQUIRE(x.kind == y.kind);
+        REQUIRE(x.ready == y.ready);
+        REQUIRE(x.cached == y.cached);
+        t = std::max(t, x.ready * 0.5 + t * 0.5);
+        break;
+      }
+      default:
+        REQUIRE(a.cancel_pending(k.layer, [&](expert_id e) { return e != k.expert; }) ==
+                b.cancel_pending(k.layer, [&](expert_id e) { return e != k.expert; }));
+        a.end_step();
+        b.end_step();
+    }
+    t += 0.3;
+    ta.settle(t);
+    tb.settle(t);
+    a.collect();
+    b.collect();
+    same();
+  }
+  a.close();
+  b.close();
+  same();
+}
+
+}  // namespace
+
+TEST_CASE("a cache of one policy type decides as the run-time policy holding it") {
+  for (std::uint32_t seed : {1u, 2u, 3u}) {
+    check_typed_same_as_any<lru_policy>(lru_config{}, seed);
+    check_typed_same_as_any<sticky_lru_policy>(sticky_lru_config{}, seed);
+    check_typed_same_as_any<sticky_lru_policy>(sticky_lru_config{.stickiness = false}, seed);
+    check_typed_same_as_any<sticky_lru_policy>(sticky_lru_config{.gated_admission = false, .sticky_steps = 2}, seed);
   }
 }
 

@@ -294,6 +294,10 @@ class expert_cache {
   [[nodiscard]] std::optional<expert_key> victim_for(expert_key k) const noexcept {
     return policy_.victim(shape_.partition_of(k));
   }
+  /// The expert the last eviction removed (valid once `stats().evictions` > 0): a caller
+  /// that holds state per resident expert learns what a `get` or `prefetch` evicted without
+  /// asking the policy for the victim beforehand.
+  [[nodiscard]] expert_key last_evicted() const noexcept { return last_evicted_; }
 
   /// Removes `k` if it is resident (the caller gave up a copy it had started to bring in, or
   /// no longer wants it); counted as dropped, not evicted, and as a wasted prefetch when
@@ -373,6 +377,7 @@ class expert_cache {
       remove(vf);
       ++stats_.evictions;
       ++evicted;
+      last_evicted_ = *v;
     }
     return true;
   }
@@ -406,6 +411,7 @@ class expert_cache {
   std::vector<std::uint8_t> prefetched_unused_;
   std::vector<std::uint64_t> used_;
   std::size_t resident_count_;
+  expert_key last_evicted_{};
   cache_stats stats_;
 };
 

@@ -74,11 +74,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/sticky_lru.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/core/model_shape.hpp"
@@ -412,7 +415,11 @@ class stream_predictors {
 /// scores and the same ranked prefetch list at every layer of every pass: a lockstep
 /// replay records them once per batched step (`record`) and each such system reads them
 /// (`at`) in the order its passes would have computed them. Segments of a step: its
-/// prefill passes in token order, then its decode pass.
+/// prefill passes in token order, then its decode pass. The tape holds a window of
+/// consecutive steps (`window()`, sized at construction so that the window stays small
+/// beside a system's own state): the replay records a window, then runs each system
+/// through all of it before the next system, so that a system's timeline and cache stay
+/// in the processor's caches for the window's steps instead of one.
 class prediction_tape {
  public:
   struct layer_prediction {
@@ -442,7 +449,11 @@ class prediction_tape {
       }
       most = std::max(most, n);
     }
-    const std::size_t cells = (most + 1) * L_;
+    step_cells_ = (most + 1) * L_;
+    // About 256 KiB of scores and plans per window, 1 to 64 steps.
+    const std::size_t step_bytes = step_cells_ * E_ * (sizeof(float) + sizeof(queued_expert));
+    window_ = std::clamp<std::size_t>((std::size_t{256} << 10) / std::max<std::size_t>(step_bytes, 1), 1, 64);
+    const std::size_t cells = window_ * step_cells_;
     predicting_.assign(cells, 0);
     plan_sizes_.assign(cells, 0);
     scores_.assign(cells * E_, 0.0f);
@@ -455,9 +466,16 @@ class prediction_tape {
            c.depth == config_.depth && c.recency_decay == config_.recency_decay;
   }
 
+  /// Steps the tape holds at once: `record` steps `first` to `first + window() - 1` before
+  /// any is read.
+  [[nodiscard]] std::size_t window() const noexcept { return window_; }
+
   /// Observes batched step `s` (its prefills, then its decode pass) and records each
-  /// layer's prediction, as `offload_run` made them before. No allocation.
+  /// layer's prediction, as `offload_run` made them before, in the window's slot of `s`:
+  /// steps are recorded in order, and `at` reads those of the last `window()` recorded. No
+  /// allocation.
   void record(std::size_t s) noexcept {
+    const std::size_t base = (s % window_) * step_cells_;
     std::size_t seg = 0;
     const auto tokens = d_.tokens(s);
     for (const stream_token& tk : tokens) {
@@ -469,7 +487,7 @@ class prediction_tape {
         const auto& views = p.views[l];
         if (views.empty()) continue;
         for (const batch_view& v : views) predictors_.observe_stream(tk.stream, v);
-        predict(seg, l, [&](auto&& f) { f(tk.stream); });
+        predict(base + seg * L_ + l, l, [&](auto&& f) { f(tk.stream); });
       }
       ++seg;
     }
@@ -489,7 +507,7 @@ class prediction_tape {
         i = j;
       }
       predictors_.observe_batch(v);
-      predict(seg, l, [&](auto&& f) {
+      predict(base + seg * L_ + l, l, [&](auto&& f) {
         for (const stream_token& tk : tokens) {
           const stream_sequence& q = d_.sequences()[tk.sequence];
           if (q.first_step + q.tokens > s + 1) f(tk.stream);  // it continues next step
@@ -499,18 +517,19 @@ class prediction_tape {
     predictors_.end_step();
   }
 
-  /// Layer `l`'s prediction in segment `seg` of the step last recorded.
-  [[nodiscard]] layer_prediction at(std::size_t seg, std::size_t l) const noexcept {
-    const std::size_t c = seg * L_ + l;
-    MOEPOLICY_ASSERT(c < predicting_.size());
+  /// Layer `l`'s prediction in segment `seg` of step `s`, one of the last `window()` steps
+  /// recorded.
+  [[nodiscard]] layer_prediction at(std::size_t s, std::size_t seg, std::size_t l) const noexcept {
+    MOEPOLICY_ASSERT(seg * L_ + l < step_cells_);
+    const std::size_t c = (s % window_) * step_cells_ + seg * L_ + l;
     return {predicting_[c], std::span<const float>(scores_).subspan(c * E_, E_),
             std::span<const queued_expert>(plans_).subspan(c * E_, plan_sizes_[c])};
   }
 
  private:
+  /// Layer `l`'s prediction into cell `c`.
   template <class Streams>
-  void predict(std::size_t seg, std::size_t l, Streams&& streams) noexcept {
-    const std::size_t c = seg * L_ + l;
+  void predict(std::size_t c, std::size_t l, Streams&& streams) noexcept {
     predictors_.begin_combine();
     std::size_t predicting = 0;
     if (predictors_.per_stream()) {
@@ -539,6 +558,8 @@ class prediction_tape {
   const std::vector<recorded_prefill>& prefills_;
   bool prefills_on_;
   std::size_t L_, E_, k_;
+  /// Cells (segments × layers) of one step, and steps the tape holds.
+  std::size_t step_cells_ = 0, window_ = 1;
   stream_predictors predictors_;
   prefetch_queue queue_;
   std::vector<std::size_t> predicting_, plan_sizes_;
@@ -546,10 +567,21 @@ class prediction_tape {
   std::vector<queued_expert> plans_;
 };
 
-/// One system's run on its own timeline (see the header comment).
-template <DeviceCost Gpu>
+/// What a lockstep replay drives of one system's run: its steps (called once per step,
+/// not per access).
+struct offload_run_steps {
+  virtual ~offload_run_steps() = default;
+  virtual void begin(offload_system_result& out) = 0;
+  virtual void step(std::size_t s, offload_system_result& out) = 0;
+  virtual void finish(offload_system_result& out) = 0;
+};
+
+/// One system's run on its own timeline (see the header comment), with a cache under
+/// `Policy`: the policy type of the system's configuration where the replay knows it
+/// (sticky LRU, LRU: their events called directly), else `any_eviction_policy`.
+template <DeviceCost Gpu, EvictionPolicy Policy>
 requires DenseComputeCost<Gpu>
-class offload_run {
+class offload_run final : public offload_run_steps {
  public:
   /// `tape`: the predictions of `sys`'s prefetch configuration (recorded for each step
   /// before `step` runs it), or none for a system that does not prefetch.
@@ -580,7 +612,7 @@ class offload_run {
     order_.reserve(E_);
     ops_.reserve(E_);
     if (sys.kind == offload_system_kind::cached) {
-      cache_.emplace(tl_, in_, link_cost{sys.link}, info.num_layers, info.num_experts, cache_experts, sys.policy,
+      cache_.emplace(tl_, in_, link_cost{sys.link}, info.num_layers, info.num_experts, cache_experts, policy_of(sys),
                      gpu.footprint_bytes({0, 0}, fp16));
     }
     kv_layer_bytes_ =
@@ -588,7 +620,7 @@ class offload_run {
   }
 
   /// Starts the run: `step` each batched step in order, then `finish`.
-  void begin(offload_system_result& out) {
+  void begin(offload_system_result& out) override {
     out.gpu = gpu_;
     out.link_in = in_;
     out.link_out = out_;
@@ -599,7 +631,7 @@ class offload_run {
 
   /// Batched step `s`: the prefills of the sequences that start here (their predictors
   /// restarted on the tape), then the decode pass.
-  void step(std::size_t s, offload_system_result& out) {
+  void step(std::size_t s, offload_system_result& out) override {
     const auto tokens = d_.tokens(s);
     std::size_t seg = 0;
     for (const stream_token& tk : tokens) {
@@ -621,7 +653,7 @@ class offload_run {
   }
 
   /// Ends the run: stops what is still pending and collects the measures.
-  void finish(offload_system_result& out) {
+  void finish(offload_system_result& out) override {
     const seconds now = now_;
     out.run_seconds = now;
     if (cache_) {
@@ -639,6 +671,15 @@ class offload_run {
  private:
   [[nodiscard]] expert_key key(std::size_t l, std::size_t e) const noexcept {
     return {static_cast<layer_id>(l), static_cast<expert_id>(e)};
+  }
+
+  /// The system's policy configuration as `Policy` takes it.
+  static const typename Policy::config_type& policy_of(const offload_system_config& sys) {
+    if constexpr (std::is_same_v<Policy, any_eviction_policy>) {
+      return sys.policy;
+    } else {
+      return std::get<typename Policy::config_type>(sys.policy);
+    }
   }
 
   /// The KV entries of `tokens` tokens of one layer, written to the expert memory.
@@ -767,7 +808,7 @@ class offload_run {
       if (views.empty()) continue;
       const seconds t0 = t;
       t = moe_layer(l, t0, views, tokens, false, scratch);
-      if (tape_ != nullptr) prefetch_layer(l, t0, priority(step, l), tape_->at(seg, l), false);
+      if (tape_ != nullptr) prefetch_layer(l, t0, priority(step, l), tape_->at(step, seg, l), false);
     }
     t = tl_.run(t, gpu_, pass_.output_head_seconds(1), cost_kind::dense).end;
     if (cache_) cache_->end_step();
@@ -799,7 +840,7 @@ class offload_run {
       const batch_view v = b.view(batches[bi++]);
       const seconds t0 = t;
       t = moe_layer(l, t0, std::span<const batch_view>(&v, 1), n, true, out);
-      if (tape_ != nullptr) prefetch_layer(l, t0, priority(s + 1, l), tape_->at(seg, l), true);
+      if (tape_ != nullptr) prefetch_layer(l, t0, priority(s + 1, l), tape_->at(s, seg, l), true);
     }
     return tl_.run(t, gpu_, pass_.output_head_seconds(n), cost_kind::dense).end;
   }
@@ -828,7 +869,7 @@ class offload_run {
   std::size_t L_, E_, k_;
   timeline tl_;
   resource_id gpu_, in_, out_;
-  std::optional<timed_expert_cache<link_cost>> cache_;
+  std::optional<timed_expert_cache<link_cost, Policy>> cache_;
   const prediction_tape* tape_;
   seconds now_ = 0.0, prev_end_ = 0.0;
   std::vector<std::uint64_t> contexts_;
@@ -842,6 +883,27 @@ class offload_run {
   prefetch_queue queue_;
   bytes kv_layer_bytes_ = 0;
 };
+
+/// The run of `sys`: with its policy's own type for the sticky LRU and LRU, else with
+/// `any_eviction_policy`.
+template <DeviceCost Gpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] std::unique_ptr<offload_run_steps> make_offload_run(const Gpu& gpu, const model_shape& shape,
+                                                                  const offload_system_config& sys,
+                                                                  const offload_replay_config& cfg,
+                                                                  std::uint64_t cache_experts, const decode_streams& d,
+                                                                  const std::vector<recorded_prefill>& prefills,
+                                                                  const trace_info& info, const prediction_tape* tape) {
+  if (std::holds_alternative<sticky_lru_config>(sys.policy)) {
+    return std::make_unique<offload_run<Gpu, sticky_lru_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info,
+                                                                 tape);
+  }
+  if (std::holds_alternative<lru_config>(sys.policy)) {
+    return std::make_unique<offload_run<Gpu, lru_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info, tape);
+  }
+  return std::make_unique<offload_run<Gpu, any_eviction_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info,
+                                                                 tape);
+}
 
 }  // namespace detail
 
@@ -905,7 +967,7 @@ requires DenseComputeCost<Gpu>
   }
   // The runs, their results (stable: every `systems` vector is reserved) and one tape per
   // distinct prefetch configuration of the cached systems that predict.
-  std::vector<std::unique_ptr<offload_run<Gpu>>> runs;
+  std::vector<std::unique_ptr<offload_run_steps>> runs;
   std::vector<offload_system_result*> outs;
   std::vector<std::unique_ptr<prediction_tape>> tapes;
   runs.reserve(systems);
@@ -938,17 +1000,24 @@ requires DenseComputeCost<Gpu>
               tapes.emplace_back(std::make_unique<prediction_tape>(sc.prefetch, info, d, prefills, cfg.prefills)).get();
         }
       }
-      runs.push_back(std::make_unique<offload_run<Gpu>>(gpu, shape, out.config, cfg, points[i].cache_experts, d,
-                                                        prefills, info, tape));
+      runs.push_back(make_offload_run(gpu, shape, out.config, cfg, points[i].cache_experts, d, prefills, info, tape));
       outs.push_back(&out);
     }
   }
-  // Lockstep: each step's predictions once, then every system's passes of that step, each
-  // on its own timeline and cache.
+  // Lockstep by windows of steps: each step's predictions once, then every system's passes
+  // of the window's steps, each on its own timeline and cache (a system's state stays in
+  // the processor's caches for the window).
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
-  for (std::size_t s = 0; s < d.num_steps(); ++s) {
-    for (auto& t : tapes) t->record(s);
-    for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->step(s, *outs[r]);
+  std::size_t window = 64;
+  for (const auto& t : tapes) window = std::min(window, t->window());
+  for (std::size_t first = 0; first < d.num_steps(); first += window) {
+    const std::size_t last = std::min(d.num_steps(), first + window);
+    for (auto& t : tapes) {
+      for (std::size_t s = first; s < last; ++s) t->record(s);
+    }
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      for (std::size_t s = first; s < last; ++s) runs[r]->step(s, *outs[r]);
+    }
   }
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->finish(*outs[r]);
   return results;

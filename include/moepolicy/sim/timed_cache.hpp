@@ -3,11 +3,12 @@
 // job that uses only the link's idle time, and an expert is a hit only if its copy has
 // landed when the layer needs it.
 //
-// `timed_expert_cache` joins three pieces: an `expert_cache<any_eviction_policy>` (which
-// experts hold a GPU slot — landed or on their way — and the policy that orders them), a
-// `timed_residency` (the copies and when each became usable: after `seal()` a copy exists
-// only through the receipt of the transfer that brought it) and the timeline's link. Every
-// expert's weights live in the offload memory (tier 0, preloaded); the GPU is tier 1.
+// `timed_expert_cache` joins three pieces: an `expert_cache<Policy>` (which experts hold
+// a GPU slot — landed or on their way — and the policy that orders them: one chosen at run
+// time, `any_eviction_policy`, or one policy type), a `timed_residency` (the copies and
+// when each became usable: after `seal()` a copy exists only through the receipt of the
+// transfer that brought it) and the timeline's link. Every expert's weights live in the
+// offload memory (tier 0, preloaded); the GPU is tier 1.
 //
 // The hit definition. A demand access to expert k at time t0 (the router's output of its
 // layer) is
@@ -66,6 +67,7 @@
 #include <limits>
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -174,11 +176,15 @@ static_assert(TransferCost<link_cost>);
 
 /// The GPU expert cache of a timed replay (see the header); `Link` prices a transfer of
 /// weights over the link (`link_cost`, or a GPU's `DeviceCost`, whose `transfer_seconds` is
-/// its weight link).
-template <TransferCost Link = link_cost>
+/// its weight link); `Policy` orders the residents: a policy chosen at run time
+/// (`any_eviction_policy`, the default), or one policy type, whose events a replay that
+/// knows it calls directly instead of through the variant's dispatch (same decisions).
+template <TransferCost Link = link_cost, EvictionPolicy Policy = any_eviction_policy>
 class timed_expert_cache {
  public:
+  static_assert(!std::is_same_v<Policy, belady_policy>, "Belady's policy needs the future; replay it untimed");
   static constexpr tier_id memory_tier = 0, gpu_tier = 1;
+  using policy_config = typename Policy::config_type;
 
   /// A cache of `capacity` experts (one pool shared by all layers, or with `scope ==
   /// per_layer` one pool of `capacity` per layer) under the policy `policy`, fetching over
@@ -189,8 +195,8 @@ class timed_expert_cache {
   /// `tl`, `expert_size` is 0, or the policy is Belady's (it needs the future: compare with
   /// its untimed demand replay instead); what `expert_cache` and the policy throw.
   timed_expert_cache(timeline& tl, resource_id link, Link link_cost, std::uint32_t num_layers,
-                     std::uint32_t num_experts, std::uint64_t capacity, const any_eviction_config& policy,
-                     bytes expert_size, bitwidth bits = fp16, capacity_scope scope = capacity_scope::shared)
+                     std::uint32_t num_experts, std::uint64_t capacity, const policy_config& policy, bytes expert_size,
+                     bitwidth bits = fp16, capacity_scope scope = capacity_scope::shared)
       : tl_(&tl),
         link_(checked_link(tl, link)),
         cost_(std::move(link_cost)),
@@ -233,7 +239,7 @@ class timed_expert_cache {
     return true;
   }
 
-  [[nodiscard]] const expert_cache<any_eviction_policy>& cache() const noexcept { return cache_; }
+  [[nodiscard]] const expert_cache<Policy>& cache() const noexcept { return cache_; }
   [[nodiscard]] const timed_residency& residency() const noexcept { return res_; }
   [[nodiscard]] const timed_cache_stats& stats() const noexcept { return stats_; }
   [[nodiscard]] bytes expert_size() const noexcept { return size_; }
@@ -323,9 +329,8 @@ class timed_expert_cache {
       job_[f] = no_job;
       note_stop(f);
       const transfer_receipt r = demand(t0, size_, k);
-      const std::optional<expert_key> v = pending_victim(k);
       const access_outcome o = cache_.get(k, info);
-      sync_victim(v);
+      if (o.evicted != 0) sync_victim(cache_.last_evicted());
       const bool kept = o.inserted;
       if (kept) {
         res_.install(k, gpu_tier, bits_, size_, r);
@@ -343,9 +348,8 @@ class timed_expert_cache {
     const transfer_receipt r = demand(t0, size_, k);
     stats_.demand_bytes += size_;
     stats_.miss_wait += r.landed() - t0;
-    const std::optional<expert_key> v = pending_victim(k);
     const access_outcome o = cache_.get(k, info);
-    sync_victim(v);
+    if (o.evicted != 0) sync_victim(cache_.last_evicted());
     if (o.inserted) {
       ++stats_.admitted;
       res_.install(k, gpu_tier, bits_, size_, r);
@@ -380,11 +384,13 @@ class timed_expert_cache {
       score_[f] = std::max(score_[f], score);
       return false;
     }
-    const access_info info{.confidence = score, .prefetch = true};
-    const bool must_evict = cache_.used(cache_.shape().partition_of(k)) + 1 > cache_.capacity();
-    if (!cache_.policy().admit_prefetch(k, info, must_evict)) {
-      ++stats_.prefetches_refused;
-      return false;
+    if constexpr (policy_traits<Policy>::admits_prefetches) {
+      const access_info info{.confidence = score, .prefetch = true};
+      const bool must_evict = cache_.used(cache_.shape().partition_of(k)) + 1 > cache_.capacity();
+      if (!cache_.policy().admit_prefetch(k, info, must_evict)) {
+        ++stats_.prefetches_refused;
+        return false;
+      }
     }
     const std::array<hop, 1> h{{{link_, cost_.transfer_seconds(size_), size_}}};
     job_[f] = tl_->enqueue(ready, h, size_, cost_kind::prefetch, priority, f);
@@ -483,10 +489,12 @@ class timed_expert_cache {
     }
     return link;
   }
-  static const any_eviction_config& checked_policy(const any_eviction_config& p) {
-    if (std::holds_alternative<belady_config>(p)) {
-      detail::throw_invalid("timed_expert_cache", "Belady's policy needs the future; replay it untimed",
-                            eviction_policy_name(p));
+  static const policy_config& checked_policy(const policy_config& p) {
+    if constexpr (std::is_same_v<Policy, any_eviction_policy>) {
+      if (std::holds_alternative<belady_config>(p)) {
+        detail::throw_invalid("timed_expert_cache", "Belady's policy needs the future; replay it untimed",
+                              eviction_policy_name(p));
+      }
     }
     return p;
   }
@@ -534,9 +542,9 @@ class timed_expert_cache {
       if (tl_->placed_bytes(static_cast<timeline::job_id>(job_[f])) == 0) continue;  // still waiting
       listed_[f] = 0;
       const expert_key k = key(f / E_, f % E_);
-      const std::optional<expert_key> v = pending_victim(k);
+      const std::uint64_t evictions = cache_.stats().evictions;
       const prefetch_outcome o = cache_.prefetch(k, score_[f]);
-      sync_victim(v);
+      if (cache_.stats().evictions != evictions) sync_victim(cache_.last_evicted());
       if (o == prefetch_outcome::inserted) {
         slot_[f] = 1;
         ++stats_.prefetches_started;
@@ -562,17 +570,14 @@ class timed_expert_cache {
     return tl_->transfer(t0, h, n, cost_kind::demand_fetch, flat(k));
   }
 
-  /// The expert an insertion of `k` would evict now (experts weigh 1: at most one).
-  [[nodiscard]] std::optional<expert_key> pending_victim(expert_key k) const noexcept {
-    if (cache_.contains(k) || cache_.used(cache_.shape().partition_of(k)) < cache_.capacity()) return std::nullopt;
-    return cache_.victim_for(k);
-  }
-  /// Drops the copy (or stops the prefetch) of a victim the cache evicted.
-  void sync_victim(const std::optional<expert_key>& v) noexcept {
-    if (!v || cache_.contains(*v)) return;
-    const std::size_t f = flat(*v);
+  /// Drops the copy (or stops the prefetch) of the victim the cache just evicted (experts
+  /// weigh 1: an insertion evicts at most one; the cache names it, so the victim is
+  /// computed once).
+  void sync_victim(expert_key v) noexcept {
+    MOEPOLICY_ASSERT(!cache_.contains(v));
+    const std::size_t f = flat(v);
     if (job_[f] != no_job) stop(f);
-    res_.drop(*v, gpu_tier);
+    res_.drop(v, gpu_tier);
     if (fresh_[f] != 0) {
       ++stats_.prefetches_unused;
       stats_.unused_bytes += size_;
@@ -597,7 +602,7 @@ class timed_expert_cache {
   std::uint32_t E_;
   bytes size_;
   bitwidth bits_;
-  expert_cache<any_eviction_policy> cache_;
+  expert_cache<Policy> cache_;
   timed_residency res_;
   std::vector<std::uint64_t> job_;
   /// The score of a queued prefetch, and whether its started copy holds a slot.

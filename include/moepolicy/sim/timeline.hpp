@@ -578,10 +578,16 @@ class timeline {
     refresh_next(id);
     if (hops.size() > 1) ++multi_hop_;
     // The queue stays in placement order (priority, then first in first out): this job is
-    // the newest, so it goes after every job of its priority.
-    order_.insert(std::upper_bound(order_.begin(), order_.end(), priority,
-                                   [&](int p, job_id b) { return p < jobs_[b].priority; }),
-                  id);
+    // the newest, so it goes after every job of its priority — at the end when no queued
+    // job has a higher priority value (a replay that queues each pass's prefetches after
+    // the last), else where a search finds.
+    if (order_.empty() || jobs_[order_.back()].priority <= priority) {
+      order_.push_back(id);
+    } else {
+      order_.insert(std::upper_bound(order_.begin(), order_.end(), priority,
+                                     [&](int p, job_id b) { return p < jobs_[b].priority; }),
+                    id);
+    }
     return id;
   }
 
@@ -673,7 +679,18 @@ class timeline {
     std::vector<bytes> done_moved;
   };
 
+  /// Throws what `check_hops_in_full` throws; an operation of one valid hop (most of them)
+  /// is accepted by a few comparisons.
   void check_hops(seconds ready, std::span<const hop> hops, std::string_view fn) const {
+    constexpr seconds inf = std::numeric_limits<seconds>::infinity();
+    if (hops.size() == 1 && ready >= 0.0 && ready < inf && hops[0].resource < state_.size() &&
+        hops[0].duration >= 0.0 && hops[0].duration < inf) {
+      return;
+    }
+    check_hops_in_full(ready, hops, fn);
+  }
+
+  void check_hops_in_full(seconds ready, std::span<const hop> hops, std::string_view fn) const {
     if (!(ready >= 0.0) || !std::isfinite(ready)) detail::throw_invalid(fn, "ready must be finite and >= 0", ready);
     if (hops.empty()) detail::throw_invalid(fn, "an operation needs at least one hop");
     for (std::size_t i = 0; i < hops.size(); ++i) {
