@@ -888,23 +888,75 @@ class migration_planner {
   }
   /// Fills `t.benefit` and `t.balance_gain` for expert `t.expert` moving to `layout` with
   /// residency `res`; false when the task improves neither.
+  ///
+  /// Each option of the moved row is valued against the predicted schedule's totals as
+  /// `device_loads::makespan_after` and `square_sum_after` value the delta "remove the old
+  /// row under its option, add the moved row under this one", with the work every option
+  /// shares done once: the old row's removal, the largest total of the DIMMs the move
+  /// leaves alone, and the touched DIMMs' totals. The values are those of the deltas bit
+  /// for bit: the sums are formed in the same order, and where a delta leaves out a
+  /// change of 0 (a DIMM it does not touch) this adds 0.0, which changes neither a total
+  /// >= 0 nor the maximum.
   bool evaluate(migration_task& t, double x, bool res, expert_layout layout) const {
     const std::size_t i = index_[t.expert];
     if (i == none) return false;
     const expert_costs& old = problem_[i];
     const expert_costs now = moved_row(old, t.expert, x, layout, res);
+    const detail::device_loads& L = *loads_;
+    constexpr std::size_t npos = detail::device_loads::npos;
+    // The old row's removal.
+    const device_option was = schedule_.assignment[i];
+    const seconds out_g = was == device_option::gpu ? -old.exec[0] : 0.0;
+    const seconds out_c = was == device_option::cpu ? -old.exec[1] : 0.0;
+    const seconds out_d = -old.dimm_seconds(was);
+    // The homes the move touches (npos for striped), and the largest total of the others
+    // (`makespan_after`: one of the top three when there are three DIMMs or more, else 0).
+    const std::size_t ho = old.layout.is_localized() ? old.layout.home : npos;
+    const std::size_t hn = now.layout.is_localized() ? now.layout.home : npos;
+    seconds rest = -1.0;
+    for (const auto& top : L.top) {
+      if (top.index == npos) break;
+      if (top.index != ho && top.index != hn) {
+        rest = top.value;
+        break;
+      }
+    }
+    rest = std::max(rest, 0.0);
+    const seconds v_o = ho != npos ? L.local[ho] : 0.0, v_n = hn != npos ? L.local[hn] : 0.0;
+    const double D = static_cast<double>(L.local.size());
     bool found = false;
     seconds best_m = 0.0;
     double best_q = 0.0;
-    detail::device_loads::delta removed;  // the same first step of every option's delta
-    removed.add(old, schedule_.assignment[i], -1.0);
     for (std::size_t k = 0; k < num_device_options; ++k) {
       const auto o = static_cast<device_option>(k);
       if (!now.allows(o)) continue;
-      detail::device_loads::delta d = removed;
-      d.add(now, o, 1.0);
-      const seconds m = loads_->makespan_after(d);
-      const double q = loads_->square_sum_after(d);
+      const seconds in_d = now.dimm_seconds(o);
+      const seconds cg = o == device_option::gpu ? out_g + now.exec[0] : out_g;
+      const seconds cc = o == device_option::cpu ? out_c + now.exec[1] : out_c;
+      seconds cs = ho == npos ? out_d : 0.0;  // the stripe's change
+      if (hn == npos) cs += in_d;
+      seconds m_local = rest;
+      double sl = L.sum_local, sq = L.sum_local_sq;
+      if (ho != npos && ho == hn) {  // one home: the delta's one entry, -old + new
+        const seconds c = out_d + in_d;
+        m_local = std::max(m_local, v_o + c);
+        sl += c;
+        sq += (v_o + c) * (v_o + c) - v_o * v_o;
+      } else {  // the old home's entry first, as the delta takes them
+        if (ho != npos) {
+          m_local = std::max(m_local, v_o + out_d);
+          sl += out_d;
+          sq += (v_o + out_d) * (v_o + out_d) - v_o * v_o;
+        }
+        if (hn != npos) {
+          m_local = std::max(m_local, v_n + in_d);
+          sl += in_d;
+          sq += (v_n + in_d) * (v_n + in_d) - v_n * v_n;
+        }
+      }
+      const seconds s = L.stripe + cs, g = L.gpu + cg, u = L.cpu + cc;
+      const seconds m = std::max({g, u, s + m_local});
+      const double q = g * g + u * u + D * s * s + 2.0 * s * sl + sq;
       if (!found || m < best_m || (m == best_m && q < best_q)) {
         found = true;
         best_m = m;
