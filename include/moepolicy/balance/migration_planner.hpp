@@ -279,10 +279,12 @@ class migration_planner {
   /// the T ≤ 2E + moves candidate tasks, follows by O(1) arithmetic (the values the
   /// system's calls give), and each task is valued in O(1) against the step's totals. The
   /// pass that writes the step's rows also takes each row's greedy option, that
-  /// assignment's totals and the step's lower bound (sched/lower_bound.hpp); when the
-  /// greedy schedule meets the bound, it is the local search's result (the search returns
-  /// its greedy start unchanged then) and the search is not run; otherwise one local
-  /// search of the predicted step (sched/local_search.hpp). Plus the rebalancing
+  /// assignment's totals and the step's lower bound (sched/lower_bound.hpp; the lean pass
+  /// takes only its per-DIMM part B3, and a second O(E) pass over the rows takes the rest
+  /// only when B3 does not prove the greedy schedule optimal); when the greedy schedule
+  /// meets the bound, it is the local search's result (the search returns its greedy
+  /// start unchanged then) and the search is not run; otherwise one local search of the
+  /// predicted step (sched/local_search.hpp). Plus the rebalancing
   /// (O(E + moves · (D + m)), balance/ndp_rebalance.hpp) and O(T log T) to rank; no
   /// allocation after the first call. The first implementation
   /// (balance/detail/migration_planner_reference.hpp) called the cost models about three
@@ -342,7 +344,9 @@ class migration_planner {
     // from them by max and interpolation. The same pass starts the local search's work
     // on the step: each row's greedy option (the search's first start), that
     // assignment's totals and the step's lower bound, added row by row in the order a
-    // rebuild and `makespan_lower_bound` add them (the same values bit for bit).
+    // rebuild and `makespan_lower_bound` add them (the same values bit for bit). The
+    // lean pass takes only the bound's part B3 (`per_dimm`); the others are taken from
+    // the rows when B3 alone does not prove the greedy schedule optimal (see below).
     problem_.clear();
     schedule_.assignment.clear();
     greedy_loads_.reset(D);
@@ -354,9 +358,10 @@ class migration_planner {
     unsigned bad_row = 0;
     lean_ = lean_applies(direct);
     std::size_t gathered = 0;
+    seconds per_dimm = 0.0;  // the lean pass's bound B3
     if (lean_) {
       const auto lean = [&]<bool U, bool N>() {
-        return price_lean<U, N>(predicted, classes, layouts, resident, bound);
+        return price_lean<U, N>(predicted, classes, layouts, resident, per_dimm);
       };
       const bool u = use_cpu, d = system_.config().use_ndp;
       gathered = u ? (d ? lean.template operator()<true, true>() : lean.template operator()<true, false>())
@@ -411,8 +416,18 @@ class migration_planner {
     if (bad_row != 0) recheck_rows();
     greedy_loads_.refresh();
     // The local search returns its greedy start unchanged, as optimal, when it meets the
-    // lower bound (sched/local_search.hpp, step 4); it runs only otherwise.
-    if (!detail::less_than(bound.result().value, greedy_loads_.makespan(), config_.scheduling.tolerance)) {
+    // lower bound (sched/local_search.hpp, step 4); it runs only otherwise. After the
+    // lean pass, B3 is tried first: the bound is the largest of its parts and
+    // `less_than(b, m)` can only turn false as b grows, so B3 meeting the greedy makespan
+    // proves what the whole bound would; else the whole bound is taken from the rows (the
+    // same value bit for bit as the accumulator's, in the same order).
+    const seconds greedy_m = greedy_loads_.makespan();
+    const double tol = config_.scheduling.tolerance;
+    const bool proven =
+        lean_ ? !detail::less_than(per_dimm, greedy_m, tol) ||
+                    !detail::less_than(makespan_lower_bound(problem_, bound_scratch_).value, greedy_m, tol)
+              : !detail::less_than(bound.result().value, greedy_m, tol);
+    if (proven) {
       schedule_.status = solve_status::optimal;
       schedule_.iterations = 0;
       detail::write_totals(greedy_loads_, schedule_);
@@ -575,8 +590,9 @@ class migration_planner {
   [[nodiscard]] static bool tame(seconds v) noexcept { return v >= 0.0 && v <= tame_limit; }
 
   /// The pricing pass of `plan` when `lean_applies`: the same rows, prices, greedy
-  /// options, totals, bound terms and candidates as the general pass and the candidate
-  /// gathering, bit for bit, from the memos and the link and read times of the one weight
+  /// options, totals and candidates as the general pass and the candidate gathering, and
+  /// the lower bound's part B3 (`makespan_bound::per_dimm`, written to `per_dimm`), bit
+  /// for bit, from the memos and the link and read times of the one weight
   /// size, with no row check and no call, its choices by layout, residency and greedy
   /// option written as selections (products by 0 or 1 measured slower); the options the
   /// system allows are template arguments. Each expert's `expert_prices` are not stored: `prices_of` takes them
@@ -585,17 +601,20 @@ class migration_planner {
   template <bool UseCpu, bool UseNdp>
   std::size_t price_lean(std::span<const double> predicted, std::span<const hotness> classes,
                          std::span<const expert_layout> layouts, std::span<const std::uint8_t> resident,
-                         detail::lower_bound_accumulator& bound) {
+                         seconds& per_dimm) {
     const size_prices& w = size_priced(0, size_);
     const seconds dram_s = w.striped, dram_l = w.localized;
     // A miss reads max(T_PCIe, T_DRAM) (Eq. 2), by layout.
     const seconds read_s = std::max(w.pcie, dram_s), read_l = std::max(w.pcie, dram_l);
-    const double h_striped = static_cast<double>(system_.num_dimms());
     const seconds* mg = memo_gpu_.data();
     const seconds* mc = memo_cpu_.data();
     const seconds* mn = memo_ndp_.data();
     seconds gpu = 0.0, cpu = 0.0, stripe = 0.0;
     seconds* local = greedy_loads_.local.data();
+    const std::size_t D = system_.num_dimms();
+    seconds b3_striped = 0.0;
+    seconds* b3 = bound_scratch_.data();  // D sums of localized experts' terms
+    std::fill_n(b3, D, 0.0);
     schedule_.assignment.resize(experts_);  // within the reserve; cut to the step's size below
     device_option* assigned = schedule_.assignment.data();
     const std::span<expert_costs> rows = problem_.add_unchecked(experts_);  // cut to the step's size below
@@ -652,31 +671,14 @@ class migration_planner {
       if constexpr (UseCpu) cpu += (to_u && !to_d) ? u : 0.0;
       stripe += loc ? 0.0 : on_dimm;
       local[loc ? layout.home : 0] += loc ? on_dimm : 0.0;
-      // `terms_of` over the allowed options (GPU always; CPU by `UseCpu`; NDP when
-      // localized, with an infinite price otherwise, which its terms carry through).
-      const double h = loc ? 1.0 : h_striped;
-      detail::bound_terms t{not_allowed, not_allowed, not_allowed, not_allowed, not_allowed};
-      t.single = std::min(t.single, std::max(g, gpu_dimm));
-      t.all = std::min(t.all, g + h * gpu_dimm);
-      t.serial = std::min(t.serial, g);
-      t.dimm = std::min(t.dimm, gpu_dimm);
-      t.triple = std::min(t.triple, g + gpu_dimm);
-      if constexpr (UseCpu) {
-        t.single = std::min(t.single, std::max(u, r));
-        t.all = std::min(t.all, u + h * r);
-        t.serial = std::min(t.serial, u);
-        t.dimm = std::min(t.dimm, r);
-        t.triple = std::min(t.triple, u + r);
-      }
-      if constexpr (UseNdp) {
-        const seconds s_d = loc ? 0.0 : not_allowed;
-        t.single = std::min(t.single, d);
-        t.all = std::min(t.all, s_d + h * d);
-        t.serial = std::min(t.serial, s_d);
-        t.dimm = std::min(t.dimm, d);
-        t.triple = std::min(t.triple, s_d + d);
-      }
-      bound.add(t, layout);
+      // B3's term (`terms_of`'s `dimm`: the least any allowed option adds to the
+      // expert's DIMMs; d is infinite when NDP is not allowed), added as
+      // `lower_bound_accumulator` adds it: to the striped sum or to the home's, the other
+      // getting + 0.0 as above.
+      seconds least = std::min(gpu_dimm, d);
+      if constexpr (UseCpu) least = std::min(least, r);
+      b3_striped += loc ? 0.0 : least;
+      b3[loc ? layout.home : 0] += loc ? least : 0.0;
       // The candidate gathering of `plan`, for the experts of the step.
       candidates_[m] = static_cast<std::uint32_t>(e);
       m += has_candidate_[candidate_cell(classes[e], loc, res)];
@@ -686,6 +688,9 @@ class migration_planner {
     greedy_loads_.gpu = gpu;
     greedy_loads_.cpu = cpu;
     greedy_loads_.stripe = stripe;
+    // `lower_bound_accumulator::result`'s B3.
+    per_dimm = 0.0;
+    for (std::size_t h = 0; h < D; ++h) per_dimm = std::max(per_dimm, b3_striped + b3[h]);
     return m;
   }
 
