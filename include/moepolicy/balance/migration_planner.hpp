@@ -347,8 +347,6 @@ class migration_planner {
     // rebuild and `makespan_lower_bound` add them (the same values bit for bit). The
     // lean pass takes only the bound's part B3 (`per_dimm`); the others are taken from
     // the rows when B3 alone does not prove the greedy schedule optimal (see below).
-    problem_.clear();
-    schedule_.assignment.clear();
     greedy_loads_.reset(D);
     detail::lower_bound_accumulator bound(D, bound_scratch_);
     const bool use_cpu = system_.config().use_cpu;
@@ -367,6 +365,8 @@ class migration_planner {
       gathered = u ? (d ? lean.template operator()<true, true>() : lean.template operator()<true, false>())
                    : (d ? lean.template operator()<false, true>() : lean.template operator()<false, false>());
     } else {
+      problem_.clear();
+      schedule_.assignment.clear();
       for (std::size_t e = 0; e < experts_; ++e) {
         const double x = predicted[e];
         index_[e] = none;
@@ -615,9 +615,12 @@ class migration_planner {
     seconds b3_striped = 0.0;
     seconds* b3 = bound_scratch_.data();  // D sums of localized experts' terms
     std::fill_n(b3, D, 0.0);
-    schedule_.assignment.resize(experts_);  // within the reserve; cut to the step's size below
+    // The last plan's rows and options are overwritten, not cleared first (every field of
+    // a row is written below); both are cut to the step's size at the end, within their
+    // reserves.
+    schedule_.assignment.resize(experts_);
     device_option* assigned = schedule_.assignment.data();
-    const std::span<expert_costs> rows = problem_.add_unchecked(experts_);  // cut to the step's size below
+    const std::span<expert_costs> rows = problem_.resize_unchecked(experts_);
     std::size_t n = 0, m = 0;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
