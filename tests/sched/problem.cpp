@@ -79,6 +79,27 @@ TEST_CASE("makespan_problem: rows appended in a block and cut back") {
   CHECK(p.empty());
 }
 
+TEST_CASE("makespan_problem: rows resized in place keep their values") {
+  makespan_problem p(2, 4);
+  p.add(row({1.0, 2.0, not_allowed}, 0.5, {}, false));
+  p.add(row({3.0, 4.0, 5.0}, 1.0, expert_layout::localized(1), true));
+  std::span<expert_costs> rows = p.resize_unchecked(4);
+  REQUIRE(rows.size() == 4);
+  CHECK(p.size() == 4);
+  CHECK(rows[0].exec[0] == 1.0);  // kept, not rewritten as default rows
+  CHECK(rows[1].exec[2] == 5.0);
+  CHECK(rows[1].layout == expert_layout::localized(1));
+  CHECK(rows[3].exec[2] == not_allowed);  // new rows are default rows
+  rows[3] = row({6.0, 7.0, not_allowed}, 2.0, {}, false);
+  rows = p.resize_unchecked(1);
+  REQUIRE(rows.size() == 1);
+  CHECK(p.size() == 1);
+  CHECK(p[0].exec[1] == 2.0);
+  rows = p.resize_unchecked(2);
+  CHECK(p[1].exec[2] == not_allowed);  // grown again: a default row, not the old one
+  CHECK(p[1].layout == expert_layout::striped());
+}
+
 TEST_CASE("evaluate: Eq. 5-7 with contention from striped and localized reads") {
   // D = 2. Experts:
   //   a: striped, GPU miss 3 (dram 1)      -> GPU 3, every DIMM +1

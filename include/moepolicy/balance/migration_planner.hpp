@@ -279,10 +279,12 @@ class migration_planner {
   /// the T ≤ 2E + moves candidate tasks, follows by O(1) arithmetic (the values the
   /// system's calls give), and each task is valued in O(1) against the step's totals. The
   /// pass that writes the step's rows also takes each row's greedy option, that
-  /// assignment's totals and the step's lower bound (sched/lower_bound.hpp); when the
-  /// greedy schedule meets the bound, it is the local search's result (the search returns
-  /// its greedy start unchanged then) and the search is not run; otherwise one local
-  /// search of the predicted step (sched/local_search.hpp). Plus the rebalancing
+  /// assignment's totals and the step's lower bound (sched/lower_bound.hpp; the lean pass
+  /// takes only its per-DIMM part B3, and a second O(E) pass over the rows takes the rest
+  /// only when B3 does not prove the greedy schedule optimal); when the greedy schedule
+  /// meets the bound, it is the local search's result (the search returns its greedy
+  /// start unchanged then) and the search is not run; otherwise one local search of the
+  /// predicted step (sched/local_search.hpp). Plus the rebalancing
   /// (O(E + moves · (D + m)), balance/ndp_rebalance.hpp) and O(T log T) to rank; no
   /// allocation after the first call. The first implementation
   /// (balance/detail/migration_planner_reference.hpp) called the cost models about three
@@ -342,9 +344,9 @@ class migration_planner {
     // from them by max and interpolation. The same pass starts the local search's work
     // on the step: each row's greedy option (the search's first start), that
     // assignment's totals and the step's lower bound, added row by row in the order a
-    // rebuild and `makespan_lower_bound` add them (the same values bit for bit).
-    problem_.clear();
-    schedule_.assignment.clear();
+    // rebuild and `makespan_lower_bound` add them (the same values bit for bit). The
+    // lean pass takes only the bound's part B3 (`per_dimm`); the others are taken from
+    // the rows when B3 alone does not prove the greedy schedule optimal (see below).
     greedy_loads_.reset(D);
     detail::lower_bound_accumulator bound(D, bound_scratch_);
     const bool use_cpu = system_.config().use_cpu;
@@ -354,14 +356,17 @@ class migration_planner {
     unsigned bad_row = 0;
     lean_ = lean_applies(direct);
     std::size_t gathered = 0;
+    seconds per_dimm = 0.0;  // the lean pass's bound B3
     if (lean_) {
       const auto lean = [&]<bool U, bool N>() {
-        return price_lean<U, N>(predicted, classes, layouts, resident, bound);
+        return price_lean<U, N>(predicted, classes, layouts, resident, per_dimm);
       };
       const bool u = use_cpu, d = system_.config().use_ndp;
       gathered = u ? (d ? lean.template operator()<true, true>() : lean.template operator()<true, false>())
                    : (d ? lean.template operator()<false, true>() : lean.template operator()<false, false>());
     } else {
+      problem_.clear();
+      schedule_.assignment.clear();
       for (std::size_t e = 0; e < experts_; ++e) {
         const double x = predicted[e];
         index_[e] = none;
@@ -411,8 +416,18 @@ class migration_planner {
     if (bad_row != 0) recheck_rows();
     greedy_loads_.refresh();
     // The local search returns its greedy start unchanged, as optimal, when it meets the
-    // lower bound (sched/local_search.hpp, step 4); it runs only otherwise.
-    if (!detail::less_than(bound.result().value, greedy_loads_.makespan(), config_.scheduling.tolerance)) {
+    // lower bound (sched/local_search.hpp, step 4); it runs only otherwise. After the
+    // lean pass, B3 is tried first: the bound is the largest of its parts and
+    // `less_than(b, m)` can only turn false as b grows, so B3 meeting the greedy makespan
+    // proves what the whole bound would; else the whole bound is taken from the rows (the
+    // same value bit for bit as the accumulator's, in the same order).
+    const seconds greedy_m = greedy_loads_.makespan();
+    const double tol = config_.scheduling.tolerance;
+    const bool proven =
+        lean_ ? !detail::less_than(per_dimm, greedy_m, tol) ||
+                    !detail::less_than(makespan_lower_bound(problem_, bound_scratch_).value, greedy_m, tol)
+              : !detail::less_than(bound.result().value, greedy_m, tol);
+    if (proven) {
       schedule_.status = solve_status::optimal;
       schedule_.iterations = 0;
       detail::write_totals(greedy_loads_, schedule_);
@@ -575,8 +590,9 @@ class migration_planner {
   [[nodiscard]] static bool tame(seconds v) noexcept { return v >= 0.0 && v <= tame_limit; }
 
   /// The pricing pass of `plan` when `lean_applies`: the same rows, prices, greedy
-  /// options, totals, bound terms and candidates as the general pass and the candidate
-  /// gathering, bit for bit, from the memos and the link and read times of the one weight
+  /// options, totals and candidates as the general pass and the candidate gathering, and
+  /// the lower bound's part B3 (`makespan_bound::per_dimm`, written to `per_dimm`), bit
+  /// for bit, from the memos and the link and read times of the one weight
   /// size, with no row check and no call, its choices by layout, residency and greedy
   /// option written as selections (products by 0 or 1 measured slower); the options the
   /// system allows are template arguments. Each expert's `expert_prices` are not stored: `prices_of` takes them
@@ -585,20 +601,26 @@ class migration_planner {
   template <bool UseCpu, bool UseNdp>
   std::size_t price_lean(std::span<const double> predicted, std::span<const hotness> classes,
                          std::span<const expert_layout> layouts, std::span<const std::uint8_t> resident,
-                         detail::lower_bound_accumulator& bound) {
+                         seconds& per_dimm) {
     const size_prices& w = size_priced(0, size_);
     const seconds dram_s = w.striped, dram_l = w.localized;
     // A miss reads max(T_PCIe, T_DRAM) (Eq. 2), by layout.
     const seconds read_s = std::max(w.pcie, dram_s), read_l = std::max(w.pcie, dram_l);
-    const double h_striped = static_cast<double>(system_.num_dimms());
     const seconds* mg = memo_gpu_.data();
     const seconds* mc = memo_cpu_.data();
     const seconds* mn = memo_ndp_.data();
     seconds gpu = 0.0, cpu = 0.0, stripe = 0.0;
     seconds* local = greedy_loads_.local.data();
-    schedule_.assignment.resize(experts_);  // within the reserve; cut to the step's size below
+    const std::size_t D = system_.num_dimms();
+    seconds b3_striped = 0.0;
+    seconds* b3 = bound_scratch_.data();  // D sums of localized experts' terms
+    std::fill_n(b3, D, 0.0);
+    // The last plan's rows and options are overwritten, not cleared first (every field of
+    // a row is written below); both are cut to the step's size at the end, within their
+    // reserves.
+    schedule_.assignment.resize(experts_);
     device_option* assigned = schedule_.assignment.data();
-    const std::span<expert_costs> rows = problem_.add_unchecked(experts_);  // cut to the step's size below
+    const std::span<expert_costs> rows = problem_.resize_unchecked(experts_);
     std::size_t n = 0, m = 0;
     for (std::size_t e = 0; e < experts_; ++e) {
       const double x = predicted[e];
@@ -652,31 +674,14 @@ class migration_planner {
       if constexpr (UseCpu) cpu += (to_u && !to_d) ? u : 0.0;
       stripe += loc ? 0.0 : on_dimm;
       local[loc ? layout.home : 0] += loc ? on_dimm : 0.0;
-      // `terms_of` over the allowed options (GPU always; CPU by `UseCpu`; NDP when
-      // localized, with an infinite price otherwise, which its terms carry through).
-      const double h = loc ? 1.0 : h_striped;
-      detail::bound_terms t{not_allowed, not_allowed, not_allowed, not_allowed, not_allowed};
-      t.single = std::min(t.single, std::max(g, gpu_dimm));
-      t.all = std::min(t.all, g + h * gpu_dimm);
-      t.serial = std::min(t.serial, g);
-      t.dimm = std::min(t.dimm, gpu_dimm);
-      t.triple = std::min(t.triple, g + gpu_dimm);
-      if constexpr (UseCpu) {
-        t.single = std::min(t.single, std::max(u, r));
-        t.all = std::min(t.all, u + h * r);
-        t.serial = std::min(t.serial, u);
-        t.dimm = std::min(t.dimm, r);
-        t.triple = std::min(t.triple, u + r);
-      }
-      if constexpr (UseNdp) {
-        const seconds s_d = loc ? 0.0 : not_allowed;
-        t.single = std::min(t.single, d);
-        t.all = std::min(t.all, s_d + h * d);
-        t.serial = std::min(t.serial, s_d);
-        t.dimm = std::min(t.dimm, d);
-        t.triple = std::min(t.triple, s_d + d);
-      }
-      bound.add(t, layout);
+      // B3's term (`terms_of`'s `dimm`: the least any allowed option adds to the
+      // expert's DIMMs; d is infinite when NDP is not allowed), added as
+      // `lower_bound_accumulator` adds it: to the striped sum or to the home's, the other
+      // getting + 0.0 as above.
+      seconds least = std::min(gpu_dimm, d);
+      if constexpr (UseCpu) least = std::min(least, r);
+      b3_striped += loc ? 0.0 : least;
+      b3[loc ? layout.home : 0] += loc ? least : 0.0;
       // The candidate gathering of `plan`, for the experts of the step.
       candidates_[m] = static_cast<std::uint32_t>(e);
       m += has_candidate_[candidate_cell(classes[e], loc, res)];
@@ -686,6 +691,9 @@ class migration_planner {
     greedy_loads_.gpu = gpu;
     greedy_loads_.cpu = cpu;
     greedy_loads_.stripe = stripe;
+    // `lower_bound_accumulator::result`'s B3.
+    per_dimm = 0.0;
+    for (std::size_t h = 0; h < D; ++h) per_dimm = std::max(per_dimm, b3_striped + b3[h]);
     return m;
   }
 
@@ -888,23 +896,75 @@ class migration_planner {
   }
   /// Fills `t.benefit` and `t.balance_gain` for expert `t.expert` moving to `layout` with
   /// residency `res`; false when the task improves neither.
+  ///
+  /// Each option of the moved row is valued against the predicted schedule's totals as
+  /// `device_loads::makespan_after` and `square_sum_after` value the delta "remove the old
+  /// row under its option, add the moved row under this one", with the work every option
+  /// shares done once: the old row's removal, the largest total of the DIMMs the move
+  /// leaves alone, and the touched DIMMs' totals. The values are those of the deltas bit
+  /// for bit: the sums are formed in the same order, and where a delta leaves out a
+  /// change of 0 (a DIMM it does not touch) this adds 0.0, which changes neither a total
+  /// >= 0 nor the maximum.
   bool evaluate(migration_task& t, double x, bool res, expert_layout layout) const {
     const std::size_t i = index_[t.expert];
     if (i == none) return false;
     const expert_costs& old = problem_[i];
     const expert_costs now = moved_row(old, t.expert, x, layout, res);
+    const detail::device_loads& L = *loads_;
+    constexpr std::size_t npos = detail::device_loads::npos;
+    // The old row's removal.
+    const device_option was = schedule_.assignment[i];
+    const seconds out_g = was == device_option::gpu ? -old.exec[0] : 0.0;
+    const seconds out_c = was == device_option::cpu ? -old.exec[1] : 0.0;
+    const seconds out_d = -old.dimm_seconds(was);
+    // The homes the move touches (npos for striped), and the largest total of the others
+    // (`makespan_after`: one of the top three when there are three DIMMs or more, else 0).
+    const std::size_t ho = old.layout.is_localized() ? old.layout.home : npos;
+    const std::size_t hn = now.layout.is_localized() ? now.layout.home : npos;
+    seconds rest = -1.0;
+    for (const auto& top : L.top) {
+      if (top.index == npos) break;
+      if (top.index != ho && top.index != hn) {
+        rest = top.value;
+        break;
+      }
+    }
+    rest = std::max(rest, 0.0);
+    const seconds v_o = ho != npos ? L.local[ho] : 0.0, v_n = hn != npos ? L.local[hn] : 0.0;
+    const double D = static_cast<double>(L.local.size());
     bool found = false;
     seconds best_m = 0.0;
     double best_q = 0.0;
-    detail::device_loads::delta removed;  // the same first step of every option's delta
-    removed.add(old, schedule_.assignment[i], -1.0);
     for (std::size_t k = 0; k < num_device_options; ++k) {
       const auto o = static_cast<device_option>(k);
       if (!now.allows(o)) continue;
-      detail::device_loads::delta d = removed;
-      d.add(now, o, 1.0);
-      const seconds m = loads_->makespan_after(d);
-      const double q = loads_->square_sum_after(d);
+      const seconds in_d = now.dimm_seconds(o);
+      const seconds cg = o == device_option::gpu ? out_g + now.exec[0] : out_g;
+      const seconds cc = o == device_option::cpu ? out_c + now.exec[1] : out_c;
+      seconds cs = ho == npos ? out_d : 0.0;  // the stripe's change
+      if (hn == npos) cs += in_d;
+      seconds m_local = rest;
+      double sl = L.sum_local, sq = L.sum_local_sq;
+      if (ho != npos && ho == hn) {  // one home: the delta's one entry, -old + new
+        const seconds c = out_d + in_d;
+        m_local = std::max(m_local, v_o + c);
+        sl += c;
+        sq += (v_o + c) * (v_o + c) - v_o * v_o;
+      } else {  // the old home's entry first, as the delta takes them
+        if (ho != npos) {
+          m_local = std::max(m_local, v_o + out_d);
+          sl += out_d;
+          sq += (v_o + out_d) * (v_o + out_d) - v_o * v_o;
+        }
+        if (hn != npos) {
+          m_local = std::max(m_local, v_n + in_d);
+          sl += in_d;
+          sq += (v_n + in_d) * (v_n + in_d) - v_n * v_n;
+        }
+      }
+      const seconds s = L.stripe + cs, g = L.gpu + cg, u = L.cpu + cc;
+      const seconds m = std::max({g, u, s + m_local});
+      const double q = g * g + u * u + D * s * s + 2.0 * s * sl + sq;
       if (!found || m < best_m || (m == best_m && q < best_q)) {
         found = true;
         best_m = m;

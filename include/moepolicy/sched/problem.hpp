@@ -189,6 +189,20 @@ class makespan_problem {
     return std::span<expert_costs>(rows_).subspan(at);
   }
 
+  /// Resizes to `count` rows for the caller to fill in place, without `add`'s checks: for
+  /// a caller that overwrites every field of every row, the rows already there keep their
+  /// values instead of being rewritten as default rows first (as `clear` and
+  /// `add_unchecked(count)` would); rows beyond the old size are default rows.
+  /// Preconditions: once filled, every row meets those of `add`.
+  /// Returns: every row (valid until the next append, `resize_unchecked`, `truncate` or
+  /// `clear`).
+  /// Complexity: O(1) plus O(count - size()) when growing; allocates only beyond the
+  /// capacity given at construction.
+  std::span<expert_costs> resize_unchecked(std::size_t count) {
+    rows_.resize(count);
+    return rows_;
+  }
+
   /// Keeps the first `count` experts. No allocation.
   /// Preconditions: `count <= size()`.
   void truncate(std::size_t count) noexcept {
