@@ -284,19 +284,97 @@ class edge_prediction_tape {
   std::vector<queued_expert> plans_;
 };
 
+/// The prices every system on one GPU pays alike: the step's forward pass (dense layers,
+/// each MoE layer's attention, router and shared experts, the output head), priced once per
+/// step for all of them, and, for cost models whose prices do not read the key
+/// (`key_independent_cost`), an expert's GPU and CPU compute time by token count and the
+/// load of a whole expert, priced once. Each price is the call it replaces, made with the
+/// same arguments.
+template <DeviceCost Gpu, DeviceCost Cpu>
+requires DenseComputeCost<Gpu>
+class edge_prices {
+ public:
+  edge_prices(const Gpu& gpu, const Cpu& cpu, const model_shape& shape, const forward_pass_config& pass,
+              const decode_streams& d)
+      : gpu_(gpu),
+        cpu_(cpu),
+        pass_(gpu, shape, pass),
+        dense_layers_(shape.num_dense_layers),
+        L_(d.batched().info().num_layers),
+        dense_(dense_layers_, 0.0),
+        attention_(L_, 0.0),
+        shared_(L_, 0.0),
+        expert_bytes_(gpu.footprint_bytes({0, 0}, fp16)),
+        full_load_(gpu.transfer_seconds(expert_bytes_)) {
+    // An expert's tokens in a layer: at most the tokens of a batched step.
+    const std::size_t most = static_cast<std::size_t>(d.num_streams()) * d.rows_per_token();
+    if constexpr (key_independent_cost<Gpu>) {
+      for (std::size_t t = 0; t <= most; ++t) gpu_expert_.push_back(gpu.compute_seconds({0, 0}, fp16, t));
+    }
+    if constexpr (key_independent_cost<Cpu>) {
+      for (std::size_t t = 0; t <= most; ++t) cpu_expert_.push_back(cpu.compute_seconds({0, 0}, fp16, t));
+    }
+  }
+
+  [[nodiscard]] const Gpu& gpu() const noexcept { return gpu_; }
+
+  /// Prices a step of `n` tokens whose attention reads `reads` cached entries.
+  void price_step(std::size_t n, std::uint64_t reads) {
+    for (std::uint32_t i = 0; i < dense_layers_; ++i) dense_[i] = pass_.dense_layer_seconds(i, n, reads, n);
+    for (std::size_t l = 0; l < L_; ++l) {
+      const auto model_layer = static_cast<std::uint32_t>(dense_layers_ + l);
+      attention_[l] = pass_.attention_seconds(model_layer, n, reads, n);
+      shared_[l] = pass_.shared_experts_seconds(static_cast<layer_id>(l), n);
+    }
+    router_ = pass_.router_seconds(n);
+    head_ = pass_.output_head_seconds(n);
+  }
+
+  [[nodiscard]] seconds dense(std::size_t i) const noexcept { return dense_[i]; }
+  [[nodiscard]] seconds attention(std::size_t l) const noexcept { return attention_[l]; }
+  [[nodiscard]] seconds shared(std::size_t l) const noexcept { return shared_[l]; }
+  [[nodiscard]] seconds router() const noexcept { return router_; }
+  [[nodiscard]] seconds head() const noexcept { return head_; }
+
+  [[nodiscard]] seconds gpu_expert(expert_key k, std::size_t tokens) const noexcept {
+    if (tokens < gpu_expert_.size()) return gpu_expert_[tokens];
+    return gpu_.compute_seconds(k, fp16, tokens);
+  }
+  [[nodiscard]] seconds cpu_expert(expert_key k, std::size_t tokens) const noexcept {
+    if (tokens < cpu_expert_.size()) return cpu_expert_[tokens];
+    return cpu_.compute_seconds(k, fp16, tokens);
+  }
+  /// The load of `rest` bytes of an expert.
+  [[nodiscard]] seconds load(bytes rest) const noexcept {
+    return rest == expert_bytes_ ? full_load_ : gpu_.transfer_seconds(rest);
+  }
+
+ private:
+  const Gpu& gpu_;
+  const Cpu& cpu_;
+  forward_pass_cost<Gpu> pass_;
+  std::uint32_t dense_layers_;
+  std::size_t L_;
+  std::vector<seconds> dense_, attention_, shared_;
+  seconds router_ = 0.0, head_ = 0.0;
+  bytes expert_bytes_;
+  seconds full_load_;
+  std::vector<seconds> gpu_expert_, cpu_expert_;
+};
+
 /// One edge system's run on its own timeline (see the header comment).
 template <DeviceCost Gpu, DeviceCost Cpu>
 requires DenseComputeCost<Gpu>
 class edge_run {
  public:
   /// `tape`: the predictions of `sys`'s predictor (recorded for each step before `step`
-  /// runs it), or none for a system that does not prefetch.
+  /// runs it), or none for a system that does not prefetch; `prices`: those of `gpu` and
+  /// `cpu` (priced for each step before `step` runs it).
   edge_run(const Gpu& gpu, const Cpu& cpu, const model_shape& shape, const edge_system_config& sys,
            const edge_replay_config& cfg, std::uint64_t cache_experts, const decode_streams& d,
-           const edge_prediction_tape* tape)
-      : gpu_dev_(gpu),
-        cpu_dev_(cpu),
-        pass_(gpu, shape, cfg.pass),
+           const edge_prediction_tape* tape, const edge_prices<Gpu, Cpu>& prices)
+      : cpu_dev_(cpu),
+        prices_(prices),
         shape_(shape),
         sys_(sys),
         cfg_(cfg),
@@ -377,20 +455,18 @@ class edge_run {
 
   seconds step(std::size_t s, const edge_step_inputs& in, seconds t, edge_system_result& out) {
     const std::size_t n = in.contexts.size();
-    const std::uint64_t reads = in.reads;
     const std::span<const batch_view> batches = in.batches;
     for (std::uint32_t i = 0; i < shape_.num_dense_layers; ++i) {
-      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(i, n, reads, n), cost_kind::dense).end;
+      t = tl_.run(t, gpu_, prices_.dense(i), cost_kind::dense).end;
     }
     std::size_t bi = 0;
     for (std::size_t l = 0; l < L_; ++l) {
-      const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
-      t = tl_.run(t, gpu_, pass_.attention_seconds(model_layer, n, reads, n), cost_kind::attention).end;
-      t = tl_.run(t, gpu_, pass_.router_seconds(n), cost_kind::dense).end;
+      t = tl_.run(t, gpu_, prices_.attention(l), cost_kind::attention).end;
+      t = tl_.run(t, gpu_, prices_.router(), cost_kind::dense).end;
       if (bi >= batches.size() || batches[bi].ref.layer != l) continue;
       t = layer(s, l, t, batches[bi++], n, out);
     }
-    return tl_.run(t, gpu_, pass_.output_head_seconds(n), cost_kind::dense).end;
+    return tl_.run(t, gpu_, prices_.head(), cost_kind::dense).end;
   }
 
   seconds layer(std::size_t s, std::size_t l, seconds t0, const batch_view& v, std::size_t tokens,
@@ -427,7 +503,7 @@ class edge_run {
         ops_.push_back({e, cache_.serve(k, t0).ready});
         continue;
       }
-      missing_.push_back({k, loads_[e], gpu_dev_.transfer_seconds(rest), cpu_dev_.compute_seconds(k, fp16, loads_[e])});
+      missing_.push_back({k, loads_[e], prices_.load(rest), prices_.cpu_expert(k, loads_[e])});
     }
     split();
     // Loads, in the split's order (largest CPU time per load time first), so that they
@@ -441,12 +517,11 @@ class edge_run {
     detail::stable_insertion_sort(ops_, [](const op& a, const op& c) { return a.ready < c.ready; });
     seconds end = t0, resident_end = t0;
     for (const op& o : ops_) {
-      const seconds done =
-          tl_.run(o.ready, gpu_, gpu_dev_.compute_seconds(key(l, o.e), fp16, loads_[o.e]), cost_kind::expert).end;
+      const seconds done = tl_.run(o.ready, gpu_, prices_.gpu_expert(key(l, o.e), loads_[o.e]), cost_kind::expert).end;
       end = std::max(end, done);
       if (o.ready <= t0) resident_end = std::max(resident_end, done);
     }
-    const seconds shared = pass_.shared_experts_seconds(static_cast<layer_id>(l), tokens);
+    const seconds shared = prices_.shared(l);
     if (shared > 0.0) {
       end = std::max(end, tl_.run(t0, gpu_, shared, cost_kind::dense).end);
       resident_end = std::max(resident_end, end);
@@ -551,9 +626,8 @@ class edge_run {
     }
   }
 
-  const Gpu& gpu_dev_;
   const Cpu& cpu_dev_;
-  forward_pass_cost<Gpu> pass_;
+  const edge_prices<Gpu, Cpu>& prices_;
   const model_shape& shape_;
   const edge_system_config& sys_;
   const edge_replay_config& cfg_;
@@ -634,6 +708,7 @@ requires DenseComputeCost<Gpu>
   std::vector<std::unique_ptr<edge_run<Gpu, Cpu>>> runs;
   std::vector<edge_system_result*> outs;
   std::vector<std::unique_ptr<edge_prediction_tape>> tapes;
+  std::vector<std::unique_ptr<edge_prices<Gpu, Cpu>>> prices;
   runs.reserve(systems);
   outs.reserve(systems);
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -649,8 +724,14 @@ requires DenseComputeCost<Gpu>
                    : tapes.emplace_back(std::make_unique<edge_prediction_tape>(sc.predictor, cfg.predictor_tokens, d))
                          .get();
       }
-      runs.push_back(
-          std::make_unique<edge_run<Gpu, Cpu>>(*points[i].gpu, cpu, shape, sc, cfg, points[i].cache_experts, d, tape));
+      const auto pi =
+          std::find_if(prices.begin(), prices.end(), [&](const auto& q) { return &q->gpu() == points[i].gpu; });
+      const edge_prices<Gpu, Cpu>& price =
+          pi != prices.end()
+              ? **pi
+              : *prices.emplace_back(std::make_unique<edge_prices<Gpu, Cpu>>(*points[i].gpu, cpu, shape, cfg.pass, d));
+      runs.push_back(std::make_unique<edge_run<Gpu, Cpu>>(*points[i].gpu, cpu, shape, sc, cfg, points[i].cache_experts,
+                                                          d, tape, price));
       outs.push_back(&out);
     }
   }
@@ -680,6 +761,7 @@ requires DenseComputeCost<Gpu>
     }
     in.batches = views;
     for (auto& t : tapes) t->record(views);
+    for (auto& q : prices) q->price_step(contexts.size(), in.reads);
     for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->step(s, in, *outs[r]);
   }
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->finish(*outs[r]);
