@@ -167,7 +167,8 @@ void check_same(const edge_system_result& a, const edge_system_result& b) {
 
 TEST_CASE("a sweep in lockstep equals each system replayed alone, on every GPU, size and B") {
   const model_shape m = models::granite_3_1_1b_a400m();
-  const routing_trace t = test::first_requests(test::granite_trace(), 3);
+  // 192 decode tokens: at B = 1 the walk crosses blocks of `edge_block_steps` steps.
+  const routing_trace t = test::granite_trace();
   const roofline_cost small{presets::rtx_4060_ti_16gb(), m};
   const roofline_cost big{presets::rtx_a6000(), m};
   const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
@@ -187,6 +188,7 @@ TEST_CASE("a sweep in lockstep equals each system replayed alone, on every GPU, 
   for (std::size_t B : {1u, 3u}) {
     CAPTURE(B);
     const decode_streams d = make_decode_streams(t, {.streams = B});
+    if (B == 1) CHECK(d.num_steps() > 2 * detail::edge_block_steps);
     const std::array<edge_sweep_point<roofline_cost>, 3> points{{{&small, 96, all}, {&big, 160, all}, {&big, 32, few}}};
     replay_progress progress;
     const std::vector<edge_replay_result> swept =
