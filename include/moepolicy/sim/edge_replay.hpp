@@ -414,6 +414,7 @@ class edge_run {
     order_of_.reserve(E_);
     load_t_.reserve(E_);
     cpu_t_.reserve(E_);
+    ratio_.reserve(E_);
     ops_.reserve(E_);
     const std::size_t rows = static_cast<std::size_t>(d.num_streams()) * d.rows_per_token() * k_;
     ids_.resize(rows);
@@ -603,21 +604,27 @@ class edge_run {
     order_of_.resize(n);
     load_t_.resize(n);
     cpu_t_.resize(n);
+    ratio_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       order_of_[i] = i;
       load_t_[i] = missing_[i].load_seconds;
       cpu_t_[i] = missing_[i].cpu_seconds;
+      // CPU time per load time, each item's once (not per comparison).
+      ratio_[i] = load_t_[i] > 0.0  ? cpu_t_[i] / load_t_[i]
+                  : cpu_t_[i] > 0.0 ? std::numeric_limits<double>::infinity()
+                                    : 0.0;
     }
-    const auto ratio = [&](std::size_t i) {
-      if (load_t_[i] > 0.0) return cpu_t_[i] / load_t_[i];
-      return cpu_t_[i] > 0.0 ? std::numeric_limits<double>::infinity() : 0.0;
-    };
-    std::sort(order_of_.begin(), order_of_.end(), [&](std::size_t a, std::size_t b) {
-      const double ra = ratio(a), rb = ratio(b);
-      if (ra != rb) return ra > rb;
-      if (missing_[a].tokens != missing_[b].tokens) return missing_[a].tokens > missing_[b].tokens;
-      return a < b;
-    });
+    // The order decides which items load first; when every item runs on the CPU nothing
+    // loads and the CPU takes them in input order, so no order is needed. The comparison
+    // is a total order (ties end on the index), so the result is unique.
+    if (sys_.misses != edge_miss_rule::cpu_all) {
+      std::sort(order_of_.begin(), order_of_.end(), [&](std::size_t a, std::size_t b) {
+        const double ra = ratio_[a], rb = ratio_[b];
+        if (ra != rb) return ra > rb;
+        if (missing_[a].tokens != missing_[b].tokens) return missing_[a].tokens > missing_[b].tokens;
+        return a < b;
+      });
+    }
     switch (sys_.misses) {
       case edge_miss_rule::load_all:
         break;
@@ -661,7 +668,7 @@ class edge_run {
   std::vector<item> missing_;
   std::vector<balance_side> sides_;
   std::vector<std::size_t> order_of_;
-  std::vector<double> load_t_, cpu_t_;
+  std::vector<double> load_t_, cpu_t_, ratio_;
   std::vector<op> ops_;
   std::vector<expert_id> ids_;
   std::vector<float> weights_;
