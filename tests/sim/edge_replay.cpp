@@ -167,8 +167,7 @@ void check_same(const edge_system_result& a, const edge_system_result& b) {
 
 TEST_CASE("a sweep in lockstep equals each system replayed alone, on every GPU, size and B") {
   const model_shape m = models::granite_3_1_1b_a400m();
-  // 192 decode tokens: at B = 1 the walk crosses blocks of `edge_block_steps` steps.
-  const routing_trace t = test::granite_trace();
+  const routing_trace t = test::first_requests(test::granite_trace(), 3);
   const roofline_cost small{presets::rtx_4060_ti_16gb(), m};
   const roofline_cost big{presets::rtx_a6000(), m};
   const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
@@ -188,11 +187,14 @@ TEST_CASE("a sweep in lockstep equals each system replayed alone, on every GPU, 
   for (std::size_t B : {1u, 3u}) {
     CAPTURE(B);
     const decode_streams d = make_decode_streams(t, {.streams = B});
-    if (B == 1) CHECK(d.num_steps() > 2 * detail::edge_block_steps);
+    // Blocks of 5 steps (the systems alone run blocks of the default 64): the walk crosses
+    // blocks, and a block's last step need not be the walk's.
+    REQUIRE(d.num_steps() > 10);
+    CHECK(d.num_steps() % 5 != 0);
     const std::array<edge_sweep_point<roofline_cost>, 3> points{{{&small, 96, all}, {&big, 160, all}, {&big, 32, few}}};
     replay_progress progress;
     const std::vector<edge_replay_result> swept =
-        replay_edge_sweep<roofline_cost>(d, cpu, m, points, {.progress = &progress});
+        replay_edge_sweep<roofline_cost>(d, cpu, m, points, {.progress = &progress, .block_steps = 5});
     REQUIRE(swept.size() == points.size());
     CHECK(progress.rows == (2 * all.size() + few.size()) * d.batched().num_rows());
     bool differ = false;
@@ -218,6 +220,10 @@ TEST_CASE("a sweep in lockstep equals each system replayed alone, on every GPU, 
   const std::array<edge_sweep_point<roofline_cost>, 1> none{{{nullptr, 8, few}}};
   CHECK_THROWS_WITH_AS(static_cast<void>(replay_edge_sweep<roofline_cost>(make_decode_streams(t, {}), cpu, m, none)),
                        "moepolicy::replay_edge_sweep: point 0 has no GPU", invalid_argument);
+  const std::array<edge_sweep_point<roofline_cost>, 1> good{{{&small, 8, few}}};
+  CHECK_THROWS_WITH_AS(
+      static_cast<void>(replay_edge_sweep<roofline_cost>(make_decode_streams(t, {}), cpu, m, good, {.block_steps = 0})),
+      "moepolicy::replay_edge_sweep: block_steps must be >= 1, got 0", invalid_argument);
   const std::array<edge_system_config, 1> bad{{{"b", belady_config{}}}};
   const std::array<edge_sweep_point<roofline_cost>, 1> with_bad{{{&small, 8, bad}}};
   CHECK_THROWS_WITH_AS(

@@ -139,6 +139,11 @@ struct edge_replay_config {
   bytes chunk_bytes = bytes{1} << 20;
   /// When set, each system's steps add their rows to it (a progress line).
   replay_progress* progress = nullptr;
+  /// Batched steps a lockstep walk (`replay_edge_sweep`) prepares at once: each system
+  /// runs the whole block before the next one does, so that its timeline and cache stay in
+  /// the processor's caches (24 systems stepping one step at a time ran about 50% slower
+  /// than one after another). Any value >= 1 gives the same results.
+  std::size_t block_steps = 64;
 };
 
 /// What one system did.
@@ -202,12 +207,6 @@ requires MemoryModel<Gpu>
 
 namespace detail {
 
-/// Batched steps a lockstep walk prepares at once: each system then runs the whole block
-/// before the next one runs it, so that its timeline and cache stay in the processor's
-/// caches (24 systems stepping one step at a time ran about 50% slower than one after
-/// another).
-inline constexpr std::size_t edge_block_steps = 64;
-
 /// What every system of a lockstep walk reads at one batched step: the streams' contexts,
 /// the KV entries their attention reads and the step's batches in layer order (all
 /// functions of the steps alone, made once per step), and the step's slot in its block
@@ -229,15 +228,16 @@ struct edge_step_inputs {
 /// (`plan`) where it would have observed layer l and predicted layer l + 1.
 class edge_prediction_tape {
  public:
-  edge_prediction_tape(edge_predictor p, std::uint32_t predictor_tokens, const decode_streams& d)
+  edge_prediction_tape(edge_predictor p, std::uint32_t predictor_tokens, std::size_t block, const decode_streams& d)
       : kind_(p),
+        block_(block),
         L_(d.batched().info().num_layers),
         E_(d.batched().info().num_experts),
         k_(d.batched().info().top_k),
         queue_(E_),
         scores_(E_, 0.0f),
-        sizes_(edge_block_steps * L_, 0),
-        plans_(edge_block_steps * L_ * k_) {
+        sizes_(block * L_, 0),
+        plans_(block * L_ * k_) {
     if (p == edge_predictor::transition) {
       transition_.emplace(transition_config{.num_layers = static_cast<std::uint32_t>(L_),
                                             .num_experts = static_cast<std::uint32_t>(E_),
@@ -256,7 +256,7 @@ class edge_prediction_tape {
   /// records in `slot` each one's queue for the next layer, as `edge_run` made them before.
   /// No allocation.
   void record(std::size_t slot, std::span<const batch_view> batches) noexcept {
-    MOEPOLICY_ASSERT(slot < edge_block_steps);
+    MOEPOLICY_ASSERT(slot < block_);
     const std::size_t first = slot * L_;
     std::fill_n(sizes_.begin() + static_cast<std::ptrdiff_t>(first), L_, std::size_t{0});
     for (const batch_view& v : batches) {
@@ -287,6 +287,7 @@ class edge_prediction_tape {
 
  private:
   edge_predictor kind_;
+  std::size_t block_;
   std::size_t L_, E_, k_;
   std::optional<transition_predictor> transition_;
   std::optional<oracle_predictor> oracle_;
@@ -307,17 +308,17 @@ requires DenseComputeCost<Gpu>
 class edge_prices {
  public:
   edge_prices(const Gpu& gpu, const Cpu& cpu, const model_shape& shape, const forward_pass_config& pass,
-              const decode_streams& d)
+              std::size_t block, const decode_streams& d)
       : gpu_(gpu),
         cpu_(cpu),
         pass_(gpu, shape, pass),
         dense_layers_(shape.num_dense_layers),
         L_(d.batched().info().num_layers),
-        dense_(edge_block_steps * dense_layers_, 0.0),
-        attention_(edge_block_steps * L_, 0.0),
-        shared_(edge_block_steps * L_, 0.0),
-        router_(edge_block_steps, 0.0),
-        head_(edge_block_steps, 0.0),
+        dense_(block * dense_layers_, 0.0),
+        attention_(block * L_, 0.0),
+        shared_(block * L_, 0.0),
+        router_(block, 0.0),
+        head_(block, 0.0),
         expert_bytes_(gpu.footprint_bytes({0, 0}, fp16)),
         full_load_(gpu.transfer_seconds(expert_bytes_)) {
     // An expert's tokens in a layer: at most the tokens of a batched step.
@@ -334,7 +335,7 @@ class edge_prices {
 
   /// Prices into `slot` a step of `n` tokens whose attention reads `reads` cached entries.
   void price_step(std::size_t slot, std::size_t n, std::uint64_t reads) {
-    MOEPOLICY_ASSERT(slot < edge_block_steps);
+    MOEPOLICY_ASSERT(slot < router_.size());
     for (std::uint32_t i = 0; i < dense_layers_; ++i) {
       dense_[slot * dense_layers_ + i] = pass_.dense_layer_seconds(i, n, reads, n);
     }
@@ -744,17 +745,18 @@ requires DenseComputeCost<Gpu>
       if (sc.predictor != edge_predictor::none) {
         const auto it =
             std::find_if(tapes.begin(), tapes.end(), [&](const auto& t) { return t->kind() == sc.predictor; });
-        tape = it != tapes.end()
-                   ? it->get()
-                   : tapes.emplace_back(std::make_unique<edge_prediction_tape>(sc.predictor, cfg.predictor_tokens, d))
-                         .get();
+        tape = it != tapes.end() ? it->get()
+                                 : tapes
+                                       .emplace_back(std::make_unique<edge_prediction_tape>(
+                                           sc.predictor, cfg.predictor_tokens, cfg.block_steps, d))
+                                       .get();
       }
       const auto pi =
           std::find_if(prices.begin(), prices.end(), [&](const auto& q) { return &q->gpu() == points[i].gpu; });
-      const edge_prices<Gpu, Cpu>& price =
-          pi != prices.end()
-              ? **pi
-              : *prices.emplace_back(std::make_unique<edge_prices<Gpu, Cpu>>(*points[i].gpu, cpu, shape, cfg.pass, d));
+      const edge_prices<Gpu, Cpu>& price = pi != prices.end()
+                                               ? **pi
+                                               : *prices.emplace_back(std::make_unique<edge_prices<Gpu, Cpu>>(
+                                                     *points[i].gpu, cpu, shape, cfg.pass, cfg.block_steps, d));
       runs.push_back(std::make_unique<edge_run<Gpu, Cpu>>(*points[i].gpu, cpu, shape, sc, cfg, points[i].cache_experts,
                                                           d, tape, price));
       outs.push_back(&out);
@@ -767,14 +769,15 @@ requires DenseComputeCost<Gpu>
   // A block's inputs; the vectors never grow past their reservations, so the spans into
   // them stay valid.
   std::vector<std::uint64_t> contexts;
-  contexts.reserve(edge_block_steps * d.num_streams());
+  const std::size_t block = cfg.block_steps;
+  contexts.reserve(block * d.num_streams());
   std::vector<batch_view> views;
-  views.reserve(edge_block_steps * L);
-  std::vector<edge_step_inputs> inputs(edge_block_steps);
-  std::vector<std::size_t> context_at(edge_block_steps + 1), view_at(edge_block_steps + 1);
+  views.reserve(block * L);
+  std::vector<edge_step_inputs> inputs(block);
+  std::vector<std::size_t> context_at(block + 1), view_at(block + 1);
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
-  for (std::size_t s0 = 0; s0 < d.num_steps(); s0 += edge_block_steps) {
-    const std::size_t n = std::min(edge_block_steps, d.num_steps() - s0);
+  for (std::size_t s0 = 0; s0 < d.num_steps(); s0 += block) {
+    const std::size_t n = std::min(block, d.num_steps() - s0);
     contexts.clear();
     views.clear();
     for (std::size_t i = 0; i < n; ++i) {
@@ -822,7 +825,8 @@ requires DenseComputeCost<Gpu>
 /// contexts, batches and predictions (one tape per predictor: it hears only the recorded
 /// routing) are made once for every system.
 ///
-/// Throws: as `replay_edge`, naming `replay_edge_sweep`; also when a point has no GPU.
+/// Throws: as `replay_edge`, naming `replay_edge_sweep`; also when a point has no GPU or
+/// `cfg.block_steps` is 0.
 /// Complexity: O(systems × the timed replay of `d`'s steps); `d` is not copied.
 template <DeviceCost Gpu, DeviceCost Cpu>
 requires DenseComputeCost<Gpu>
@@ -831,6 +835,7 @@ requires DenseComputeCost<Gpu>
                                                                 std::span<const edge_sweep_point<Gpu>> points,
                                                                 const edge_replay_config& cfg = {}) {
   constexpr std::string_view fn = "replay_edge_sweep";
+  if (cfg.block_steps == 0) detail::throw_invalid(fn, "block_steps must be >= 1", cfg.block_steps);
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (points[i].gpu == nullptr) detail::throw_invalid(fn, "point " + std::to_string(i) + " has no GPU");
     detail::check_edge_systems(d.batched().info(), shape, points[i].systems, fn);
@@ -849,7 +854,7 @@ requires DenseComputeCost<Gpu>
 /// Throws: `invalid_argument` naming `replay_edge` when `d`'s layers or experts differ from
 /// the shape's MoE layers and experts, the shape does not describe its forward pass, a
 /// system uses Belady's policy, routes a trace of fewer than 2 experts or has an `alpha`
-/// outside [0, 1].
+/// outside [0, 1], or `cfg.block_steps` is 0.
 /// Complexity: O(systems × the timed replay of `d`'s steps); `d` is not copied.
 template <DeviceCost Gpu, DeviceCost Cpu>
 requires DenseComputeCost<Gpu>
@@ -857,6 +862,7 @@ requires DenseComputeCost<Gpu>
                                              const model_shape& shape, std::span<const edge_system_config> systems,
                                              const edge_replay_config& cfg = {}) {
   detail::check_edge_systems(d.batched().info(), shape, systems, "replay_edge");
+  if (cfg.block_steps == 0) detail::throw_invalid("replay_edge", "block_steps must be >= 1", cfg.block_steps);
   const edge_sweep_point<Gpu> point{&gpu, cfg.cache_experts, systems};
   return std::move(detail::replay_edge_points(d, cpu, shape, std::span(&point, 1), cfg).front());
 }
