@@ -230,7 +230,6 @@ class edge_prediction_tape {
  public:
   edge_prediction_tape(edge_predictor p, std::uint32_t predictor_tokens, std::size_t block, const decode_streams& d)
       : kind_(p),
-        block_(block),
         L_(d.batched().info().num_layers),
         E_(d.batched().info().num_experts),
         k_(d.batched().info().top_k),
@@ -256,7 +255,7 @@ class edge_prediction_tape {
   /// records in `slot` each one's queue for the next layer, as `edge_run` made them before.
   /// No allocation.
   void record(std::size_t slot, std::span<const batch_view> batches) noexcept {
-    MOEPOLICY_ASSERT(slot < block_);
+    MOEPOLICY_ASSERT((slot + 1) * L_ <= sizes_.size());
     const std::size_t first = slot * L_;
     std::fill_n(sizes_.begin() + static_cast<std::ptrdiff_t>(first), L_, std::size_t{0});
     for (const batch_view& v : batches) {
@@ -287,7 +286,6 @@ class edge_prediction_tape {
 
  private:
   edge_predictor kind_;
-  std::size_t block_;
   std::size_t L_, E_, k_;
   std::optional<transition_predictor> transition_;
   std::optional<oracle_predictor> oracle_;
