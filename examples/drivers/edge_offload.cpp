@@ -218,13 +218,35 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
       const std::uint32_t B = opt.batches[bi];
       const decode_streams& d = formed[bi];
       const std::vector<double> belady = belady_ratios(d.batched(), cap.per_setting);
+      // Every setting's systems and alpha sweep at this batch size walk the steps in one
+      // lockstep sweep: per setting, one point of its systems, then one per alpha.
+      std::vector<roofline_cost> gpus;
+      std::vector<std::vector<edge_system_config>> system_sets;
+      gpus.reserve(settings.size());
+      for (std::size_t si = 0; si < settings.size(); ++si) {
+        gpus.emplace_back(settings[si].gpu, *shape);
+        const std::vector<edge_system_config> systems = systems_for(settings[si].alpha);
+        system_sets.push_back(systems);
+        if (!trace.info().has_scores) continue;
+        for (double a : opt.alphas) {
+          std::vector<edge_system_config> one_sys{systems[4]};
+          one_sys[0].alpha = a;
+          system_sets.push_back(std::move(one_sys));
+        }
+      }
+      std::vector<edge_sweep_point<roofline_cost>> points;
+      const std::size_t per_setting = 1 + (trace.info().has_scores ? opt.alphas.size() : 0);
+      for (std::size_t p = 0; p < system_sets.size(); ++p) {
+        const std::size_t si = p / per_setting;
+        points.push_back({&gpus[si], cap.per_setting[si], system_sets[p]});
+      }
+      const std::vector<edge_replay_result> swept =
+          replay_edge_sweep<roofline_cost>(d, cpu, *shape, points, {.streams = B, .progress = opt.progress});
       for (std::size_t si = 0; si < settings.size(); ++si) {
         const auto& set = settings[si];
-        const roofline_cost gpu{set.gpu, *shape};
+        const roofline_cost& gpu = gpus[si];
         const std::uint64_t C = cap.per_setting[si];
-        const std::vector<edge_system_config> systems = systems_for(set.alpha);
-        const edge_replay_result r =
-            replay_edge(d, gpu, cpu, *shape, systems, {.streams = B, .cache_experts = C, .progress = opt.progress});
+        const edge_replay_result& r = swept[si * per_setting];
         out << "\n  " << set.id << " " << set.gpu.name << " (Tab. 1 pairs it with " << set.paper_model << "), batch "
             << B << " (" << r.steps << " steps, " << to_string(r.formation) << "), cache " << C << " experts, "
             << cap.label << ":\n";
@@ -248,11 +270,9 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
             << "; " << ours.cache.prefetches << " queued, " << ours.cache.prefetches_started << " started, "
             << ours.cache.prefetches_landed << " landed, " << ours.cache.late_prefetches << " late\n";
         if (trace.info().has_scores) {
-          for (double a : opt.alphas) {
-            std::vector<edge_system_config> one_sys{systems[4]};
-            one_sys[0].alpha = a;
-            const edge_replay_result s =
-                replay_edge(d, gpu, cpu, *shape, one_sys, {.streams = B, .cache_experts = C, .progress = opt.progress});
+          for (std::size_t ai = 0; ai < opt.alphas.size(); ++ai) {
+            const double a = opt.alphas[ai];
+            const edge_replay_result& s = swept[si * per_setting + 1 + ai];
             auto it = std::find_if(sweep.begin(), sweep.end(),
                                    [&](const sweep_row& x) { return x.batch == B && x.alpha == a; });
             if (it == sweep.end()) {

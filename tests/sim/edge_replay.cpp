@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <span>
 #include <vector>
 
 #include "../cache/cache_test_support.hpp"
@@ -121,6 +122,113 @@ TEST_CASE("the two-pointer split and its best prefix: never worse, both on the t
   CHECK_THROWS_WITH_AS(
       static_cast<void>(replay_edge(make_decode_streams(::toy(1), {.streams = 1}), gpu, cpu, m, systems)),
       "moepolicy::replay_edge: the trace's layers x experts must match the model's 24 x 32, trace layers, got 2",
+      invalid_argument);
+}
+
+namespace {
+
+// Every field a result carries, bit for bit.
+void check_same(const edge_system_result& a, const edge_system_result& b) {
+  CAPTURE(a.config.label);
+  CHECK(a.steps == b.steps);
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.token_seconds == b.token_seconds);
+  CHECK(a.run_seconds == b.run_seconds);
+  CHECK(a.substituted == b.substituted);
+  CHECK(a.original_mass == b.original_mass);
+  CHECK(a.routed_mass == b.routed_mass);
+  CHECK(a.cache.accesses == b.cache.accesses);
+  CHECK(a.cache.hits == b.cache.hits);
+  CHECK(a.cache.late_prefetches == b.cache.late_prefetches);
+  CHECK(a.cache.misses == b.cache.misses);
+  CHECK(a.cache.served_elsewhere == b.cache.served_elsewhere);
+  CHECK(a.cache.prefetches == b.cache.prefetches);
+  CHECK(a.cache.prefetches_started == b.cache.prefetches_started);
+  CHECK(a.cache.prefetches_landed == b.cache.prefetches_landed);
+  CHECK(a.cache.prefetches_cancelled == b.cache.prefetches_cancelled);
+  CHECK(a.cache.demand_bytes == b.cache.demand_bytes);
+  CHECK(a.cache.prefetch_bytes == b.cache.prefetch_bytes);
+  CHECK(a.cache.wasted_bytes == b.cache.wasted_bytes);
+  CHECK(a.policy.hits == b.policy.hits);
+  CHECK(a.policy.admissions == b.policy.admissions);
+  CHECK(a.policy.evictions == b.policy.evictions);
+  REQUIRE(a.accounts.resources.size() == b.accounts.resources.size());
+  for (std::size_t i = 0; i < a.accounts.resources.size(); ++i) {
+    const resource_account& x = a.accounts.resources[i];
+    const resource_account& y = b.accounts.resources[i];
+    CHECK(x.busy_by == y.busy_by);
+    CHECK(x.bytes_by == y.bytes_by);
+    CHECK(x.operations == y.operations);
+    CHECK(x.stall_seconds == y.stall_seconds);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a sweep in lockstep equals each system replayed alone, on every GPU, size and B") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 3);
+  const roofline_cost small{presets::rtx_4060_ti_16gb(), m};
+  const roofline_cost big{presets::rtx_a6000(), m};
+  const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
+  // Systems that share a tape (two of the transition predictor, with other splits and
+  // alphas), the oracle's, and none (on demand, on the CPU, a static placement).
+  const std::vector<edge_system_config> all{
+      {"lru", lru_config{}, edge_miss_rule::load_all},
+      {"lfu", lfu_config{.decay = 1.0}, edge_miss_rule::load_all},
+      {"static", lru_config{}, edge_miss_rule::cpu_all, false, 0.3, edge_predictor::none, true},
+      {"ema", ema_score_config{}, edge_miss_rule::balance},
+      {"ours", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::transition},
+      {"no prefetch", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::none},
+      {"oracle", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::oracle},
+      {"prefix", score_aware_config{}, edge_miss_rule::best_prefix, true, 0.1, edge_predictor::transition},
+  };
+  const std::vector<edge_system_config> few{all[4], all[0]};
+  for (std::size_t B : {1u, 3u}) {
+    CAPTURE(B);
+    const decode_streams d = make_decode_streams(t, {.streams = B});
+    // Blocks of 5 steps (the systems alone run blocks of the default 64): the walk crosses
+    // blocks, and a block's last step need not be the walk's.
+    REQUIRE(d.num_steps() > 10);
+    CHECK(d.num_steps() % 5 != 0);
+    const std::array<edge_sweep_point<roofline_cost>, 3> points{{{&small, 96, all}, {&big, 160, all}, {&big, 32, few}}};
+    replay_progress progress;
+    const std::vector<edge_replay_result> swept =
+        replay_edge_sweep<roofline_cost>(d, cpu, m, points, {.progress = &progress, .block_steps = 5});
+    REQUIRE(swept.size() == points.size());
+    CHECK(progress.rows == (2 * all.size() + few.size()) * d.batched().num_rows());
+    bool differ = false;
+    for (std::size_t p = 0; p < points.size(); ++p) {
+      CAPTURE(p);
+      REQUIRE(swept[p].systems.size() == points[p].systems.size());
+      CHECK(swept[p].cache_experts == points[p].cache_experts);
+      CHECK(swept[p].streams == B);
+      CHECK(swept[p].expert_bytes == points[p].gpu->footprint_bytes({0, 0}, fp16));
+      for (std::size_t i = 0; i < points[p].systems.size(); ++i) {
+        const edge_replay_result alone = replay_edge(t, *points[p].gpu, cpu, m, std::span(&points[p].systems[i], 1),
+                                                     {.streams = B, .cache_experts = points[p].cache_experts});
+        CHECK(alone.steps == swept[p].steps);
+        CHECK(alone.tokens == swept[p].tokens);
+        check_same(swept[p].systems[i], alone.systems[0]);
+        differ = differ || swept[p].systems[i].token_seconds != swept[p].systems[0].token_seconds;
+      }
+    }
+    CHECK(differ);  // the systems do differ: equal results are not trivially so
+    CHECK(swept[0].systems[4].cache.prefetches > 0);
+    CHECK(swept[0].systems[6].cache.prefetches > 0);
+  }
+  const std::array<edge_sweep_point<roofline_cost>, 1> none{{{nullptr, 8, few}}};
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_edge_sweep<roofline_cost>(make_decode_streams(t, {}), cpu, m, none)),
+                       "moepolicy::replay_edge_sweep: point 0 has no GPU", invalid_argument);
+  const std::array<edge_sweep_point<roofline_cost>, 1> good{{{&small, 8, few}}};
+  CHECK_THROWS_WITH_AS(
+      static_cast<void>(replay_edge_sweep<roofline_cost>(make_decode_streams(t, {}), cpu, m, good, {.block_steps = 0})),
+      "moepolicy::replay_edge_sweep: block_steps must be >= 1, got 0", invalid_argument);
+  const std::array<edge_system_config, 1> bad{{{"b", belady_config{}}}};
+  const std::array<edge_sweep_point<roofline_cost>, 1> with_bad{{{&small, 8, bad}}};
+  CHECK_THROWS_WITH_AS(
+      static_cast<void>(replay_edge_sweep<roofline_cost>(make_decode_streams(t, {}), cpu, m, with_bad)),
+      "moepolicy::replay_edge_sweep: system \"b\": Belady's policy needs the future and cannot run timed",
       invalid_argument);
 }
 

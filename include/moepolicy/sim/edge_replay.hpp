@@ -57,6 +57,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -138,6 +139,11 @@ struct edge_replay_config {
   bytes chunk_bytes = bytes{1} << 20;
   /// When set, each system's steps add their rows to it (a progress line).
   replay_progress* progress = nullptr;
+  /// Batched steps a lockstep walk (`replay_edge_sweep`) prepares at once: each system
+  /// runs the whole block before the next one does, so that its timeline and cache stay in
+  /// the processor's caches (24 systems stepping one step at a time ran about 50% slower
+  /// than one after another). Any value >= 1 gives the same results.
+  std::size_t block_steps = 64;
 };
 
 /// What one system did.
@@ -201,20 +207,194 @@ requires MemoryModel<Gpu>
 
 namespace detail {
 
+/// What every system of a lockstep walk reads at one batched step: the streams' contexts,
+/// the KV entries their attention reads and the step's batches in layer order (all
+/// functions of the steps alone, made once per step), and the step's slot in its block
+/// (where the tapes and the prices keep the step's predictions and prices).
+struct edge_step_inputs {
+  std::size_t slot = 0;
+  std::span<const std::uint64_t> contexts;
+  std::uint64_t reads = 0;
+  std::span<const batch_view> batches;
+  /// The step's batched rows (for the progress line).
+  std::uint64_t rows = 0;
+};
+
+/// The one-layer-ahead predictions of one predictor, step by step. The transition
+/// predictor and the oracle hear only the recorded routing (never a cache, a timeline or the
+/// router's substitutions), so every system with the same predictor gets the same scores
+/// and the same queue at every layer: a lockstep walk records them once per batched step
+/// (`record`, before the systems run the step) and each such system reads layer l's queue
+/// (`plan`) where it would have observed layer l and predicted layer l + 1.
+class edge_prediction_tape {
+ public:
+  edge_prediction_tape(edge_predictor p, std::uint32_t predictor_tokens, std::size_t block, const decode_streams& d)
+      : kind_(p),
+        L_(d.batched().info().num_layers),
+        E_(d.batched().info().num_experts),
+        k_(d.batched().info().top_k),
+        queue_(E_),
+        scores_(E_, 0.0f),
+        sizes_(block * L_, 0),
+        plans_(block * L_ * k_) {
+    if (p == edge_predictor::transition) {
+      transition_.emplace(transition_config{.num_layers = static_cast<std::uint32_t>(L_),
+                                            .num_experts = static_cast<std::uint32_t>(E_),
+                                            .top_k = static_cast<std::uint32_t>(k_),
+                                            .max_batch_tokens = predictor_tokens});
+      transition_->begin_request();
+    } else {
+      oracle_.emplace(d.batched(), oracle_config{.horizon = 1, .prefill = false});
+      oracle_->begin_request();
+    }
+  }
+
+  [[nodiscard]] edge_predictor kind() const noexcept { return kind_; }
+
+  /// Observes the batches of the next batched step (one per MoE layer, in layer order) and
+  /// records in `slot` each one's queue for the next layer, as `edge_run` made them before.
+  /// No allocation.
+  void record(std::size_t slot, std::span<const batch_view> batches) noexcept {
+    MOEPOLICY_ASSERT((slot + 1) * L_ <= sizes_.size());
+    const std::size_t first = slot * L_;
+    std::fill_n(sizes_.begin() + static_cast<std::ptrdiff_t>(first), L_, std::size_t{0});
+    for (const batch_view& v : batches) {
+      const std::size_t l = v.ref.layer;
+      if (transition_) transition_->observe(v);
+      if (oracle_) oracle_->observe(v);
+      if (l + 1 >= L_) continue;
+      bool any = false;
+      if (transition_) any = transition_->predict(static_cast<layer_id>(l + 1), scores_);
+      if (oracle_) any = oracle_->predict(static_cast<layer_id>(l + 1), scores_);
+      if (!any) continue;
+      queue_.plan(static_cast<layer_id>(l + 1), scores_, k_);
+      const auto planned = queue_.pending();
+      MOEPOLICY_ASSERT(planned.size() <= k_);
+      std::copy(planned.begin(), planned.end(), plans_.begin() + static_cast<std::ptrdiff_t>((first + l) * k_));
+      sizes_[first + l] = planned.size();
+      queue_.clear();
+    }
+    if (transition_) transition_->end_step();
+  }
+
+  /// The prefetches planned for layer l + 1 after layer `l` of the step recorded in `slot`,
+  /// best first (empty: nothing predicted).
+  [[nodiscard]] std::span<const queued_expert> plan(std::size_t slot, std::size_t l) const noexcept {
+    const std::size_t c = slot * L_ + l;
+    return std::span<const queued_expert>(plans_).subspan(c * k_, sizes_[c]);
+  }
+
+ private:
+  edge_predictor kind_;
+  std::size_t L_, E_, k_;
+  std::optional<transition_predictor> transition_;
+  std::optional<oracle_predictor> oracle_;
+  prefetch_queue queue_;
+  std::vector<float> scores_;
+  std::vector<std::size_t> sizes_;
+  std::vector<queued_expert> plans_;
+};
+
+/// The prices every system on one GPU pays alike: the step's forward pass (dense layers,
+/// each MoE layer's attention, router and shared experts, the output head), priced once per
+/// step for all of them, and, for cost models whose prices do not read the key
+/// (`key_independent_cost`), an expert's GPU and CPU compute time by token count and the
+/// load of a whole expert, priced once. Each price is the call it replaces, made with the
+/// same arguments.
+template <DeviceCost Gpu, DeviceCost Cpu>
+requires DenseComputeCost<Gpu>
+class edge_prices {
+ public:
+  edge_prices(const Gpu& gpu, const Cpu& cpu, const model_shape& shape, const forward_pass_config& pass,
+              std::size_t block, const decode_streams& d)
+      : gpu_(gpu),
+        cpu_(cpu),
+        pass_(gpu, shape, pass),
+        dense_layers_(shape.num_dense_layers),
+        L_(d.batched().info().num_layers),
+        dense_(block * dense_layers_, 0.0),
+        attention_(block * L_, 0.0),
+        shared_(block * L_, 0.0),
+        router_(block, 0.0),
+        head_(block, 0.0),
+        expert_bytes_(gpu.footprint_bytes({0, 0}, fp16)),
+        full_load_(gpu.transfer_seconds(expert_bytes_)) {
+    // An expert's tokens in a layer: at most the tokens of a batched step.
+    const std::size_t most = static_cast<std::size_t>(d.num_streams()) * d.rows_per_token();
+    if constexpr (key_independent_cost<Gpu>) {
+      for (std::size_t t = 0; t <= most; ++t) gpu_expert_.push_back(gpu.compute_seconds({0, 0}, fp16, t));
+    }
+    if constexpr (key_independent_cost<Cpu>) {
+      for (std::size_t t = 0; t <= most; ++t) cpu_expert_.push_back(cpu.compute_seconds({0, 0}, fp16, t));
+    }
+  }
+
+  [[nodiscard]] const Gpu& gpu() const noexcept { return gpu_; }
+
+  /// Prices into `slot` a step of `n` tokens whose attention reads `reads` cached entries.
+  void price_step(std::size_t slot, std::size_t n, std::uint64_t reads) {
+    MOEPOLICY_ASSERT(slot < router_.size());
+    for (std::uint32_t i = 0; i < dense_layers_; ++i) {
+      dense_[slot * dense_layers_ + i] = pass_.dense_layer_seconds(i, n, reads, n);
+    }
+    for (std::size_t l = 0; l < L_; ++l) {
+      const auto model_layer = static_cast<std::uint32_t>(dense_layers_ + l);
+      attention_[slot * L_ + l] = pass_.attention_seconds(model_layer, n, reads, n);
+      shared_[slot * L_ + l] = pass_.shared_experts_seconds(static_cast<layer_id>(l), n);
+    }
+    router_[slot] = pass_.router_seconds(n);
+    head_[slot] = pass_.output_head_seconds(n);
+  }
+
+  [[nodiscard]] seconds dense(std::size_t slot, std::size_t i) const noexcept {
+    return dense_[slot * dense_layers_ + i];
+  }
+  [[nodiscard]] seconds attention(std::size_t slot, std::size_t l) const noexcept { return attention_[slot * L_ + l]; }
+  [[nodiscard]] seconds shared(std::size_t slot, std::size_t l) const noexcept { return shared_[slot * L_ + l]; }
+  [[nodiscard]] seconds router(std::size_t slot) const noexcept { return router_[slot]; }
+  [[nodiscard]] seconds head(std::size_t slot) const noexcept { return head_[slot]; }
+
+  [[nodiscard]] seconds gpu_expert(expert_key k, std::size_t tokens) const noexcept {
+    if (tokens < gpu_expert_.size()) return gpu_expert_[tokens];
+    return gpu_.compute_seconds(k, fp16, tokens);
+  }
+  [[nodiscard]] seconds cpu_expert(expert_key k, std::size_t tokens) const noexcept {
+    if (tokens < cpu_expert_.size()) return cpu_expert_[tokens];
+    return cpu_.compute_seconds(k, fp16, tokens);
+  }
+  /// The load of `rest` bytes of an expert.
+  [[nodiscard]] seconds load(bytes rest) const noexcept {
+    return rest == expert_bytes_ ? full_load_ : gpu_.transfer_seconds(rest);
+  }
+
+ private:
+  const Gpu& gpu_;
+  const Cpu& cpu_;
+  forward_pass_cost<Gpu> pass_;
+  std::uint32_t dense_layers_;
+  std::size_t L_;
+  std::vector<seconds> dense_, attention_, shared_, router_, head_;
+  bytes expert_bytes_;
+  seconds full_load_;
+  std::vector<seconds> gpu_expert_, cpu_expert_;
+};
+
 /// One edge system's run on its own timeline (see the header comment).
 template <DeviceCost Gpu, DeviceCost Cpu>
 requires DenseComputeCost<Gpu>
 class edge_run {
  public:
+  /// `tape`: the predictions of `sys`'s predictor (recorded for each step before `step`
+  /// runs it), or none for a system that does not prefetch; `prices`: those of `gpu` and
+  /// `cpu` (priced for each step before `step` runs it).
   edge_run(const Gpu& gpu, const Cpu& cpu, const model_shape& shape, const edge_system_config& sys,
-           const edge_replay_config& cfg, const decode_streams& d)
-      : gpu_dev_(gpu),
-        cpu_dev_(cpu),
-        pass_(gpu, shape, cfg.pass),
+           const edge_replay_config& cfg, std::uint64_t cache_experts, const decode_streams& d,
+           const edge_prediction_tape* tape, const edge_prices<Gpu, Cpu>& prices)
+      : cpu_dev_(cpu),
+        prices_(prices),
         shape_(shape),
         sys_(sys),
         cfg_(cfg),
-        d_(d),
         L_(d.batched().info().num_layers),
         E_(d.batched().info().num_experts),
         k_(d.batched().info().top_k),
@@ -223,17 +403,17 @@ class edge_run {
         cpu_(tl_.add_resource("cpu", resource_kind::processor)),
         to_gpu_(tl_.add_resource("link to GPU", resource_kind::link)),
         to_cpu_(tl_.add_resource("link to CPU", resource_kind::link)),
-        cache_(tl_, to_gpu_, gpu, static_cast<std::uint32_t>(L_), static_cast<std::uint32_t>(E_), cfg.cache_experts,
+        cache_(tl_, to_gpu_, gpu, static_cast<std::uint32_t>(L_), static_cast<std::uint32_t>(E_), cache_experts,
                sys.policy, gpu.footprint_bytes({0, 0}, fp16)),
-        queue_(E_),
-        loads_(E_, 0),
-        scores_(E_, 0.0f) {
+        tape_(tape),
+        loads_(E_, 0) {
     order_.reserve(E_);
     missing_.reserve(E_);
     sides_.reserve(E_);
     order_of_.reserve(E_);
     load_t_.reserve(E_);
     cpu_t_.reserve(E_);
+    ratio_.reserve(E_);
     ops_.reserve(E_);
     const std::size_t rows = static_cast<std::size_t>(d.num_streams()) * d.rows_per_token() * k_;
     ids_.resize(rows);
@@ -244,52 +424,40 @@ class edge_run {
                                     .alpha = sys.alpha,
                                     .prefer_batch_shared = true});
     }
-    if (sys.predictor == edge_predictor::transition) {
-      transition_.emplace(transition_config{.num_layers = static_cast<std::uint32_t>(L_),
-                                            .num_experts = static_cast<std::uint32_t>(E_),
-                                            .top_k = static_cast<std::uint32_t>(k_),
-                                            .max_batch_tokens = cfg.predictor_tokens});
-    } else if (sys.predictor == edge_predictor::oracle) {
-      oracle_.emplace(d.batched(), oracle_config{.horizon = 1, .prefill = false});
-    }
+    MOEPOLICY_ASSERT((sys.predictor == edge_predictor::none) == (tape == nullptr));
+    MOEPOLICY_ASSERT(tape == nullptr || tape->kind() == sys.predictor);
     if (sys.static_placement) {
       std::uint64_t placed = 0;
-      for (std::size_t l = 0; l < L_ && placed < cfg.cache_experts; ++l) {
-        for (std::size_t e = 0; e < E_ && placed < cfg.cache_experts; ++e) {
+      for (std::size_t l = 0; l < L_ && placed < cache_experts; ++l) {
+        for (std::size_t e = 0; e < E_ && placed < cache_experts; ++e) {
           if (cache_.preload(key(l, e))) ++placed;
         }
       }
     }
   }
 
-  void run(edge_system_result& out) {
+  void begin(edge_system_result& out) noexcept {
     out.gpu = gpu_;
     out.cpu = cpu_;
     out.to_gpu = to_gpu_;
     out.to_cpu = to_cpu_;
-    std::vector<std::uint64_t> contexts;
-    contexts.reserve(d_.num_streams());
-    seconds now = 0.0;
-    if (transition_) transition_->begin_request();
-    if (oracle_) oracle_->begin_request();
-    for (std::size_t s = 0; s < d_.num_steps(); ++s) {
-      const auto tokens = d_.tokens(s);
-      contexts.clear();
-      for (const stream_token& tk : tokens) contexts.push_back(tk.context);
-      const seconds start = now;
-      now = step(s, contexts, start, out);
-      if (cfg_.progress != nullptr) {
-        std::uint64_t rows = 0;
-        for (const batch_ref& b : d_.batched().batches_of(d_.batched().steps()[s])) rows += b.num_rows;
-        cfg_.progress->add(rows);
-      }
-      out.token_seconds += static_cast<double>(tokens.size()) * (now - start);
-      out.tokens += tokens.size();
-      ++out.steps;
-      cache_.end_step();
-      if (transition_) transition_->end_step();
-    }
-    out.run_seconds = now;
+  }
+
+  /// Runs batched step `s`, whose shared inputs are `in` (and whose predictions the tape
+  /// holds).
+  void step(std::size_t s, const edge_step_inputs& in, edge_system_result& out) {
+    const std::size_t n = in.contexts.size();
+    const seconds start = now_;
+    now_ = step(s, in, start, out);
+    if (cfg_.progress != nullptr) cfg_.progress->add(in.rows);
+    out.token_seconds += static_cast<double>(n) * (now_ - start);
+    out.tokens += n;
+    ++out.steps;
+    cache_.end_step();
+  }
+
+  void finish(edge_system_result& out) {
+    out.run_seconds = now_;
     cache_.cancel_all_pending();
     tl_.drain();
     cache_.collect();
@@ -303,27 +471,23 @@ class edge_run {
     return {static_cast<layer_id>(l), static_cast<expert_id>(e)};
   }
 
-  seconds step(std::size_t s, std::span<const std::uint64_t> contexts, seconds t, edge_system_result& out) {
-    const std::size_t n = contexts.size();
-    const std::uint64_t reads = decode_cached_reads(contexts);
-    const routing_trace& b = d_.batched();
-    const auto batches = b.batches_of(b.steps()[s]);
+  seconds step(std::size_t s, const edge_step_inputs& in, seconds t, edge_system_result& out) {
+    const std::size_t n = in.contexts.size();
+    const std::span<const batch_view> batches = in.batches;
     for (std::uint32_t i = 0; i < shape_.num_dense_layers; ++i) {
-      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(i, n, reads, n), cost_kind::dense).end;
+      t = tl_.run(t, gpu_, prices_.dense(in.slot, i), cost_kind::dense).end;
     }
     std::size_t bi = 0;
     for (std::size_t l = 0; l < L_; ++l) {
-      const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
-      t = tl_.run(t, gpu_, pass_.attention_seconds(model_layer, n, reads, n), cost_kind::attention).end;
-      t = tl_.run(t, gpu_, pass_.router_seconds(n), cost_kind::dense).end;
-      if (bi >= batches.size() || batches[bi].layer != l) continue;
-      const batch_view v = b.view(batches[bi++]);
-      t = layer(s, l, t, v, n, out);
+      t = tl_.run(t, gpu_, prices_.attention(in.slot, l), cost_kind::attention).end;
+      t = tl_.run(t, gpu_, prices_.router(in.slot), cost_kind::dense).end;
+      if (bi >= batches.size() || batches[bi].ref.layer != l) continue;
+      t = layer(s, in.slot, l, t, batches[bi++], n, out);
     }
-    return tl_.run(t, gpu_, pass_.output_head_seconds(n), cost_kind::dense).end;
+    return tl_.run(t, gpu_, prices_.head(in.slot), cost_kind::dense).end;
   }
 
-  seconds layer(std::size_t s, std::size_t l, seconds t0, const batch_view& v, std::size_t tokens,
+  seconds layer(std::size_t s, std::size_t slot, std::size_t l, seconds t0, const batch_view& v, std::size_t tokens,
                 edge_system_result& out) {
     tl_.settle(t0);
     cache_.collect();
@@ -357,7 +521,7 @@ class edge_run {
         ops_.push_back({e, cache_.serve(k, t0).ready});
         continue;
       }
-      missing_.push_back({k, loads_[e], gpu_dev_.transfer_seconds(rest), cpu_dev_.compute_seconds(k, fp16, loads_[e])});
+      missing_.push_back({k, loads_[e], prices_.load(rest), prices_.cpu_expert(k, loads_[e])});
     }
     split();
     // Loads, in the split's order (largest CPU time per load time first), so that they
@@ -371,12 +535,11 @@ class edge_run {
     detail::stable_insertion_sort(ops_, [](const op& a, const op& c) { return a.ready < c.ready; });
     seconds end = t0, resident_end = t0;
     for (const op& o : ops_) {
-      const seconds done =
-          tl_.run(o.ready, gpu_, gpu_dev_.compute_seconds(key(l, o.e), fp16, loads_[o.e]), cost_kind::expert).end;
+      const seconds done = tl_.run(o.ready, gpu_, prices_.gpu_expert(key(l, o.e), loads_[o.e]), cost_kind::expert).end;
       end = std::max(end, done);
       if (o.ready <= t0) resident_end = std::max(resident_end, done);
     }
-    const seconds shared = pass_.shared_experts_seconds(static_cast<layer_id>(l), tokens);
+    const seconds shared = prices_.shared(slot, l);
     if (shared > 0.0) {
       end = std::max(end, tl_.run(t0, gpu_, shared, cost_kind::dense).end);
       resident_end = std::max(resident_end, end);
@@ -407,20 +570,12 @@ class edge_run {
     cache_.end_layer(static_cast<layer_id>(l));
     // §5.2's queue for this layer is cleared: its true routing is known.
     cache_.cancel_pending(static_cast<layer_id>(l), [](expert_id) { return false; });
-    // The predictor sees the recorded routing; then layer l+1 is prefetched.
-    if (transition_) transition_->observe(v);
-    if (oracle_) oracle_->observe(v);
+    // The predictor saw the recorded routing (the tape); then layer l+1 is prefetched.
     const std::size_t next = l + 1;
-    if (next < L_) {
-      bool any = false;
-      if (transition_) any = transition_->predict(static_cast<layer_id>(next), scores_);
-      if (oracle_) any = oracle_->predict(static_cast<layer_id>(next), scores_);
-      if (any) {
-        queue_.plan(static_cast<layer_id>(next), scores_, k_);
-        const int prio = static_cast<int>(s * L_ + next);
-        while (const auto q = queue_.pop()) static_cast<void>(cache_.prefetch(q->key, q->score, resident_end, prio));
-        queue_.clear();
-      }
+    if (tape_ != nullptr && next < L_) {
+      const int prio = static_cast<int>(s * L_ + next);
+      for (const queued_expert& q : tape_->plan(slot, l))
+        static_cast<void>(cache_.prefetch(q.key, q.score, resident_end, prio));
     }
     return end;
   }
@@ -448,21 +603,27 @@ class edge_run {
     order_of_.resize(n);
     load_t_.resize(n);
     cpu_t_.resize(n);
+    ratio_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       order_of_[i] = i;
       load_t_[i] = missing_[i].load_seconds;
       cpu_t_[i] = missing_[i].cpu_seconds;
+      // CPU time per load time, each item's once (not per comparison).
+      ratio_[i] = load_t_[i] > 0.0  ? cpu_t_[i] / load_t_[i]
+                  : cpu_t_[i] > 0.0 ? std::numeric_limits<double>::infinity()
+                                    : 0.0;
     }
-    const auto ratio = [&](std::size_t i) {
-      if (load_t_[i] > 0.0) return cpu_t_[i] / load_t_[i];
-      return cpu_t_[i] > 0.0 ? std::numeric_limits<double>::infinity() : 0.0;
-    };
-    std::sort(order_of_.begin(), order_of_.end(), [&](std::size_t a, std::size_t b) {
-      const double ra = ratio(a), rb = ratio(b);
-      if (ra != rb) return ra > rb;
-      if (missing_[a].tokens != missing_[b].tokens) return missing_[a].tokens > missing_[b].tokens;
-      return a < b;
-    });
+    // The order decides which items load first; when every item runs on the CPU nothing
+    // loads and the CPU takes them in input order, so no order is needed. The comparison
+    // is a total order (ties end on the index), so the result is unique.
+    if (sys_.misses != edge_miss_rule::cpu_all) {
+      std::sort(order_of_.begin(), order_of_.end(), [&](std::size_t a, std::size_t b) {
+        const double ra = ratio_[a], rb = ratio_[b];
+        if (ra != rb) return ra > rb;
+        if (missing_[a].tokens != missing_[b].tokens) return missing_[a].tokens > missing_[b].tokens;
+        return a < b;
+      });
+    }
     switch (sys_.misses) {
       case edge_miss_rule::load_all:
         break;
@@ -489,31 +650,27 @@ class edge_run {
     }
   }
 
-  const Gpu& gpu_dev_;
   const Cpu& cpu_dev_;
-  forward_pass_cost<Gpu> pass_;
+  const edge_prices<Gpu, Cpu>& prices_;
   const model_shape& shape_;
   const edge_system_config& sys_;
   const edge_replay_config& cfg_;
-  const decode_streams& d_;
   std::size_t L_, E_, k_;
   timeline tl_;
   resource_id gpu_, cpu_, to_gpu_, to_cpu_;
   timed_expert_cache<Gpu> cache_;
   std::optional<expert_cache_router> router_;
-  std::optional<transition_predictor> transition_;
-  std::optional<oracle_predictor> oracle_;
-  prefetch_queue queue_;
+  const edge_prediction_tape* tape_;
+  seconds now_ = 0.0;
   std::vector<std::uint32_t> loads_;
   std::vector<expert_id> order_;
   std::vector<item> missing_;
   std::vector<balance_side> sides_;
   std::vector<std::size_t> order_of_;
-  std::vector<double> load_t_, cpu_t_;
+  std::vector<double> load_t_, cpu_t_, ratio_;
   std::vector<op> ops_;
   std::vector<expert_id> ids_;
   std::vector<float> weights_;
-  std::vector<float> scores_;
 };
 
 }  // namespace detail
@@ -536,16 +693,166 @@ inline void check_edge_systems(const trace_info& info, const model_shape& shape,
 
 }  // namespace detail
 
+/// One point of `replay_edge_sweep`: a GPU, the experts its cache holds and the systems
+/// replayed there.
+template <class Gpu>
+struct edge_sweep_point {
+  /// The GPU (not owned; it must outlive the call).
+  const Gpu* gpu = nullptr;
+  /// Experts the GPU holds (one pool shared by all layers).
+  std::uint64_t cache_experts = 0;
+  std::span<const edge_system_config> systems;
+};
+
+namespace detail {
+
+/// Every system of every point in one walk over the batched steps of `d` (see
+/// `replay_edge_sweep`).
+template <DeviceCost Gpu, DeviceCost Cpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] std::vector<edge_replay_result> replay_edge_points(const decode_streams& d, const Cpu& cpu,
+                                                                 const model_shape& shape,
+                                                                 std::span<const edge_sweep_point<Gpu>> points,
+                                                                 const edge_replay_config& cfg) {
+  std::vector<edge_replay_result> results(points.size());
+  std::size_t systems = 0;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    edge_replay_result& r = results[i];
+    r.streams = d.num_streams();
+    r.formation = d.formation();
+    r.steps = d.num_steps();
+    r.tokens = d.num_tokens();
+    r.cache_experts = points[i].cache_experts;
+    r.expert_bytes = points[i].gpu->footprint_bytes({0, 0}, fp16);
+    r.systems.reserve(points[i].systems.size());
+    systems += points[i].systems.size();
+  }
+  // The runs, their results (stable: every `systems` vector is reserved) and one tape per
+  // predictor in use.
+  std::vector<std::unique_ptr<edge_run<Gpu, Cpu>>> runs;
+  std::vector<edge_system_result*> outs;
+  std::vector<std::unique_ptr<edge_prediction_tape>> tapes;
+  std::vector<std::unique_ptr<edge_prices<Gpu, Cpu>>> prices;
+  runs.reserve(systems);
+  outs.reserve(systems);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    for (const edge_system_config& sc : points[i].systems) {
+      edge_system_result& out = results[i].systems.emplace_back();
+      out.config = sc;
+      const edge_prediction_tape* tape = nullptr;
+      if (sc.predictor != edge_predictor::none) {
+        const auto it =
+            std::find_if(tapes.begin(), tapes.end(), [&](const auto& t) { return t->kind() == sc.predictor; });
+        tape = it != tapes.end() ? it->get()
+                                 : tapes
+                                       .emplace_back(std::make_unique<edge_prediction_tape>(
+                                           sc.predictor, cfg.predictor_tokens, cfg.block_steps, d))
+                                       .get();
+      }
+      const auto pi =
+          std::find_if(prices.begin(), prices.end(), [&](const auto& q) { return &q->gpu() == points[i].gpu; });
+      const edge_prices<Gpu, Cpu>& price = pi != prices.end()
+                                               ? **pi
+                                               : *prices.emplace_back(std::make_unique<edge_prices<Gpu, Cpu>>(
+                                                     *points[i].gpu, cpu, shape, cfg.pass, cfg.block_steps, d));
+      runs.push_back(std::make_unique<edge_run<Gpu, Cpu>>(*points[i].gpu, cpu, shape, sc, cfg, points[i].cache_experts,
+                                                          d, tape, price));
+      outs.push_back(&out);
+    }
+  }
+  // Lockstep by blocks of steps: each step's inputs, predictions and prices once, then
+  // every system's passes of the block, each on its own timeline and cache.
+  const routing_trace& b = d.batched();
+  const std::size_t L = b.info().num_layers;
+  // A block's inputs; the vectors never grow past their reservations, so the spans into
+  // them stay valid.
+  std::vector<std::uint64_t> contexts;
+  const std::size_t block = cfg.block_steps;
+  contexts.reserve(block * d.num_streams());
+  std::vector<batch_view> views;
+  views.reserve(block * L);
+  std::vector<edge_step_inputs> inputs(block);
+  std::vector<std::size_t> context_at(block + 1), view_at(block + 1);
+  for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
+  for (std::size_t s0 = 0; s0 < d.num_steps(); s0 += block) {
+    const std::size_t n = std::min(block, d.num_steps() - s0);
+    contexts.clear();
+    views.clear();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t s = s0 + i;
+      edge_step_inputs& in = inputs[i];
+      in = edge_step_inputs{};
+      in.slot = i;
+      context_at[i] = contexts.size();
+      for (const stream_token& tk : d.tokens(s)) contexts.push_back(tk.context);
+      view_at[i] = views.size();
+      const auto batches = b.batches_of(b.steps()[s]);
+      for (const batch_ref& ref : batches) in.rows += ref.num_rows;
+      // The batches a pass visits: one per MoE layer, in layer order.
+      std::size_t bi = 0;
+      for (std::size_t l = 0; l < L; ++l) {
+        if (bi >= batches.size() || batches[bi].layer != l) continue;
+        views.push_back(b.view(batches[bi++]));
+      }
+    }
+    context_at[n] = contexts.size();
+    view_at[n] = views.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      edge_step_inputs& in = inputs[i];
+      in.contexts = std::span<const std::uint64_t>(contexts).subspan(context_at[i], context_at[i + 1] - context_at[i]);
+      in.reads = decode_cached_reads(in.contexts);
+      in.batches = std::span<const batch_view>(views).subspan(view_at[i], view_at[i + 1] - view_at[i]);
+      for (auto& t : tapes) t->record(i, in.batches);
+      for (auto& q : prices) q->price_step(i, in.contexts.size(), in.reads);
+    }
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      for (std::size_t i = 0; i < n; ++i) runs[r]->step(s0 + i, inputs[i], *outs[r]);
+    }
+  }
+  for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->finish(*outs[r]);
+  return results;
+}
+
+}  // namespace detail
+
+/// `replay_edge` at several points (a GPU, a cache size and its systems each) on the decode
+/// streams `d` (`make_decode_streams`): one result per point, each identical to
+/// `replay_edge(d, *p.gpu, cpu, shape, p.systems, cfg)` with `p.cache_experts`
+/// (`cfg.cache_experts`, `cfg.streams` and `cfg.formation` are not read). Every system runs
+/// on its own timeline and cache, but all of them walk the steps in lockstep, so each step's
+/// contexts, batches and predictions (one tape per predictor: it hears only the recorded
+/// routing) are made once for every system.
+///
+/// Throws: as `replay_edge`, naming `replay_edge_sweep`; also when a point has no GPU or
+/// `cfg.block_steps` is 0.
+/// Complexity: O(systems × the timed replay of `d`'s steps); `d` is not copied.
+template <DeviceCost Gpu, DeviceCost Cpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] std::vector<edge_replay_result> replay_edge_sweep(const decode_streams& d, const Cpu& cpu,
+                                                                const model_shape& shape,
+                                                                std::span<const edge_sweep_point<Gpu>> points,
+                                                                const edge_replay_config& cfg = {}) {
+  constexpr std::string_view fn = "replay_edge_sweep";
+  if (cfg.block_steps == 0) detail::throw_invalid(fn, "block_steps must be >= 1", cfg.block_steps);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (points[i].gpu == nullptr) detail::throw_invalid(fn, "point " + std::to_string(i) + " has no GPU");
+    detail::check_edge_systems(d.batched().info(), shape, points[i].systems, fn);
+  }
+  if (points.empty())
+    detail::require_trace_matches(d.batched().info().num_layers, d.batched().info().num_experts, shape, fn);
+  return detail::replay_edge_points(d, cpu, shape, points, cfg);
+}
+
 /// Replays the decode streams `d` (`make_decode_streams`) through each edge system, on `gpu`
 /// and `cpu` for a model of `shape`: the same as `replay_edge` on the trace `d` was formed
 /// from with `cfg.streams` and `cfg.formation` equal to `d`'s, which this overload does not
 /// read. A caller that replays the same streams many times (several machines, cache sizes
-/// or system sets) forms them once.
+/// or system sets) forms them once, or runs them in one `replay_edge_sweep`.
 ///
 /// Throws: `invalid_argument` naming `replay_edge` when `d`'s layers or experts differ from
 /// the shape's MoE layers and experts, the shape does not describe its forward pass, a
 /// system uses Belady's policy, routes a trace of fewer than 2 experts or has an `alpha`
-/// outside [0, 1].
+/// outside [0, 1], or `cfg.block_steps` is 0.
 /// Complexity: O(systems × the timed replay of `d`'s steps); `d` is not copied.
 template <DeviceCost Gpu, DeviceCost Cpu>
 requires DenseComputeCost<Gpu>
@@ -553,21 +860,9 @@ requires DenseComputeCost<Gpu>
                                              const model_shape& shape, std::span<const edge_system_config> systems,
                                              const edge_replay_config& cfg = {}) {
   detail::check_edge_systems(d.batched().info(), shape, systems, "replay_edge");
-  edge_replay_result r;
-  r.streams = d.num_streams();
-  r.formation = d.formation();
-  r.steps = d.num_steps();
-  r.tokens = d.num_tokens();
-  r.cache_experts = cfg.cache_experts;
-  r.expert_bytes = gpu.footprint_bytes({0, 0}, fp16);
-  for (const auto& sc : systems) {
-    edge_system_result out;
-    out.config = sc;
-    detail::edge_run<Gpu, Cpu> run(gpu, cpu, shape, sc, cfg, d);
-    run.run(out);
-    r.systems.push_back(std::move(out));
-  }
-  return r;
+  if (cfg.block_steps == 0) detail::throw_invalid("replay_edge", "block_steps must be >= 1", cfg.block_steps);
+  const edge_sweep_point<Gpu> point{&gpu, cfg.cache_experts, systems};
+  return std::move(detail::replay_edge_points(d, cpu, shape, std::span(&point, 1), cfg).front());
 }
 
 /// Replays the decode steps of `trace` as B concurrent streams through each edge system, on
