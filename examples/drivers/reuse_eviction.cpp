@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -297,29 +298,41 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
                fixed_str(r.link_busy_seconds, 4), fixed_str(r.total_seconds, 4),
                fixed_str(1e3 * r.seconds_per_decode_step(), 3)});
   };
+  // The timed runs: the demand runs of every capacity in one walk, and per predictor its LRU
+  // and gated runs of every capacity in one walk hearing the one predictor
+  // (`replay_timed_prefetch_lockstep`: each run as replayed alone, each policy in its own
+  // type). Per capacity: LRU then the second policy.
+  std::vector<timed_prefetch_config> demand_cfgs, prefetch_cfgs;
+  for (std::uint64_t c : caps) {
+    timed_prefetch_config tc{.capacity = c, .expert_bytes = size, .link = gpu.weight_link};
+    tc.policy = lru_config{};
+    demand_cfgs.push_back(tc);
+    prefetch_cfgs.push_back(tc);
+    tc.policy = predicted_reuse_config{};
+    demand_cfgs.push_back(tc);
+    tc.policy = gated_prefetch_config{};
+    prefetch_cfgs.push_back(tc);
+  }
+  const auto timed = [&](auto predictor) {
+    return replay_timed_prefetch_lockstep(t, cost, std::span<const timed_prefetch_config>(prefetch_cfgs), &predictor);
+  };
+  const std::vector<timed_prefetch_result> demand_timed =
+      replay_timed_prefetch_lockstep(t, cost, std::span<const timed_prefetch_config>(demand_cfgs));
+  const std::vector<timed_prefetch_result> short_horizon_timed = timed(short_horizon_predictor(sh));
+  const std::vector<timed_prefetch_result> markov_timed = timed(markov_predictor(mk));
+  const std::vector<timed_prefetch_result> transition_timed = timed(transition_predictor(tr));
   for (std::size_t i = 0; i < caps.size(); ++i) {
     const std::uint64_t c = caps[i];
-    timed_prefetch_config tc{.capacity = c, .expert_bytes = size, .link = gpu.weight_link};
-    // The untimed replays ran each policy in its own type (no `any_eviction_policy`
-    // dispatch: the same decisions); the timed ones take it by name.
-    const auto demand = [&](const std::string& name, const any_eviction_config& pc, const cache_stats& u) {
-      tc.policy = pc;
-      add(c, "-", name + ", no prefetch", u, replay_timed_prefetch(t, cost, tc));
+    add(c, "-", "LRU, no prefetch", lru_demand[i].stats(), demand_timed[2 * i]);
+    add(c, "-", "pred-reuse, no prefetch", reuse_demand[i].stats(), demand_timed[2 * i + 1]);
+    const auto rows = [&](const std::string& pname, const untimed_prefetch& u,
+                          const std::vector<timed_prefetch_result>& r) {
+      add(c, pname, "LRU", u.lru[i].stats(), r[2 * i]);
+      add(c, pname, "gated (ours)", u.gated[i].stats(), r[2 * i + 1]);
     };
-    demand("LRU", lru_config{}, lru_demand[i].stats());
-    demand("pred-reuse", predicted_reuse_config{}, reuse_demand[i].stats());
-    const auto rows = [&](const std::string& pname, const untimed_prefetch& u, auto make) {
-      const auto one = [&](const std::string& name, const any_eviction_config& pc, const cache_stats& us) {
-        tc.policy = pc;
-        auto q = make();
-        add(c, pname, name, us, replay_timed_prefetch(t, cost, tc, &q));
-      };
-      one("LRU", lru_config{}, u.lru[i].stats());
-      one("gated (ours)", gated_prefetch_config{}, u.gated[i].stats());
-    };
-    rows("short-horizon", short_horizon, [&] { return short_horizon_predictor(sh); });
-    rows("Markov", markov, [&] { return markov_predictor(mk); });
-    rows("transition", transition, [&] { return transition_predictor(tr); });
+    rows("short-horizon", short_horizon, short_horizon_timed);
+    rows("Markov", markov, markov_timed);
+    rows("transition", transition, transition_timed);
   }
   table.print(out, "    ");
 }

@@ -9,7 +9,9 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "moepolicy/cache/lru.hpp"
 #include "moepolicy/cache/sticky_lru.hpp"
@@ -437,6 +439,91 @@ TEST_CASE(
   CHECK(none.stats.hits == replay_cache<lru_policy>(t, cc).stats.hits);
   CHECK(none.link_busy_seconds ==
         doctest::Approx(static_cast<double>(none.stats.misses) * (1e-6 + 3.0 * 1024 * 512 * 2 / 50e9)));
+}
+
+TEST_CASE("timed replay: a policy run in its own type equals the run-time policy holding it") {
+  const routing_trace t =
+      read_canonical(test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace");
+  const trace_info& i = t.info();
+  const fixed_layer_cost cost{.before = 20e-6, .expert = 5e-6};
+  const transition_config tc{.num_layers = i.num_layers, .num_experts = i.num_experts, .top_k = i.top_k};
+  const auto same = [](const timed_prefetch_result& a, const timed_prefetch_result& b) {
+    const timed_cache_stats &x = a.stats, &y = b.stats;
+    CHECK(x.accesses == y.accesses);
+    CHECK(x.hits == y.hits);
+    CHECK(x.late_prefetches == y.late_prefetches);
+    CHECK(x.late_unstarted == y.late_unstarted);
+    CHECK(x.misses == y.misses);
+    CHECK(x.admitted == y.admitted);
+    CHECK(x.prefetches == y.prefetches);
+    CHECK(x.prefetches_started == y.prefetches_started);
+    CHECK(x.prefetches_landed == y.prefetches_landed);
+    CHECK(x.prefetches_used == y.prefetches_used);
+    CHECK(x.prefetches_cancelled == y.prefetches_cancelled);
+    CHECK(x.prefetches_refused == y.prefetches_refused);
+    CHECK(x.prefetches_unused == y.prefetches_unused);
+    CHECK(x.demand_bytes == y.demand_bytes);
+    CHECK(x.prefetch_bytes == y.prefetch_bytes);
+    CHECK(x.wasted_bytes == y.wasted_bytes);
+    CHECK(x.transient_bytes == y.transient_bytes);
+    CHECK(x.late_wait == y.late_wait);
+    CHECK(x.miss_wait == y.miss_wait);
+    CHECK(a.decode_seconds == b.decode_seconds);
+    CHECK(a.total_seconds == b.total_seconds);
+    CHECK(a.stall_seconds == b.stall_seconds);
+    CHECK(a.link_busy_seconds == b.link_busy_seconds);
+    CHECK(a.link_prefetch_seconds == b.link_prefetch_seconds);
+    CHECK(a.wasted_prefetch_bytes == b.wasted_prefetch_bytes);
+  };
+  // A slow link (late prefetches, stalls) at two capacities; the four policies
+  // `replay_timed_prefetch` runs in their own types, with and without a predictor.
+  for (const std::uint64_t capacity : {std::uint64_t{4}, std::uint64_t{16}}) {
+    for (const std::string_view name : {"lru", "sticky-lru", "pred-reuse", "gated-prefetch"}) {
+      CAPTURE(capacity);
+      CAPTURE(name);
+      const timed_prefetch_config cfg{.capacity = capacity,
+                                      .policy = eviction_config_by_name(name),
+                                      .expert_bytes = 3 * 1024 * 512 * 2,
+                                      .link = {50e9, 1e-6}};
+      same(replay_timed_prefetch(t, cost, cfg),
+           replay_timed_prefetch_as<any_eviction_policy>(t, cost, cfg, cfg.policy));
+      transition_predictor p0(tc), p1(tc);
+      const timed_prefetch_result typed = replay_timed_prefetch(t, cost, cfg, &p0);
+      const timed_prefetch_result any = replay_timed_prefetch_as<any_eviction_policy>(t, cost, cfg, cfg.policy, &p1);
+      CHECK(typed.stats.prefetches > 0);
+      same(typed, any);
+    }
+  }
+  // In lockstep: every policy at both capacities and two depths in one walk, hearing one
+  // predictor, each run equal to the same run replayed alone with its own predictor.
+  std::vector<timed_prefetch_config> cfgs;
+  for (const std::uint32_t depth : {0u, 1u}) {
+    for (const std::uint64_t capacity : {std::uint64_t{4}, std::uint64_t{16}}) {
+      for (const std::string_view name : {"lru", "sticky-lru", "pred-reuse", "gated-prefetch", "fifo"}) {
+        cfgs.push_back({.capacity = capacity,
+                        .policy = eviction_config_by_name(name),
+                        .expert_bytes = 3 * 1024 * 512 * 2,
+                        .link = {50e9, 1e-6},
+                        .depth = depth});
+      }
+    }
+  }
+  transition_predictor shared(tc);
+  const std::vector<timed_prefetch_result> together =
+      replay_timed_prefetch_lockstep(t, cost, std::span<const timed_prefetch_config>(cfgs), &shared);
+  REQUIRE(together.size() == cfgs.size());
+  for (std::size_t r = 0; r < cfgs.size(); ++r) {
+    CAPTURE(r);
+    transition_predictor alone(tc);
+    same(together[r], replay_timed_prefetch_as<any_eviction_policy>(t, cost, cfgs[r], cfgs[r].policy, &alone));
+  }
+  const std::vector<timed_prefetch_result> no_predictor =
+      replay_timed_prefetch_lockstep(t, cost, std::span<const timed_prefetch_config>(cfgs).first(3));
+  for (std::size_t r = 0; r < no_predictor.size(); ++r) {
+    CAPTURE(r);
+    CHECK(no_predictor[r].stats.prefetches == 0);
+    same(no_predictor[r], replay_timed_prefetch(t, cost, cfgs[r]));
+  }
 }
 
 TEST_CASE("timed replay: bad arguments name the function and the value") {

@@ -65,7 +65,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -701,6 +703,176 @@ struct no_prefetch_predictor {
   void end_step() noexcept {}
   void begin_request() noexcept {}
 };
+/// One run of `replay_timed_prefetch` (its timeline, GPU cache and per-batch scratch) fed
+/// batch by batch; the walk and the predictor are the caller's, so that several runs can
+/// share one walk and one prediction (`replay_timed_prefetch_lockstep`).
+class timed_prefetch_run_base {
+ public:
+  virtual ~timed_prefetch_run_base() = default;
+  /// A forward pass starts.
+  virtual void begin_step() = 0;
+  /// Layer `b.ref.layer` of the pass, with the predictor's scores for it (empty: none).
+  virtual void batch(const batch_view& b, std::span<const float> scores) = 0;
+  /// The pass ends (`decode`: a decode pass).
+  virtual void end_step(bool decode) = 0;
+  /// The end of the walk: what the run measured.
+  virtual timed_prefetch_result finish() = 0;
+};
+
+template <EvictionPolicy Policy, LayerCost Cost>
+class timed_prefetch_run final : public timed_prefetch_run_base {
+ public:
+  timed_prefetch_run(const trace_info& info, const Cost& cost, const timed_prefetch_config& cfg,
+                     const typename Policy::config_type& policy)
+      : cost_(&cost),
+        E_(info.num_experts),
+        tl_(timeline_config{.chunk_bytes = cfg.chunk_bytes,
+                            .reserved_jobs = static_cast<std::size_t>(info.num_layers) * info.num_experts,
+                            .reserved_hops = 1}),
+        gpu_(tl_.add_resource("gpu", resource_kind::processor)),
+        link_(tl_.add_resource("host to GPU link", resource_kind::link)),
+        cache_(tl_, link_, link_cost{cfg.link}, info.num_layers, E_, cfg.capacity, policy, cfg.expert_bytes, fp16,
+               cfg.scope),
+        depth_(std::min<std::size_t>(cfg.depth == 0 ? info.top_k : cfg.depth, E_)),
+        order_(E_),
+        tokens_(E_, 0),
+        selected_(E_, 0) {
+    served_.reserve(E_);
+  }
+
+  void begin_step() final { step_start_ = tl_.free_at(gpu_); }
+
+  void batch(const batch_view& b, std::span<const float> scores) final {
+    const layer_id l = b.ref.layer;
+    if (!scores.empty()) prefetch_for(l, scores);
+    const seconds t0 = tl_.run(tl_.free_at(gpu_), gpu_, cost_->before_experts(b), cost_kind::attention).end;
+    tl_.settle(t0);
+    cache_.collect();
+    // The batch's experts, in order of first selection, with their tokens.
+    served_.clear();
+    for (expert_id e : b.experts) {
+      if (tokens_[e]++ == 0) served_.emplace_back(expert_key{l, e}, 0.0);
+    }
+    for (const auto& [k, unused] : served_) selected_[k.expert] = 1;
+    static_cast<void>(cache_.cancel_pending(l, [&](expert_id e) { return selected_[e] != 0; }));
+    cache_.begin_layer(b);
+    for (auto& [k, ready] : served_) ready = cache_.serve(k, t0).ready;
+    // Hits first, then the others in the order their weights land.
+    stable_insertion_sort(served_, [](const auto& x, const auto& y) { return x.second < y.second; });
+    for (const auto& [k, ready] : served_) {
+      static_cast<void>(tl_.run(ready, gpu_, cost_->expert_seconds(k, tokens_[k.expert]), cost_kind::expert));
+      tokens_[k.expert] = 0;
+      selected_[k.expert] = 0;
+    }
+    static_cast<void>(tl_.run(tl_.free_at(gpu_), gpu_, cost_->after_experts(b), cost_kind::dense));
+    cache_.end_layer(l);
+    last_t0_ = t0;
+  }
+
+  void end_step(bool decode) final {
+    cache_.end_step();
+    ++out_.steps;
+    if (decode) {
+      ++out_.decode_steps;
+      out_.decode_seconds += tl_.free_at(gpu_) - step_start_;
+    }
+  }
+
+  timed_prefetch_result finish() final {
+    cache_.close();
+    out_.stats = cache_.stats();
+    const ledger& led = tl_.accounts();
+    out_.total_seconds = tl_.free_at(gpu_);
+    out_.stall_seconds = led[gpu_].stall_seconds;
+    out_.gpu_busy_seconds = led[gpu_].busy();
+    out_.link_busy_seconds = led[link_].busy();
+    out_.link_prefetch_seconds = led[link_].busy(cost_kind::prefetch);
+    out_.wasted_prefetch_bytes = out_.stats.wasted_bytes + out_.stats.unused_bytes;
+    return out_;
+  }
+
+ private:
+  /// Hints every expert of layer `l` with a score > 0 and prefetches the `depth` best.
+  void prefetch_for(layer_id l, std::span<const float> scores) {
+    for (std::uint32_t e = 0; e < E_; ++e) {
+      order_[e] = e;
+      if (scores[e] > 0.0f) cache_.hint(expert_key{l, static_cast<expert_id>(e)}, scores[e]);
+    }
+    const auto better = [&](std::uint32_t x, std::uint32_t y) {
+      return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
+    };
+    std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(depth_), order_.end(), better);
+    for (std::size_t i = 0; i < depth_ && scores[order_[i]] > 0.0f; ++i) {
+      static_cast<void>(
+          cache_.prefetch(expert_key{l, static_cast<expert_id>(order_[i])}, scores[order_[i]], last_t0_, 0));
+    }
+  }
+
+  const Cost* cost_;
+  std::uint32_t E_;
+  timeline tl_;
+  resource_id gpu_, link_;
+  timed_expert_cache<link_cost, Policy> cache_;
+  std::size_t depth_;
+  std::vector<std::uint32_t> order_, tokens_;
+  std::vector<std::uint8_t> selected_;
+  std::vector<std::pair<expert_key, seconds>> served_;
+  seconds last_t0_ = 0.0;
+  seconds step_start_ = 0.0;
+  timed_prefetch_result out_;
+};
+
+inline void check_timed_prefetch(const routing_trace& t, const timed_prefetch_config& cfg) {
+  constexpr std::string_view fn = "replay_timed_prefetch";
+  const trace_info& info = t.info();
+  if (info.num_layers == 0 || info.num_experts == 0 || t.steps().empty()) {
+    throw_invalid(fn, "the trace has no forward pass, steps", t.steps().size());
+  }
+  if (cfg.expert_bytes == 0) throw_invalid(fn, "expert_bytes must be > 0", cfg.expert_bytes);
+}
+
+/// Walks `t` once, feeding every run of `runs` each batch with the predictor's one
+/// prediction for it (the predictor observes the batch after all runs have served it).
+template <class Run, PrefetchPredictor Predictor>
+void walk_timed_prefetch(const routing_trace& t, std::span<Run* const> runs, Predictor* predictor) {
+  std::vector<float> scores(t.info().num_experts, 0.0f);
+  for (const request_ref& r : t.requests()) {
+    if (predictor != nullptr) predictor->begin_request();
+    for (const step_ref& s : t.steps_of(r)) {
+      for (Run* run : runs) run->begin_step();
+      for (const batch_ref& ref : t.batches_of(s)) {
+        const batch_view b = t.view(ref);
+        std::span<const float> predicted;
+        if (predictor != nullptr && predictor->predict(ref.layer, scores)) predicted = scores;
+        for (Run* run : runs) run->batch(b, predicted);
+        if (predictor != nullptr) predictor->observe(b);
+      }
+      for (Run* run : runs) run->end_step(s.kind == phase::decode);
+      if (predictor != nullptr) predictor->end_step();
+    }
+  }
+}
+
+/// The run of `cfg`: in its policy's own type for LRU, sticky LRU, pred-reuse and the
+/// gated policy, else with `any_eviction_policy`.
+template <LayerCost Cost>
+[[nodiscard]] std::unique_ptr<timed_prefetch_run_base> make_timed_prefetch_run(const trace_info& info, const Cost& cost,
+                                                                               const timed_prefetch_config& cfg) {
+  if (const auto* p = std::get_if<lru_config>(&cfg.policy)) {
+    return std::make_unique<timed_prefetch_run<lru_policy, Cost>>(info, cost, cfg, *p);
+  }
+  if (const auto* p = std::get_if<sticky_lru_config>(&cfg.policy)) {
+    return std::make_unique<timed_prefetch_run<sticky_lru_policy, Cost>>(info, cost, cfg, *p);
+  }
+  if (const auto* p = std::get_if<predicted_reuse_config>(&cfg.policy)) {
+    return std::make_unique<timed_prefetch_run<predicted_reuse_policy, Cost>>(info, cost, cfg, *p);
+  }
+  if (const auto* p = std::get_if<gated_prefetch_config>(&cfg.policy)) {
+    return std::make_unique<timed_prefetch_run<gated_prefetch_policy, Cost>>(info, cost, cfg, *p);
+  }
+  return std::make_unique<timed_prefetch_run<any_eviction_policy, Cost>>(info, cost, cfg, cfg.policy);
+}
+
 }  // namespace detail
 
 /// Replays `t` on the timed model: a GPU and its host-to-GPU link on one timeline, the GPU's
@@ -731,96 +903,60 @@ struct no_prefetch_predictor {
 /// `expert_bytes` is 0; what `timed_expert_cache` throws (Belady's policy).
 /// Complexity: as `replay_cache_with_prefetch` plus the timeline's operations; the
 /// per-batch work allocates nothing beyond what the timeline's first jobs reserve.
+///
+/// `replay_timed_prefetch_as<Policy>` runs the cache with the policy type `Policy` (whose
+/// configuration is `policy`; `cfg.policy` is not read): the same decisions as through
+/// `any_eviction_policy`, without the variant's dispatch per event. `replay_timed_prefetch`
+/// does so itself for LRU, sticky LRU, pred-reuse and the gated policy.
+template <EvictionPolicy Policy, LayerCost Cost, PrefetchPredictor Predictor = detail::no_prefetch_predictor>
+[[nodiscard]] timed_prefetch_result replay_timed_prefetch_as(const routing_trace& t, const Cost& cost,
+                                                             const timed_prefetch_config& cfg,
+                                                             const typename Policy::config_type& policy,
+                                                             Predictor* predictor = nullptr) {
+  detail::check_timed_prefetch(t, cfg);
+  detail::timed_prefetch_run<Policy, Cost> run(t.info(), cost, cfg, policy);
+  const std::array<detail::timed_prefetch_run<Policy, Cost>*, 1> runs{&run};
+  detail::walk_timed_prefetch(t, std::span<detail::timed_prefetch_run<Policy, Cost>* const>(runs), predictor);
+  return run.finish();
+}
+
+/// See above: runs the policy `cfg.policy` in its own type when it is LRU, sticky LRU,
+/// pred-reuse or the gated policy, else through `any_eviction_policy`.
 template <LayerCost Cost, PrefetchPredictor Predictor = detail::no_prefetch_predictor>
 [[nodiscard]] timed_prefetch_result replay_timed_prefetch(const routing_trace& t, const Cost& cost,
                                                           const timed_prefetch_config& cfg,
                                                           Predictor* predictor = nullptr) {
-  constexpr std::string_view fn = "replay_timed_prefetch";
-  const trace_info& info = t.info();
-  if (info.num_layers == 0 || info.num_experts == 0 || t.steps().empty()) {
-    detail::throw_invalid(fn, "the trace has no forward pass, steps", t.steps().size());
+  detail::check_timed_prefetch(t, cfg);
+  const std::unique_ptr<detail::timed_prefetch_run_base> run = detail::make_timed_prefetch_run(t.info(), cost, cfg);
+  const std::array<detail::timed_prefetch_run_base*, 1> runs{run.get()};
+  detail::walk_timed_prefetch(t, std::span<detail::timed_prefetch_run_base* const>(runs), predictor);
+  return run->finish();
+}
+
+/// `replay_timed_prefetch` of every configuration of `cfgs` in one walk of `t`, every run
+/// hearing the one `predictor` (whose predictions depend on the trace alone): result `i`
+/// equals `replay_timed_prefetch(t, cost, cfgs[i], p)` with `p` a fresh predictor configured
+/// as `predictor`, while the walk and each prediction are made once.
+///
+/// Throws: as `replay_timed_prefetch`, for the first configuration that fails.
+/// Complexity: the sum of the runs' plus one walk and one prediction per batch.
+template <LayerCost Cost, PrefetchPredictor Predictor = detail::no_prefetch_predictor>
+[[nodiscard]] std::vector<timed_prefetch_result> replay_timed_prefetch_lockstep(
+    const routing_trace& t, const Cost& cost, std::span<const timed_prefetch_config> cfgs,
+    Predictor* predictor = nullptr) {
+  std::vector<std::unique_ptr<detail::timed_prefetch_run_base>> owned;
+  std::vector<detail::timed_prefetch_run_base*> runs;
+  owned.reserve(cfgs.size());
+  runs.reserve(cfgs.size());
+  for (const timed_prefetch_config& cfg : cfgs) {
+    detail::check_timed_prefetch(t, cfg);
+    owned.push_back(detail::make_timed_prefetch_run(t.info(), cost, cfg));
+    runs.push_back(owned.back().get());
   }
-  if (cfg.expert_bytes == 0) detail::throw_invalid(fn, "expert_bytes must be > 0", cfg.expert_bytes);
-  const std::uint32_t E = info.num_experts;
-  timeline tl(timeline_config{.chunk_bytes = cfg.chunk_bytes,
-                              .reserved_jobs = static_cast<std::size_t>(info.num_layers) * E,
-                              .reserved_hops = 1});
-  const resource_id gpu = tl.add_resource("gpu", resource_kind::processor);
-  const resource_id link = tl.add_resource("host to GPU link", resource_kind::link);
-  timed_expert_cache<> cache(tl, link, link_cost{cfg.link}, info.num_layers, E, cfg.capacity, cfg.policy,
-                             cfg.expert_bytes, fp16, cfg.scope);
-  const std::size_t depth = std::min<std::size_t>(cfg.depth == 0 ? info.top_k : cfg.depth, E);
-  std::vector<float> scores(E, 0.0f);
-  std::vector<std::uint32_t> order(E), tokens(E, 0);
-  std::vector<std::uint8_t> selected(E, 0);
-  std::vector<std::pair<expert_key, seconds>> served;
-  served.reserve(E);
-  timed_prefetch_result out;
-  seconds last_t0 = 0.0;
-  const auto prefetch_for = [&](layer_id l) {
-    if (predictor == nullptr || !predictor->predict(l, scores)) return;
-    for (std::uint32_t e = 0; e < E; ++e) {
-      order[e] = e;
-      if (scores[e] > 0.0f) cache.hint(expert_key{l, static_cast<expert_id>(e)}, scores[e]);
-    }
-    const auto better = [&](std::uint32_t x, std::uint32_t y) {
-      return scores[x] > scores[y] || (scores[x] == scores[y] && x < y);
-    };
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(depth), order.end(), better);
-    for (std::size_t i = 0; i < depth && scores[order[i]] > 0.0f; ++i) {
-      static_cast<void>(cache.prefetch(expert_key{l, static_cast<expert_id>(order[i])}, scores[order[i]], last_t0, 0));
-    }
-  };
-  for (const request_ref& r : t.requests()) {
-    if (predictor != nullptr) predictor->begin_request();
-    for (const step_ref& s : t.steps_of(r)) {
-      const seconds step_start = tl.free_at(gpu);
-      for (const batch_ref& ref : t.batches_of(s)) {
-        const batch_view b = t.view(ref);
-        const layer_id l = ref.layer;
-        prefetch_for(l);
-        const seconds t0 = tl.run(tl.free_at(gpu), gpu, cost.before_experts(b), cost_kind::attention).end;
-        tl.settle(t0);
-        cache.collect();
-        // The batch's experts, in order of first selection, with their tokens.
-        served.clear();
-        for (expert_id e : b.experts) {
-          if (tokens[e]++ == 0) served.emplace_back(expert_key{l, e}, 0.0);
-        }
-        for (const auto& [k, unused] : served) selected[k.expert] = 1;
-        static_cast<void>(cache.cancel_pending(l, [&](expert_id e) { return selected[e] != 0; }));
-        cache.begin_layer(b);
-        for (auto& [k, ready] : served) ready = cache.serve(k, t0).ready;
-        // Hits first, then the others in the order their weights land.
-        detail::stable_insertion_sort(served, [](const auto& x, const auto& y) { return x.second < y.second; });
-        for (const auto& [k, ready] : served) {
-          static_cast<void>(tl.run(ready, gpu, cost.expert_seconds(k, tokens[k.expert]), cost_kind::expert));
-          tokens[k.expert] = 0;
-          selected[k.expert] = 0;
-        }
-        static_cast<void>(tl.run(tl.free_at(gpu), gpu, cost.after_experts(b), cost_kind::dense));
-        cache.end_layer(l);
-        if (predictor != nullptr) predictor->observe(b);
-        last_t0 = t0;
-      }
-      cache.end_step();
-      if (predictor != nullptr) predictor->end_step();
-      ++out.steps;
-      if (s.kind == phase::decode) {
-        ++out.decode_steps;
-        out.decode_seconds += tl.free_at(gpu) - step_start;
-      }
-    }
-  }
-  cache.close();
-  out.stats = cache.stats();
-  const ledger& led = tl.accounts();
-  out.total_seconds = tl.free_at(gpu);
-  out.stall_seconds = led[gpu].stall_seconds;
-  out.gpu_busy_seconds = led[gpu].busy();
-  out.link_busy_seconds = led[link].busy();
-  out.link_prefetch_seconds = led[link].busy(cost_kind::prefetch);
-  out.wasted_prefetch_bytes = out.stats.wasted_bytes + out.stats.unused_bytes;
+  detail::walk_timed_prefetch(t, std::span<detail::timed_prefetch_run_base* const>(runs), predictor);
+  std::vector<timed_prefetch_result> out;
+  out.reserve(runs.size());
+  for (detail::timed_prefetch_run_base* run : runs) out.push_back(run->finish());
   return out;
 }
 
