@@ -593,14 +593,38 @@ void run_timed(const options& o, const routing_trace& t, const std::vector<std::
            {"rows", json::array()}};
   examples::text_table table({"capacity", "B", "streams", "policy", "TPOT ms", "tok/s", "hit %", "late", "GPU stall %",
                               "demand MB/tok", "prefetch MB/tok", "Belady %"});
-  for (std::uint64_t c : o.capacities) {
-    for (std::size_t B : o.concurrency) {
-      const offload_replay_result r = replay_offload(t, gpu, *shape, systems, {.streams = B, .cache_experts = c});
-      const decode_streams d = make_decode_streams(t, {.streams = B});
-      const double belady =
+  // Per B, the decode streams are formed once, for the timed replay at every capacity and
+  // for Belady's column (MIN on the same streams, its next uses rebuilt a chunk at a time
+  // from an index of a few bytes per key and chunk, rather than held whole: 8 bytes per
+  // access beside the 4 of the access sequence they were computed from). The rows are
+  // printed by capacity, then B.
+  const std::size_t nb = o.concurrency.size();
+  std::vector<offload_replay_result> results(o.capacities.size() * nb);
+  std::vector<double> beladys(results.size(), 0.0);
+  for (std::size_t bi = 0; bi < nb; ++bi) {
+    const std::size_t B = o.concurrency[bi];
+    const decode_streams d = make_decode_streams(t, {.streams = B});
+    const routing_trace& bt = d.batched();
+    const auto keys = static_cast<std::uint64_t>(bt.info().num_layers) * bt.info().num_experts;
+    const next_use_index index(bt, {}, next_use_index::balanced_chunk_accesses(bt.num_rows() * bt.info().top_k, keys));
+    for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
+      const std::uint64_t c = o.capacities[ci];
+      const offload_sweep_point point{c, systems};
+      results[ci * nb + bi] =
+          std::move(replay_offload_sweep(t, d, gpu, *shape, std::span(&point, 1), {.streams = B}).front());
+      beladys[ci * nb + bi] =
           replay_cache<belady_policy>(
-              d.batched(), cache_config{.num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c})
+              bt, cache_config{.num_layers = info.num_layers, .num_experts = info.num_experts, .capacity = c}, {}, {},
+              index)
               .stats.hit_ratio();
+    }
+  }
+  for (std::size_t ci = 0; ci < o.capacities.size(); ++ci) {
+    const std::uint64_t c = o.capacities[ci];
+    for (std::size_t bi = 0; bi < nb; ++bi) {
+      const std::size_t B = o.concurrency[bi];
+      const offload_replay_result& r = results[ci * nb + bi];
+      const double belady = beladys[ci * nb + bi];
       for (const auto& s : r.systems) {
         const double n = static_cast<double>(std::max<std::uint64_t>(s.tokens, 1));
         const double stall = s.run_seconds > 0.0 ? s.accounts[s.gpu].stall_seconds / s.run_seconds : 0.0;

@@ -37,8 +37,9 @@
 //   evaluate_predictor         precision and recall of a predictor's top-scored experts
 //                              against the experts of the next `horizon` batches per layer;
 //   lru_hit_curve              the LRU hit count at every capacity in one pass;
-//   next_use_index             the next uses of a canonical file's replay, rebuilt a chunk
-//                              at a time, for replays in bounded memory at any length.
+//   next_use_index             the next uses of a replay of a canonical file or of a trace
+//                              in memory, rebuilt a chunk at a time, for replays in bounded
+//                              memory at any length.
 //
 // Every replay runs one event loop (`detail::replay_walk`), which feeds the events of each
 // kept batch to one cache or to a set of caches.
@@ -48,11 +49,12 @@
 // bounded memory; both give identical results. Policies that read the future take the
 // next uses from `next_use_positions`, computed per replay unless a caller that replays
 // one trace many times (every capacity) computes them once and passes them in — held whole
-// (8 bytes per access), or for a canonical file as a `next_use_index`, which holds a few
-// bytes per chunk of millions of accesses and gives each replay the same positions.
+// (8 bytes per access), or as a `next_use_index`, which holds a few bytes per key and
+// chunk of accesses and gives each replay the same positions.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -392,49 +394,31 @@ class next_use_index {
   next_use_index(const canonical_file& f, const cache_replay_config& rc, std::uint64_t chunk_accesses,
                  OnAccess&& on_access)
       : file_(&f), rc_(rc), num_experts_(f.info().num_experts) {
-    constexpr std::string_view fn = "next_use_index";
-    if (!rc.prefill && !rc.decode) detail::throw_invalid(fn, "index prefill, decode or both");
-    slots_ = static_cast<std::size_t>(f.info().num_layers) * num_experts_;
-    if (chunk_accesses == 0) {
-      // At most about 128 MiB of kept positions: (accesses / chunk) rows of 8 · slots bytes,
-      // accesses being at most rows · top_k.
-      const std::uint64_t most = f.num_rows() * f.info().top_k;
-      const std::uint64_t per_row = 8 * static_cast<std::uint64_t>(slots_);
-      chunk_accesses = std::max(default_chunk_accesses, most / ((std::uint64_t{1} << 27) / per_row + 1) + 1);
-    }
-    chunk_ = chunk_accesses;
-    std::vector<std::uint32_t> pending(slots_, 0);  // the first chunk whose position of a key is unset
-    std::vector<std::uint8_t> seen(num_experts_, 0);
-    chunk_row_.push_back(0);
-    chunk_position_.push_back(0);
-    std::uint64_t position = 0;
-    std::uint32_t chunk = 0;
-    const auto nothing = [](const auto&) {};
-    f.for_each_batch(
-        nothing,
-        [&](const batch_view& b) {
-          if (!detail::kept(b.ref.kind, rc.prefill, rc.decode)) return;
-          if (position - chunk_position_.back() >= chunk_) {
-            chunk_row_.push_back(b.ref.first_row);
-            chunk_position_.push_back(position);
-            after_.resize(after_.size() + slots_, no_next_use);
-            ++chunk;
-          }
-          detail::distinct_experts(b, seen, [&](expert_key k) {
-            const std::size_t key = k.flat(num_experts_);
-            for (std::uint32_t c = pending[key]; c < chunk; ++c) after_[c * slots_ + key] = position;
-            pending[key] = chunk;
-            on_access(k);
-            ++position;
-          });
-        },
-        nothing);
-    chunk_row_.push_back(f.num_rows());
-    chunk_position_.push_back(position);
-    after_.resize(after_.size() + slots_, no_next_use);
-    for (std::size_t c = 0; c + 1 < chunk_position_.size(); ++c) {
-      longest_ = std::max(longest_, chunk_position_[c + 1] - chunk_position_[c]);
-    }
+    build(f, chunk_accesses, on_access);
+  }
+
+  /// Indexes the trace `t` in memory the same way, so that a replay of it holds one chunk's
+  /// next uses instead of all of them (8 bytes per access); a cursor reads the chunk's
+  /// batches again from `t`, which must outlive the index. `balanced_chunk_accesses` picks a
+  /// chunk length for the least memory.
+  template <class OnAccess>
+  next_use_index(const routing_trace& t, const cache_replay_config& rc, std::uint64_t chunk_accesses,
+                 OnAccess&& on_access)
+      : trace_(&t), rc_(rc), num_experts_(t.info().num_experts) {
+    build(t, chunk_accesses, on_access);
+  }
+
+  /// Indexes `t` (see above) with nothing else taken from the pass.
+  explicit next_use_index(const routing_trace& t, const cache_replay_config& rc = {}, std::uint64_t chunk_accesses = 0)
+      : next_use_index(t, rc, chunk_accesses, [](expert_key) {}) {}
+
+  /// The chunk length that holds the least for a replay of at most `accesses` accesses
+  /// over `keys` keys (layers × experts): a cursor holds 8 bytes per access of a chunk and
+  /// the index 8 bytes per key and chunk, so about √(accesses · keys), and at least 4,096.
+  [[nodiscard]] static std::uint64_t balanced_chunk_accesses(std::uint64_t accesses, std::uint64_t keys) noexcept {
+    const long double product = static_cast<long double>(accesses) * static_cast<long double>(keys);
+    const auto root = static_cast<std::uint64_t>(std::sqrt(product)) + 1;
+    return std::max<std::uint64_t>(root, 4096);
   }
 
   /// Indexes `f` (see above) with nothing else taken from the pass.
@@ -444,9 +428,10 @@ class next_use_index {
   next_use_index(const next_use_index&) = delete;
   next_use_index& operator=(const next_use_index&) = delete;
 
-  /// The file indexed, the phases kept, the accesses of the replay, the chunk length and
-  /// the chunks.
-  [[nodiscard]] const canonical_file& file() const noexcept { return *file_; }
+  /// The file indexed (null when a trace in memory was), the trace indexed (null when a
+  /// file was), the phases kept, the accesses of the replay, the chunk length and the chunks.
+  [[nodiscard]] const canonical_file* file() const noexcept { return file_; }
+  [[nodiscard]] const routing_trace* trace() const noexcept { return trace_; }
   [[nodiscard]] const cache_replay_config& config() const noexcept { return rc_; }
   [[nodiscard]] std::uint64_t accesses() const noexcept { return chunk_position_.back(); }
   [[nodiscard]] std::uint64_t chunk_accesses() const noexcept { return chunk_; }
@@ -496,7 +481,7 @@ class next_use_index {
     void load(std::size_t c) {
       const next_use_index& ix = *ix_;
       buf_.clear();
-      ix.file_->for_each_batch_in_rows(ix.chunk_row_[c], ix.chunk_row_[c + 1], [&](const batch_view& b) {
+      ix.for_each_batch_in_rows(ix.chunk_row_[c], ix.chunk_row_[c + 1], [&](const batch_view& b) {
         if (!detail::kept(b.ref.kind, ix.rc_.prefill, ix.rc_.decode)) return;
         detail::distinct_experts(b, flags_, [&](expert_key k) { buf_.push_back(k.flat(ix.num_experts_)); });
       });
@@ -522,7 +507,74 @@ class next_use_index {
   };
 
  private:
-  const canonical_file* file_;
+  template <replay_source T, class OnAccess>
+  void build(const T& f, std::uint64_t chunk_accesses, OnAccess& on_access) {
+    constexpr std::string_view fn = "next_use_index";
+    const cache_replay_config& rc = rc_;
+    if (!rc.prefill && !rc.decode) detail::throw_invalid(fn, "index prefill, decode or both");
+    slots_ = static_cast<std::size_t>(f.info().num_layers) * num_experts_;
+    if (chunk_accesses == 0) {
+      // At most about 128 MiB of kept positions: (accesses / chunk) rows of 8 · slots bytes,
+      // accesses being at most rows · top_k.
+      const std::uint64_t most = f.num_rows() * f.info().top_k;
+      const std::uint64_t per_row = 8 * static_cast<std::uint64_t>(slots_);
+      chunk_accesses = std::max(default_chunk_accesses, most / ((std::uint64_t{1} << 27) / per_row + 1) + 1);
+    }
+    chunk_ = chunk_accesses;
+    std::vector<std::uint32_t> pending(slots_, 0);  // the first chunk whose position of a key is unset
+    std::vector<std::uint8_t> seen(num_experts_, 0);
+    chunk_row_.push_back(0);
+    chunk_position_.push_back(0);
+    std::uint64_t position = 0;
+    std::uint32_t chunk = 0;
+    const auto nothing = [](const auto&) {};
+    detail::walk_batches(
+        f, nothing,
+        [&](const batch_view& b) {
+          if (!detail::kept(b.ref.kind, rc.prefill, rc.decode)) return;
+          if (position - chunk_position_.back() >= chunk_) {
+            chunk_row_.push_back(b.ref.first_row);
+            chunk_position_.push_back(position);
+            after_.resize(after_.size() + slots_, no_next_use);
+            ++chunk;
+          }
+          detail::distinct_experts(b, seen, [&](expert_key k) {
+            const std::size_t key = k.flat(num_experts_);
+            for (std::uint32_t c = pending[key]; c < chunk; ++c) after_[c * slots_ + key] = position;
+            pending[key] = chunk;
+            on_access(k);
+            ++position;
+          });
+        },
+        nothing);
+    chunk_row_.push_back(f.num_rows());
+    chunk_position_.push_back(position);
+    after_.resize(after_.size() + slots_, no_next_use);
+    for (std::size_t c = 0; c + 1 < chunk_position_.size(); ++c) {
+      longest_ = std::max(longest_, chunk_position_[c + 1] - chunk_position_[c]);
+    }
+  }
+
+  /// The batches whose rows lie in [first, last) of what was indexed, in order (a chunk's
+  /// bounds are batches' first rows; a trace's batches lie in row order).
+  template <class OnBatch>
+  void for_each_batch_in_rows(std::uint64_t first, std::uint64_t last, OnBatch&& on_batch) const {
+    if (file_ != nullptr) {
+      file_->for_each_batch_in_rows(first, last, on_batch);
+      return;
+    }
+    const auto batches = trace_->batches();
+    auto it =
+        std::partition_point(batches.begin(), batches.end(), [&](const batch_ref& b) { return b.first_row < first; });
+    for (; it != batches.end(); ++it) {
+      const batch_ref b = *it;
+      if (b.first_row >= last) break;
+      on_batch(trace_->view(b));
+    }
+  }
+
+  const canonical_file* file_ = nullptr;
+  const routing_trace* trace_ = nullptr;
   cache_replay_config rc_;
   std::size_t num_experts_ = 0;
   std::size_t slots_ = 0;
@@ -556,7 +608,15 @@ struct optional_cursor {
 
 inline void check_index(const canonical_file& t, const cache_replay_config& rc, const next_use_index& index,
                         std::string_view fn) {
-  if (&index.file() != &t) throw_invalid(fn, "the next-use index was built on another file than " + t.name());
+  if (index.file() != &t) throw_invalid(fn, "the next-use index was built on another file than " + t.name());
+  if (index.config().prefill != rc.prefill || index.config().decode != rc.decode) {
+    throw_invalid(fn, "the next-use index was built for other phases than the replay keeps");
+  }
+}
+
+inline void check_index(const routing_trace& t, const cache_replay_config& rc, const next_use_index& index,
+                        std::string_view fn) {
+  if (index.trace() != &t) throw_invalid(fn, "the next-use index was built on another trace than the one replayed");
   if (index.config().prefill != rc.prefill || index.config().decode != rc.decode) {
     throw_invalid(fn, "the next-use index was built for other phases than the replay keeps");
   }
@@ -616,16 +676,16 @@ template <replay_source T>
   return replay_cache<any_eviction_policy>(t, cc, pc, rc, next_use);
 }
 
-/// Replays the canonical file `t` as above, a policy that reads the future taking the next
-/// uses from `index` (built on `t` for the same phases), in memory bounded however long the
-/// file is. The same result as with `replay_next_uses(t, rc)`.
+/// Replays the canonical file or trace `t` as above, a policy that reads the future taking
+/// the next uses from `index` (built on `t` for the same phases), holding one chunk of them
+/// (for a file, in memory bounded however long it is). The same result as with
+/// `replay_next_uses(t, rc)`.
 ///
-/// Throws: as above; `invalid_argument` when `index` was built on another file or for other
-/// phases.
-template <EvictionPolicy P>
-[[nodiscard]] cache_replay_result replay_cache(const canonical_file& t, const cache_config& cc,
-                                               const typename P::config_type& pc, const cache_replay_config& rc,
-                                               const next_use_index& index) {
+/// Throws: as above; `invalid_argument` when `index` was built on another file or trace or
+/// for other phases.
+template <EvictionPolicy P, replay_source T>
+[[nodiscard]] cache_replay_result replay_cache(const T& t, const cache_config& cc, const typename P::config_type& pc,
+                                               const cache_replay_config& rc, const next_use_index& index) {
   constexpr std::string_view fn = "replay_cache";
   detail::check_replay(t, cc, rc, fn);
   detail::check_index(t, rc, index, fn);

@@ -251,10 +251,35 @@ class decode_streams {
     }
   }
 
-  // Tokens, sequences and the batched trace.
+  // Tokens, sequences and the batched trace. Every column is reserved to its exact size
+  // first (a counting pass over the same rows), so that none grows by doubling: at B = 1
+  // the batched trace is the trace's decode rows again, and doubling held up to twice that.
   std::vector<std::uint32_t> current(c.streams, 0);
   trace_columns cols;
   const std::size_t L = info.num_layers;
+  {
+    std::size_t tokens = 0, rows = 0;
+    for (const auto& step : steps) {
+      tokens += step.size();
+      for (const slot_token& x : step) {
+        for (const batch_ref& b : t.batches_of(*decode[x.request][x.index])) {
+          if (b.layer < L) rows += b.num_rows;
+        }
+      }
+    }
+    const std::size_t ids = rows * info.top_k;
+    const std::size_t scores = info.has_scores ? rows * info.num_experts : 0;
+    out.offsets_.reserve(steps.size() + 1);
+    out.tokens_.reserve(tokens);
+    cols.request.reserve(rows);
+    cols.step.reserve(rows);
+    cols.position.reserve(rows);
+    cols.layer.reserve(rows);
+    cols.kind.reserve(rows);
+    cols.experts.reserve(ids);
+    cols.weights.reserve(ids);
+    cols.scores.reserve(scores);
+  }
   out.offsets_.push_back(0);
   for (std::size_t s = 0; s < steps.size(); ++s) {
     for (const slot_token& x : steps[s]) {
@@ -293,6 +318,8 @@ class decode_streams {
       }
     }
   }
+  steps = {};
+  decode = {};
   out.batched_ = routing_trace::from_sorted(
       info, {std::to_string(c.streams) + " concurrent decode stream" + (c.streams == 1 ? "" : "s")}, std::move(cols));
   return out;

@@ -21,6 +21,7 @@
 #include "moepolicy/predict/oracle_predictor.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 #include "moepolicy/predict/transition_predictor.hpp"
+#include "moepolicy/sim/decode_streams.hpp"
 #include "peak_rss.hpp"
 
 using namespace moepolicy;
@@ -366,6 +367,51 @@ TEST_CASE("a next-use index gives a canonical file's next uses a chunk at a time
       invalid_argument);
   CHECK_THROWS_WITH_AS(next_use_index(f, {.prefill = false, .decode = false}),
                        "moepolicy::next_use_index: index prefill, decode or both", invalid_argument);
+}
+
+TEST_CASE("a next-use index of a trace in memory gives its next uses a chunk at a time, and Belady the same hits") {
+  const routing_trace t = test::granite_trace();
+  const decode_streams d = make_decode_streams(t, {.streams = 4});
+  for (const routing_trace* src : {&t, &d.batched()}) {
+    for (const cache_replay_config rc : {cache_replay_config{}, cache_replay_config{.prefill = false}}) {
+      const std::vector<std::uint64_t> want = replay_next_uses(*src, rc);
+      REQUIRE(want.size() > 1000);
+      for (const std::uint64_t chunk : {std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{1000}, std::uint64_t{0}}) {
+        CAPTURE(chunk);
+        std::vector<expert_key> seen_in_pass;
+        const next_use_index ix(*src, rc, chunk, [&](expert_key k) { seen_in_pass.push_back(k); });
+        CHECK(seen_in_pass == replay_accesses(*src, rc));
+        CHECK(ix.trace() == src);
+        CHECK(ix.file() == nullptr);
+        CHECK(ix.accesses() == want.size());
+        if (chunk == 0) CHECK(ix.chunks() == 1);
+        if (chunk != 0) CHECK(ix.chunks() > 1);
+        next_use_index::cursor c(ix);
+        std::vector<std::uint64_t> got;
+        for (std::uint64_t p = 0; p < ix.accesses(); ++p) got.push_back(c.next(p));
+        CHECK(got == want);
+        c.finish(ix.accesses());
+      }
+      for (const capacity_scope scope : {capacity_scope::shared, capacity_scope::per_layer}) {
+        const cache_config cc = granite_cache(scope == capacity_scope::shared ? 96 : 6, scope);
+        const next_use_index ix(*src, rc, 997);
+        CHECK(replay_cache<belady_policy>(*src, cc, {}, rc, ix).stats.hits ==
+              replay_cache<belady_policy>(*src, cc, {}, rc).stats.hits);
+      }
+    }
+  }
+  // An index of another trace, of a file, or of other phases is refused.
+  const cache_config cc = granite_cache(64);
+  const next_use_index ix(t, {}, 1000);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_cache<belady_policy>(d.batched(), cc, {}, {}, ix)),
+                       "moepolicy::replay_cache: the next-use index was built on another trace than the one replayed",
+                       invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_cache<belady_policy>(t, cc, {}, {.prefill = false}, ix)),
+                       "moepolicy::replay_cache: the next-use index was built for other phases than the replay keeps",
+                       invalid_argument);
+  // The balanced chunk: about the square root of accesses times keys, at least 4,096.
+  CHECK(next_use_index::balanced_chunk_accesses(2'000'000, 256) == 22'628);
+  CHECK(next_use_index::balanced_chunk_accesses(10, 10) == 4096);
 }
 
 namespace {
