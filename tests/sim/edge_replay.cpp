@@ -269,3 +269,51 @@ TEST_CASE("room for experts, and bad systems name the problem") {
                        "moepolicy::replay_edge: system \"b\": Belady's policy needs the future and cannot run timed",
                        invalid_argument);
 }
+
+TEST_CASE("a run under its policy's own type equals the run under the run-time policy") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 3);
+  const roofline_cost gpu{presets::rtx_4060_ti_16gb(), m};
+  const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
+  // Each typed policy (LRU, LFU, the EMA score, the score-aware policy) with configurations
+  // other than the defaults where it has one, prefetching and routing or not, and one that
+  // stays on the run-time policy (FIFO).
+  const std::vector<edge_system_config> systems{
+      {"lru", lru_config{}, edge_miss_rule::load_all},
+      {"lru, oracle", lru_config{}, edge_miss_rule::balance, false, 0.3, edge_predictor::oracle},
+      {"static", lru_config{}, edge_miss_rule::cpu_all, false, 0.3, edge_predictor::none, true},
+      {"lfu", lfu_config{.decay = 0.5}, edge_miss_rule::load_all},
+      {"lfu, transition", lfu_config{.decay = 1.0}, edge_miss_rule::best_prefix, false, 0.3,
+       edge_predictor::transition},
+      {"ema", ema_score_config{.keep = 0.2}, edge_miss_rule::balance},
+      {"ema, oracle", ema_score_config{}, edge_miss_rule::load_all, true, 0.3, edge_predictor::oracle},
+      {"ours", score_aware_config{.window = 2}, edge_miss_rule::balance, true, 0.3, edge_predictor::transition},
+      {"ours, no prefetch", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::none},
+      {"fifo", fifo_config{}, edge_miss_rule::load_all, false, 0.3, edge_predictor::transition},
+  };
+  for (std::size_t B : {1u, 3u}) {
+    CAPTURE(B);
+    const decode_streams d = make_decode_streams(t, {.streams = B});
+    const std::array<edge_sweep_point<roofline_cost>, 2> points{{{&gpu, 24, systems}, {&gpu, 96, systems}}};
+    const edge_replay_config cfg{.block_steps = 7};
+    const std::vector<edge_replay_result> typed =
+        detail::replay_edge_points<roofline_cost>(d, cpu, m, points, cfg, true);
+    const std::vector<edge_replay_result> any =
+        detail::replay_edge_points<roofline_cost>(d, cpu, m, points, cfg, false);
+    REQUIRE(typed.size() == any.size());
+    bool evicted = false;
+    for (std::size_t p = 0; p < points.size(); ++p) {
+      CAPTURE(p);
+      REQUIRE(typed[p].systems.size() == systems.size());
+      REQUIRE(any[p].systems.size() == systems.size());
+      for (std::size_t i = 0; i < systems.size(); ++i) {
+        check_same(typed[p].systems[i], any[p].systems[i]);
+        evicted = evicted || typed[p].systems[i].policy.evictions > 0;
+      }
+    }
+    // The policies decided something: at 24 experts every system that loads evicts.
+    CHECK(evicted);
+    for (std::size_t i : {0u, 3u, 5u, 7u}) CHECK(typed[0].systems[i].policy.evictions > 0);
+    CHECK(typed[0].systems[7].cache.prefetches > 0);
+  }
+}

@@ -62,12 +62,17 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "moepolicy/balance/two_pointer.hpp"
 #include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/cache/ema_score.hpp"
+#include "moepolicy/cache/lfu.hpp"
+#include "moepolicy/cache/lru.hpp"
+#include "moepolicy/cache/score_aware.hpp"
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/core/model_shape.hpp"
@@ -379,10 +384,22 @@ class edge_prices {
   std::vector<seconds> gpu_expert_, cpu_expert_;
 };
 
-/// One edge system's run on its own timeline (see the header comment).
-template <DeviceCost Gpu, DeviceCost Cpu>
+/// What a lockstep walk drives of one system's run: its steps (one virtual call per step,
+/// not per access).
+struct edge_run_steps {
+  virtual ~edge_run_steps() = default;
+  virtual void begin(edge_system_result& out) noexcept = 0;
+  virtual void step(std::size_t s, const edge_step_inputs& in, edge_system_result& out) = 0;
+  virtual void finish(edge_system_result& out) = 0;
+};
+
+/// One edge system's run on its own timeline (see the header comment), with a cache under
+/// `Policy`: the policy type of the system's configuration where the replay knows it (LRU,
+/// LFU, the EMA score, the score-aware policy: their events called directly instead of
+/// through the variant's dispatch, same decisions), else `any_eviction_policy`.
+template <DeviceCost Gpu, DeviceCost Cpu, EvictionPolicy Policy = any_eviction_policy>
 requires DenseComputeCost<Gpu>
-class edge_run {
+class edge_run final : public edge_run_steps {
  public:
   /// `tape`: the predictions of `sys`'s predictor (recorded for each step before `step`
   /// runs it), or none for a system that does not prefetch; `prices`: those of `gpu` and
@@ -404,7 +421,7 @@ class edge_run {
         to_gpu_(tl_.add_resource("link to GPU", resource_kind::link)),
         to_cpu_(tl_.add_resource("link to CPU", resource_kind::link)),
         cache_(tl_, to_gpu_, gpu, static_cast<std::uint32_t>(L_), static_cast<std::uint32_t>(E_), cache_experts,
-               sys.policy, gpu.footprint_bytes({0, 0}, fp16)),
+               policy_of(sys), gpu.footprint_bytes({0, 0}, fp16)),
         tape_(tape),
         loads_(E_, 0) {
     order_.reserve(E_);
@@ -436,7 +453,7 @@ class edge_run {
     }
   }
 
-  void begin(edge_system_result& out) noexcept {
+  void begin(edge_system_result& out) noexcept override {
     out.gpu = gpu_;
     out.cpu = cpu_;
     out.to_gpu = to_gpu_;
@@ -445,7 +462,7 @@ class edge_run {
 
   /// Runs batched step `s`, whose shared inputs are `in` (and whose predictions the tape
   /// holds).
-  void step(std::size_t s, const edge_step_inputs& in, edge_system_result& out) {
+  void step(std::size_t s, const edge_step_inputs& in, edge_system_result& out) override {
     const std::size_t n = in.contexts.size();
     const seconds start = now_;
     now_ = step(s, in, start, out);
@@ -456,7 +473,7 @@ class edge_run {
     cache_.end_step();
   }
 
-  void finish(edge_system_result& out) {
+  void finish(edge_system_result& out) override {
     out.run_seconds = now_;
     cache_.cancel_all_pending();
     tl_.drain();
@@ -469,6 +486,15 @@ class edge_run {
  private:
   [[nodiscard]] static expert_key key(std::size_t l, std::size_t e) noexcept {
     return {static_cast<layer_id>(l), static_cast<expert_id>(e)};
+  }
+
+  /// The system's policy configuration as `Policy` takes it.
+  static const typename Policy::config_type& policy_of(const edge_system_config& sys) {
+    if constexpr (std::is_same_v<Policy, any_eviction_policy>) {
+      return sys.policy;
+    } else {
+      return std::get<typename Policy::config_type>(sys.policy);
+    }
   }
 
   seconds step(std::size_t s, const edge_step_inputs& in, seconds t, edge_system_result& out) {
@@ -658,7 +684,7 @@ class edge_run {
   std::size_t L_, E_, k_;
   timeline tl_;
   resource_id gpu_, cpu_, to_gpu_, to_cpu_;
-  timed_expert_cache<Gpu> cache_;
+  timed_expert_cache<Gpu, Policy> cache_;
   std::optional<expert_cache_router> router_;
   const edge_prediction_tape* tape_;
   seconds now_ = 0.0;
@@ -672,6 +698,27 @@ class edge_run {
   std::vector<expert_id> ids_;
   std::vector<float> weights_;
 };
+
+/// The run of `sys`: with its policy's own type for LRU, LFU, the EMA score and the
+/// score-aware policy, else (or when `typed` is false) with `any_eviction_policy`.
+template <DeviceCost Gpu, DeviceCost Cpu>
+requires DenseComputeCost<Gpu>
+[[nodiscard]] std::unique_ptr<edge_run_steps> make_edge_run(const Gpu& gpu, const Cpu& cpu, const model_shape& shape,
+                                                            const edge_system_config& sys,
+                                                            const edge_replay_config& cfg, std::uint64_t cache_experts,
+                                                            const decode_streams& d, const edge_prediction_tape* tape,
+                                                            const edge_prices<Gpu, Cpu>& prices, bool typed = true) {
+  const auto make = [&]<class Policy>(std::type_identity<Policy>) -> std::unique_ptr<edge_run_steps> {
+    return std::make_unique<edge_run<Gpu, Cpu, Policy>>(gpu, cpu, shape, sys, cfg, cache_experts, d, tape, prices);
+  };
+  if (typed) {
+    if (std::holds_alternative<lru_config>(sys.policy)) return make(std::type_identity<lru_policy>{});
+    if (std::holds_alternative<lfu_config>(sys.policy)) return make(std::type_identity<lfu_policy>{});
+    if (std::holds_alternative<ema_score_config>(sys.policy)) return make(std::type_identity<ema_score_policy>{});
+    if (std::holds_alternative<score_aware_config>(sys.policy)) return make(std::type_identity<score_aware_policy>{});
+  }
+  return make(std::type_identity<any_eviction_policy>{});
+}
 
 }  // namespace detail
 
@@ -707,13 +754,14 @@ struct edge_sweep_point {
 namespace detail {
 
 /// Every system of every point in one walk over the batched steps of `d` (see
-/// `replay_edge_sweep`).
+/// `replay_edge_sweep`); `typed`: each cache under its configuration's policy type where
+/// `make_edge_run` knows it (false: all under `any_eviction_policy`, the same results).
 template <DeviceCost Gpu, DeviceCost Cpu>
 requires DenseComputeCost<Gpu>
 [[nodiscard]] std::vector<edge_replay_result> replay_edge_points(const decode_streams& d, const Cpu& cpu,
                                                                  const model_shape& shape,
                                                                  std::span<const edge_sweep_point<Gpu>> points,
-                                                                 const edge_replay_config& cfg) {
+                                                                 const edge_replay_config& cfg, bool typed = true) {
   std::vector<edge_replay_result> results(points.size());
   std::size_t systems = 0;
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -729,7 +777,7 @@ requires DenseComputeCost<Gpu>
   }
   // The runs, their results (stable: every `systems` vector is reserved) and one tape per
   // predictor in use.
-  std::vector<std::unique_ptr<edge_run<Gpu, Cpu>>> runs;
+  std::vector<std::unique_ptr<edge_run_steps>> runs;
   std::vector<edge_system_result*> outs;
   std::vector<std::unique_ptr<edge_prediction_tape>> tapes;
   std::vector<std::unique_ptr<edge_prices<Gpu, Cpu>>> prices;
@@ -755,8 +803,8 @@ requires DenseComputeCost<Gpu>
                                                ? **pi
                                                : *prices.emplace_back(std::make_unique<edge_prices<Gpu, Cpu>>(
                                                      *points[i].gpu, cpu, shape, cfg.pass, cfg.block_steps, d));
-      runs.push_back(std::make_unique<edge_run<Gpu, Cpu>>(*points[i].gpu, cpu, shape, sc, cfg, points[i].cache_experts,
-                                                          d, tape, price));
+      runs.push_back(
+          make_edge_run(*points[i].gpu, cpu, shape, sc, cfg, points[i].cache_experts, d, tape, price, typed));
       outs.push_back(&out);
     }
   }
