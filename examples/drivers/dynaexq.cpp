@@ -57,6 +57,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -302,52 +303,37 @@ std::vector<std::uint8_t> static_set(const workload& w, const budget_case& b) {
   return member;
 }
 
-// Replays calibration (warm-up) and one stream for one budget and policy.
-run_result replay(const workload& w, const stream_spec& stream, const host_versions& hv, const budget_case& b,
-                  const policy_spec& spec, const options& opt, bytes step_cap_scaled) {
-  const std::size_t L = w.layers, E = w.experts, cells = L * E;
-  const clock_model clk{to_us(opt.step_ms), to_us(spec.interval_ms), w.calibration.size()};
-  const auto seconds_at = [&](std::size_t q) { return static_cast<double>(clk.at(q)) * 1e-6; };
-  replay_clock::set(0.0);
-
-  versioned_expert_table table(L, E, {.low = low_version::replaced, .max_readers = 1});
-  const precision_budget& plan = b.scaled;
-  residency_budget budget(plan.budget_config());
-  block_pool low_pool(plan.low_block_bytes, plan.low_pool_blocks, alignment_for(plan.low_block_bytes));
-  block_pool high_pool(plan.high_block_bytes, plan.high_pool_blocks, alignment_for(plan.high_block_bytes));
-  // Every expert may be in flight at once, so the link's byte cap and the budget bind, not
-  // the number of copy slots.
-  pipeline pipe(table, budget, low_pool, high_pool, [&](expert_key k, precision_tier t) { return hv.source(k, t, E); },
-                host_memcpy_mover{},
-                {.max_in_flight = cells,
-                 .max_issue_bytes_per_step = step_cap_scaled,
-                 .log_capacity = 2 * cells,
-                 .admission = opt.admit_at_issue ? admission_point::issue : admission_point::enqueue});
-  std::vector<std::uint8_t> member = static_set(w, b);
-  if (pipe.load_all([&](expert_key k) { return member[k.flat(E)] != 0 ? precision_tier::high : precision_tier::low; }) !=
-      residency_load_status::ok) {
-    throw std::runtime_error("the planned pools do not hold the static set and every other expert's low version");
-  }
-  std::vector<transition_record> log(2 * cells);
-
-  // The online policies' hotness EMA watches the calibration, in intervals of modelled time
-  // (microseconds as its unit, so that interval ends fall exactly on pass starts).
-  hotness_estimator hot(L, E,
-                        {.alpha = spec.alpha,
-                         .counts = interval_counts::share,
-                         .interval_seconds = static_cast<double>(clk.interval_us)});
-  precision_target_selector selector(b.real.capacity, E, spec.target);
-  if (spec.online) {
-    for (std::size_t q = 0; q < w.calibration.size(); ++q) {
-      static_cast<void>(hot.advance_to(static_cast<double>(clk.at(q))));
-      for (const batch_ref& bt : w.trace->batches_of(w.calibration[q]))
-        hot.observe(bt.layer, w.trace->view(bt).experts);
+// One replay of a group: a budget and a policy, with its own mechanism (table, budget, pools,
+// pipeline), target sets and counters.
+struct replay_state {
+  replay_state(const workload& w, const host_versions& hv, const budget_case& b, const policy_spec& spec,
+               const options& opt, bytes step_cap_scaled)
+      : table(w.layers, w.experts, {.low = low_version::replaced, .max_readers = 1}),
+        budget(b.scaled.budget_config()),
+        low_pool(b.scaled.low_block_bytes, b.scaled.low_pool_blocks, alignment_for(b.scaled.low_block_bytes)),
+        high_pool(b.scaled.high_block_bytes, b.scaled.high_pool_blocks, alignment_for(b.scaled.high_block_bytes)),
+        // Every expert may be in flight at once, so the link's byte cap and the budget bind,
+        // not the number of copy slots.
+        pipe(table, budget, low_pool, high_pool,
+             [&hv, E = w.experts](expert_key k, precision_tier t) { return hv.source(k, t, E); }, host_memcpy_mover{},
+             {.max_in_flight = w.layers * w.experts,
+              .max_issue_bytes_per_step = step_cap_scaled,
+              .log_capacity = 2 * w.layers * w.experts,
+              .admission = opt.admit_at_issue ? admission_point::issue : admission_point::enqueue}),
+        member(static_set(w, b)),
+        log(2 * w.layers * w.experts),
+        selector(b.real.capacity, w.experts, spec.target),
+        reader(table.register_reader()) {
+    const std::size_t E = w.experts;
+    if (pipe.load_all([&](expert_key k) {
+          return member[k.flat(E)] != 0 ? precision_tier::high : precision_tier::low;
+        }) != residency_load_status::ok) {
+      throw std::runtime_error("the planned pools do not hold the static set and every other expert's low version");
     }
+    waits_before = pipe.stats().admission_waits;
   }
 
-  run_result r;
-  std::uint64_t interval_selections = 0, interval_high = 0, interval_transitions = 0;
-  const auto account = [&](std::size_t n, bool after_stream) {
+  void account(std::size_t n, bool after_stream) {
     interval_transitions += n;
     for (std::size_t i = 0; i < n; ++i) {
       const transition_record& rec = log[i];
@@ -363,73 +349,146 @@ run_result replay(const workload& w, const stream_spec& stream, const host_versi
       }
       r.scaled_moved += rec.bytes_moved;
     }
-  };
-  const std::uint64_t waits_before = pipe.stats().admission_waits;
-  const reader_slot reader = table.register_reader();
+  }
+
+  versioned_expert_table table;
+  residency_budget budget;
+  block_pool low_pool, high_pool;
+  pipeline pipe;
+  std::vector<std::uint8_t> member;
+  std::vector<transition_record> log;
+  precision_target_selector selector;
+  reader_slot reader;
+  std::uint64_t waits_before = 0;
+  run_result r;
+  std::uint64_t interval_selections = 0, interval_high = 0, interval_transitions = 0;
+};
+
+// Replays calibration (warm-up) and one stream for several budgets and policies that share
+// the hotness inputs (online or not, alpha, interval), in lockstep: the hotness EMA is
+// updated once per pass for all of them and the trace's rows are read once per pass; each
+// replay keeps its own mechanism and is exactly the replay it would be alone.
+std::vector<run_result> replay_group(const workload& w, const stream_spec& stream, const host_versions& hv,
+                                     std::span<const budget_case* const> budgets, std::span<const policy_spec> specs,
+                                     const options& opt, bytes step_cap_scaled) {
+  const std::size_t L = w.layers, E = w.experts, G = specs.size();
+  const policy_spec& spec = specs.front();
+  for (const policy_spec& s : specs) {
+    if (s.online != spec.online || s.alpha != spec.alpha || s.interval_ms != spec.interval_ms) {
+      throw std::logic_error("replay_group: specs must share online, alpha and interval");
+    }
+  }
+  const clock_model clk{to_us(opt.step_ms), to_us(spec.interval_ms), w.calibration.size()};
+  const auto seconds_at = [&](std::size_t q) { return static_cast<double>(clk.at(q)) * 1e-6; };
+  replay_clock::set(0.0);
+
+  std::vector<std::unique_ptr<replay_state>> runs;
+  runs.reserve(G);
+  for (std::size_t g = 0; g < G; ++g) {
+    runs.push_back(std::make_unique<replay_state>(w, hv, *budgets[g], specs[g], opt, step_cap_scaled));
+  }
+
+  // The online policies' hotness EMA watches the calibration, in intervals of modelled time
+  // (microseconds as its unit, so that interval ends fall exactly on pass starts).
+  hotness_estimator hot(L, E,
+                        {.alpha = spec.alpha,
+                         .counts = interval_counts::share,
+                         .interval_seconds = static_cast<double>(clk.interval_us)});
+  if (spec.online) {
+    for (std::size_t q = 0; q < w.calibration.size(); ++q) {
+      static_cast<void>(hot.advance_to(static_cast<double>(clk.at(q))));
+      for (const batch_ref& bt : w.trace->batches_of(w.calibration[q]))
+        hot.observe(bt.layer, w.trace->view(bt).experts);
+    }
+  }
+
+  precision_target_selector ranker(1, E, 0, {.mode = target_hysteresis::none});
   const std::size_t C = w.calibration.size(), P = stream.passes.size();
   for (std::size_t p = 0; p < P; ++p) {
     const std::size_t q = C + p;
     replay_clock::set(seconds_at(q));
     // Intervals that ended by the start of this pass: a new target set for every layer.
-    if (spec.online && hot.advance_to(static_cast<double>(clk.at(q))) > 0) {
+    const bool ended = spec.online && hot.advance_to(static_cast<double>(clk.at(q))) > 0;
+    const auto batches = w.trace->batches_of(stream.passes[p]);
+    if (ended) {
+      // One ranking per layer serves every replay of the group (it depends on the hotness
+      // only).
       for (std::size_t l = 0; l < L; ++l) {
         const auto id = static_cast<layer_id>(l);
-        const std::span<std::uint8_t> cur = std::span<std::uint8_t>(member).subspan(l * E, E);
-        const layer_target t = selector.select(id, hot.hotness(id), cur);
-        const auto m = selector.membership(id);
-        std::copy(m.begin(), m.end(), cur.begin());
-        pipe.request(id, t.promote, t.demote);
+        const std::span<const double> h = hot.hotness(id);
+        const std::span<const expert_id> order = ranker.rank_only(h);
+        for (auto& run : runs) {
+          replay_state& s = *run;
+          const std::span<std::uint8_t> cur = std::span<std::uint8_t>(s.member).subspan(l * E, E);
+          const layer_target t = s.selector.select_ranked(id, h, order, cur);
+          const auto m = s.selector.membership(id);
+          std::copy(m.begin(), m.end(), cur.begin());
+          s.pipe.request(id, t.promote, t.demote);
+        }
       }
     }
-    pipe.step();  // publishes last pass's copies, reclaims, admits, issues within the link's cap
-    account(pipe.drain_log(log), false);
-    {
-      const read_guard guard = reader.pin();  // the pass's window: one version per expert
-      for (const batch_ref& bt : w.trace->batches_of(stream.passes[p])) {
+    for (auto& run : runs) {
+      replay_state& s = *run;
+      s.pipe.step();  // publishes last pass's copies, reclaims, admits, issues within the link's cap
+      s.account(s.pipe.drain_log(s.log), false);
+      const read_guard guard = s.reader.pin();  // the pass's window: one version per expert
+      for (const batch_ref& bt : batches) {
         const batch_view v = w.trace->view(bt);
-        const std::uint8_t* target = member.data() + static_cast<std::size_t>(bt.layer) * E;
+        const std::uint8_t* target = s.member.data() + static_cast<std::size_t>(bt.layer) * E;
         for (expert_id e : v.experts) {
           const bool high = guard.resolve(expert_key{bt.layer, e}).tier == precision_tier::high;
-          r.high += high ? 1u : 0u;
-          interval_high += high ? 1u : 0u;
-          r.in_target += target[e];
+          s.r.high += high ? 1u : 0u;
+          s.interval_high += high ? 1u : 0u;
+          s.r.in_target += target[e];
         }
-        r.selections += v.experts.size();
-        interval_selections += v.experts.size();
-        if (spec.online) hot.observe(bt.layer, v.experts);
+        s.r.selections += v.experts.size();
+        s.interval_selections += v.experts.size();
       }
     }
+    if (spec.online) {
+      for (const batch_ref& bt : batches) hot.observe(bt.layer, w.trace->view(bt).experts);
+    }
     if (p + 1 == P || clk.interval_of_stream_pass(p + 1) != clk.interval_of_stream_pass(p)) {
-      r.interval_high_share.push_back(interval_selections == 0 ? std::nan("")
-                                                               : static_cast<double>(interval_high) /
-                                                                     static_cast<double>(interval_selections));
-      r.interval_transitions.push_back(interval_transitions);
-      r.interval_end_ms.push_back(static_cast<double>(clk.at(q + 1) - clk.at(C)) * 1e-3);
-      interval_selections = interval_high = interval_transitions = 0;
+      const double end_ms = static_cast<double>(clk.at(q + 1) - clk.at(C)) * 1e-3;
+      for (auto& run : runs) {
+        replay_state& s = *run;
+        s.r.interval_high_share.push_back(s.interval_selections == 0 ? std::nan("")
+                                                                     : static_cast<double>(s.interval_high) /
+                                                                           static_cast<double>(s.interval_selections));
+        s.r.interval_transitions.push_back(s.interval_transitions);
+        s.r.interval_end_ms.push_back(end_ms);
+        s.interval_selections = s.interval_high = s.interval_transitions = 0;
+      }
     }
   }
-  // Run the pipeline on until a step makes no progress: every request it can serve is served,
-  // whatever the stream's length.
-  for (std::size_t q = C + P;; ++q) {
-    replay_clock::set(seconds_at(q));
-    const transition_step_result s = pipe.step();
-    account(pipe.drain_log(log), true);
-    if (!s.progressed() && pipe.in_flight() == 0) break;
+  std::vector<run_result> out;
+  out.reserve(G);
+  for (auto& run : runs) {
+    replay_state& s = *run;
+    // Run the pipeline on until a step makes no progress: every request it can serve is
+    // served, whatever the stream's length.
+    for (std::size_t q = C + P;; ++q) {
+      replay_clock::set(seconds_at(q));
+      const transition_step_result st = s.pipe.step();
+      s.account(s.pipe.drain_log(s.log), true);
+      if (!st.progressed() && s.pipe.in_flight() == 0) break;
+    }
+    s.r.left_unserved = s.pipe.queued_promotions() + s.pipe.queued_demotions() + s.pipe.deferred_promotions() +
+                        s.pipe.deferred_demotions();
+    if (s.pipe.stats().log_overwritten != 0) throw std::runtime_error("transition log overflowed");
+    // Every transition copied one whole scaled version, so the modelled bytes scale back
+    // exactly.
+    if (s.r.scaled_moved != s.r.promotions * hv.sizes.high_scaled + s.r.demotions * hv.sizes.low_scaled) {
+      throw std::runtime_error("the pipeline's bytes moved disagree with its transitions");
+    }
+    if (s.high_pool.exhausted() != 0 || s.low_pool.exhausted() != 0) {
+      throw std::runtime_error("a reservation did not find its block");
+    }
+    s.r.admission_waits = s.pipe.stats().admission_waits - s.waits_before;
+    out.push_back(std::move(s.r));
   }
-  r.left_unserved = pipe.queued_promotions() + pipe.queued_demotions() + pipe.deferred_promotions() +
-                    pipe.deferred_demotions();
-  if (pipe.stats().log_overwritten != 0) throw std::runtime_error("transition log overflowed");
-  // Every transition copied one whole scaled version, so the modelled bytes scale back exactly.
-  if (r.scaled_moved != r.promotions * hv.sizes.high_scaled + r.demotions * hv.sizes.low_scaled) {
-    throw std::runtime_error("the pipeline's bytes moved disagree with its transitions");
-  }
-  if (high_pool.exhausted() != 0 || low_pool.exhausted() != 0) {
-    throw std::runtime_error("a reservation did not find its block");
-  }
-  r.admission_waits = pipe.stats().admission_waits - waits_before;
-  return r;
+  return out;
 }
-
 // Share of the stream's selections that hit each interval's own top-n (the clairvoyant,
 // instantaneous bound), and that hit the whole stream's top-n (the best static set in
 // hindsight).
@@ -502,16 +561,9 @@ std::vector<std::string> result_cells(const run_result& r, const version_sizes& 
           std::to_string(r.left_unserved)};
 }
 
-const std::vector<std::string> result_header{"high %",
-                                             "target %",
-                                             "promotions",
-                                             "demotions",
-                                             "MB moved",
-                                             "budget waits",
-                                             "worst promo delay (passes)",
-                                             "(ms)",
-                                             "queued at end",
-                                             "unserved"};
+const std::vector<std::string> result_header{
+    "high %", "target %",      "promotions", "demotions", "MB moved", "budget waits", "worst promo delay (passes)",
+    "(ms)",   "queued at end", "unserved"};
 
 policy_spec spec_static(const options& opt) {
   return {"static (calibration top-n)", false, {.mode = target_hysteresis::none}, opt.alpha, opt.interval_ms};
@@ -574,12 +626,48 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   const bytes step_cap = link_scaled > v.high_scaled ? link_scaled - v.high_scaled + 1 : 1;
   // Every replay of the driver, so that what was never served is summed over all of them.
   std::uint64_t unserved_total = 0, runs = 0;
-  const auto run_one = [&](const stream_spec& stream, const budget_case& b, const policy_spec& spec,
-                           const options& o, bytes cap) {
-    run_result rr = replay(w, stream, hv, b, spec, o, cap);
-    unserved_total += rr.left_unserved;
-    ++runs;
-    return rr;
+  // Each stream's replays, in the order the tables print them, run first in groups that share
+  // the hotness inputs (see `replay_group`); the tables then take the results in order.
+  std::vector<const budget_case*> job_budgets;
+  std::vector<policy_spec> job_specs;
+  std::vector<run_result> job_results;
+  std::size_t next_job = 0;
+  const auto run_jobs = [&](const stream_spec& stream) {
+    job_results.assign(job_specs.size(), run_result{});
+    std::vector<bool> done(job_specs.size(), false);
+    std::vector<std::size_t> members;
+    std::vector<const budget_case*> gb;
+    std::vector<policy_spec> gs;
+    for (std::size_t i = 0; i < job_specs.size(); ++i) {
+      if (done[i]) continue;
+      members.clear();
+      gb.clear();
+      gs.clear();
+      for (std::size_t j = i; j < job_specs.size(); ++j) {
+        const policy_spec& a = job_specs[i];
+        const policy_spec& c = job_specs[j];
+        if (!done[j] && a.online == c.online && a.alpha == c.alpha && a.interval_ms == c.interval_ms) {
+          members.push_back(j);
+          gb.push_back(job_budgets[j]);
+          gs.push_back(c);
+          done[j] = true;
+        }
+      }
+      std::vector<run_result> rs = replay_group(w, stream, hv, gb, gs, opt, step_cap);
+      for (std::size_t k = 0; k < members.size(); ++k) {
+        unserved_total += rs[k].left_unserved;
+        ++runs;
+        job_results[members[k]] = std::move(rs[k]);
+      }
+    }
+    next_job = 0;
+  };
+  const auto run_one = [&](const stream_spec&, const budget_case& b, const policy_spec& spec, const options&, bytes) {
+    if (next_job >= job_specs.size() || job_budgets[next_job] != &b || job_specs[next_job].label != spec.label ||
+        job_specs[next_job].alpha != spec.alpha || job_specs[next_job].interval_ms != spec.interval_ms) {
+      throw std::logic_error("dynaexq: the tables ask for a replay that was not planned");
+    }
+    return std::move(job_results[next_job++]);
   };
 
   out << "trace: " << path.string() << '\n'
@@ -672,6 +760,30 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
     const std::vector<policy_spec> specs{spec_static(opt), spec_none(opt.alpha, opt.interval_ms),
                                          spec_margin(opt.alpha, opt.margin, opt.interval_ms),
                                          spec_slack(opt.alpha, opt.slack, opt.interval_ms)};
+    job_budgets.clear();
+    job_specs.clear();
+    const auto plan = [&](const budget_case& b, policy_spec s) {
+      job_budgets.push_back(&b);
+      job_specs.push_back(std::move(s));
+    };
+    for (const budget_case& b : budgets) {
+      for (const policy_spec& s : specs) plan(b, s);
+    }
+    for (double m : opt.sweep_margins) plan(half, spec_margin(opt.alpha, m, opt.interval_ms));
+    for (double a : opt.sweep_alphas) {
+      for (const auto& s : {spec_none(a, opt.interval_ms), spec_margin(a, opt.margin, opt.interval_ms),
+                            spec_slack(a, opt.slack, opt.interval_ms)}) {
+        plan(half, s);
+      }
+    }
+    for (double ims : opt.sweep_intervals_ms) {
+      if (to_us(ims) == 0) continue;
+      for (const auto& s : {spec_none(opt.alpha, ims), spec_margin(opt.alpha, opt.margin, ims),
+                            spec_slack(opt.alpha, opt.slack, ims)}) {
+        plan(half, s);
+      }
+    }
+    run_jobs(stream);
     for (std::size_t bi = 0; bi < budgets.size(); ++bi) {
       const budget_case& b = budgets[bi];
       summary_row row{stream.name, std::to_string(100 * b.n / E) + "%"};
@@ -687,8 +799,8 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
         (si == 0 ? row.static_share : si == 1 ? row.none : si == 2 ? row.margin : row.slack) = share(rr);
         if (&b == &half) {
           if (sr.interval_end_ms.empty()) sr.interval_end_ms = rr.interval_end_ms;
-          sr.policies.push_back({s.label, std::move(rr.interval_high_share), std::move(rr.interval_transitions),
-                                 share(rr)});
+          sr.policies.push_back(
+              {s.label, std::move(rr.interval_high_share), std::move(rr.interval_transitions), share(rr)});
         }
       }
       summary.push_back(row);
@@ -702,8 +814,7 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
     examples::text_table mt(head);
     for (double m : opt.sweep_margins) {
       std::vector<std::string> row{fixed(m, 3)};
-      const auto cells = result_cells(run_one(stream, half, spec_margin(opt.alpha, m, opt.interval_ms), opt,
-                                             step_cap),
+      const auto cells = result_cells(run_one(stream, half, spec_margin(opt.alpha, m, opt.interval_ms), opt, step_cap),
                                       v, opt.step_ms);
       row.insert(row.end(), cells.begin(), cells.end());
       mt.add(std::move(row));
@@ -740,6 +851,7 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
       }
     }
     it.print(out, "    ");
+    if (next_job != job_specs.size()) throw std::logic_error("dynaexq: a planned replay was not printed");
     res.streams.push_back(std::move(sr));
   }
 
@@ -750,9 +862,9 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   for (const auto& s : summary) {
     const double best = std::max({s.none, s.margin, s.slack});
     const double gain = 100.0 * (best - s.static_share);
-    st.add({s.stream, s.budget, fixed(100.0 * s.static_share, 2), fixed(100.0 * s.none, 2),
-            fixed(100.0 * s.margin, 2), fixed(100.0 * s.slack, 2), (gain >= 0 ? "+" : "") + fixed(gain, 2),
-            fixed(100.0 * s.hindsight, 2), fixed(100.0 * s.oracle, 2)});
+    st.add({s.stream, s.budget, fixed(100.0 * s.static_share, 2), fixed(100.0 * s.none, 2), fixed(100.0 * s.margin, 2),
+            fixed(100.0 * s.slack, 2), (gain >= 0 ? "+" : "") + fixed(gain, 2), fixed(100.0 * s.hindsight, 2),
+            fixed(100.0 * s.oracle, 2)});
   }
   st.print(out, "    ");
   out << "  unserved requests over all " << runs << " replays: " << unserved_total << '\n';

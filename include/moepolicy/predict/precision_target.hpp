@@ -154,8 +154,35 @@ class precision_target_selector {
     MOEPOLICY_ASSERT(hotness.size() == experts_ && current.size() == experts_);
     for (std::size_t e = 0; e < experts_; ++e) cur_[e] = current[e] != 0 ? 1 : 0;
     rank(hotness);
-    decide(hotness, capacity_[layer]);
-    return publish(layer);
+    decide(hotness, capacity_[layer], order_);
+    return publish(layer, order_);
+  }
+
+  /// The ranking `select` makes of `hotness`: every expert, hottest first, ties to the lower
+  /// id. Selectors of any configuration and capacity rank alike, so one ranking may serve
+  /// several of them through `select_ranked`.
+  ///
+  /// Preconditions: `hotness.size() == num_experts()`; not NaN (asserted).
+  /// Returns: a view valid until the next `rank_only` or `select` of this selector.
+  /// Complexity: as `select`'s ranking; no allocation.
+  [[nodiscard]] std::span<const expert_id> rank_only(std::span<const double> hotness) noexcept {
+    MOEPOLICY_ASSERT(hotness.size() == experts_);
+    rank(hotness);
+    return order_;
+  }
+
+  /// `select` with the ranking of `hotness` given as `order` (from `rank_only` of a selector
+  /// with as many experts, on the same hotness): the same result, without ranking again.
+  ///
+  /// Preconditions: as `select`; `order` is `hotness`'s ranking, size `num_experts()`.
+  /// Complexity: O(E); no allocation.
+  layer_target select_ranked(layer_id layer, std::span<const double> hotness, std::span<const expert_id> order,
+                             std::span<const std::uint8_t> current) noexcept {
+    MOEPOLICY_ASSERT(layer < capacity_.size());
+    MOEPOLICY_ASSERT(hotness.size() == experts_ && current.size() == experts_ && order.size() == experts_);
+    for (std::size_t e = 0; e < experts_; ++e) cur_[e] = current[e] != 0 ? 1 : 0;
+    decide(hotness, capacity_[layer], order);
+    return publish(layer, order);
   }
 
   /// `select` against the layer's previous target (its `membership`), the usual call when
@@ -282,14 +309,14 @@ class precision_target_selector {
   static constexpr std::size_t radix_threshold = 128;
 
   // Writes next_ from cur_, order_ and the hotness.
-  void decide(std::span<const double> h, std::size_t n) noexcept {
+  void decide(std::span<const double> h, std::size_t n, std::span<const expert_id> order) noexcept {
     std::fill(next_.begin(), next_.end(), std::uint8_t{0});
     const auto eligible = [&](expert_id e) { return h[e] > config_.min_hotness; };
     std::size_t count = 0;
     // Adds, in rank order, the experts `want` accepts, until n are in.
     const auto take = [&](auto&& want) {
       for (std::size_t r = 0; r < experts_ && count < n; ++r) {
-        const expert_id e = order_[r];
+        const expert_id e = order[r];
         if (next_[e] == 0 && eligible(e) && want(r, e)) {
           next_[e] = 1;
           ++count;
@@ -310,10 +337,10 @@ class precision_target_selector {
         // so the two cursors only move towards each other.
         std::size_t lo = 0, hi = experts_;
         for (;;) {
-          while (hi > 0 && next_[order_[hi - 1]] == 0) --hi;
-          while (lo < experts_ && (next_[order_[lo]] != 0 || !eligible(order_[lo]))) ++lo;
+          while (hi > 0 && next_[order[hi - 1]] == 0) --hi;
+          while (lo < experts_ && (next_[order[lo]] != 0 || !eligible(order[lo]))) ++lo;
           if (hi == 0 || lo >= hi - 1) break;
-          const expert_id m = order_[hi - 1], o = order_[lo];
+          const expert_id m = order[hi - 1], o = order[lo];
           if (!(h[o] > h[m] + config_.margin)) break;
           next_[o] = 1;
           next_[m] = 0;
@@ -337,16 +364,16 @@ class precision_target_selector {
     }
   }
 
-  layer_target publish(layer_id layer) noexcept {
+  layer_target publish(layer_id layer, std::span<const expert_id> order) noexcept {
     const std::size_t base = static_cast<std::size_t>(layer) * experts_;
     std::uint32_t nt = 0, np = 0, nd = 0;
     for (std::size_t r = 0; r < experts_; ++r) {
-      const expert_id e = order_[r];
+      const expert_id e = order[r];
       if (next_[e] != 0) {
         target_[base + nt++] = e;
         if (cur_[e] == 0) promote_[base + np++] = e;
       }
-      const expert_id c = order_[experts_ - 1 - r];
+      const expert_id c = order[experts_ - 1 - r];
       if (cur_[c] != 0 && next_[c] == 0) demote_[base + nd++] = c;
     }
     std::copy(next_.begin(), next_.end(), member_.begin() + static_cast<std::ptrdiff_t>(base));

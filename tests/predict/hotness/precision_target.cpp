@@ -312,3 +312,38 @@ TEST_CASE("select allocates nothing after construction") {
     }
   }
 }
+
+TEST_CASE("select_ranked with a shared rank_only ranking equals select, every mode, both rankings") {
+  std::mt19937_64 rng(20261127);
+  for (const std::size_t E : {std::size_t{8}, std::size_t{24}, std::size_t{130}}) {  // comparison sort, radix sort
+    const precision_target_config configs[] = {
+        {.mode = target_hysteresis::none},
+        {.mode = target_hysteresis::margin, .margin = 0.0},
+        {.mode = target_hysteresis::margin, .margin = 1.5},
+        {.mode = target_hysteresis::rank_slack, .rank_slack = 2},
+        {.mode = target_hysteresis::rank_slack, .rank_slack = 3, .slack_form = rank_slack_form::protect_members},
+    };
+    // One ranker of another configuration and capacity serves every selector.
+    precision_target_selector ranker(1, E, 0, {.mode = target_hysteresis::none});
+    for (const auto& cfg : configs) {
+      precision_target_selector alone(2, E, 3, cfg), shared(2, E, 3, cfg);
+      for (int trial = 0; trial < 200; ++trial) {
+        const auto n = static_cast<std::uint32_t>(rng() % (E + 1));
+        const auto layer = static_cast<layer_id>(trial % 2);
+        alone.set_capacity(layer, n);
+        shared.set_capacity(layer, n);
+        std::vector<double> h(E);
+        for (auto& x : h) x = static_cast<double>(rng() % 8) - (rng() % 5 == 0 ? 0.0 : 1.0);  // ties, zeros, < 0
+        std::vector<std::uint8_t> cur(E);
+        for (auto& c : cur) c = (rng() % 3 == 0) ? 1 : 0;
+        const auto a = alone.select(layer, h, cur);
+        const auto order = ranker.rank_only(h);
+        const auto b = shared.select_ranked(layer, h, order, cur);
+        REQUIRE(v(a.target) == v(b.target));
+        REQUIRE(v(a.promote) == v(b.promote));
+        REQUIRE(v(a.demote) == v(b.demote));
+        REQUIRE(bits(alone.membership(layer)) == bits(shared.membership(layer)));
+      }
+    }
+  }
+}
