@@ -12,6 +12,7 @@
 #include "../cache/cache_test_support.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
+#include "same_ledger.hpp"
 
 using namespace moepolicy;
 
@@ -152,15 +153,7 @@ void check_same(const edge_system_result& a, const edge_system_result& b) {
   CHECK(a.policy.hits == b.policy.hits);
   CHECK(a.policy.admissions == b.policy.admissions);
   CHECK(a.policy.evictions == b.policy.evictions);
-  REQUIRE(a.accounts.resources.size() == b.accounts.resources.size());
-  for (std::size_t i = 0; i < a.accounts.resources.size(); ++i) {
-    const resource_account& x = a.accounts.resources[i];
-    const resource_account& y = b.accounts.resources[i];
-    CHECK(x.busy_by == y.busy_by);
-    CHECK(x.bytes_by == y.bytes_by);
-    CHECK(x.operations == y.operations);
-    CHECK(x.stall_seconds == y.stall_seconds);
-  }
+  test::check_same_ledger(a.accounts, b.accounts);
 }
 
 }  // namespace

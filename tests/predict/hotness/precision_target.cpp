@@ -201,16 +201,19 @@ TEST_CASE("over intervals, the selector's own targets damp oscillation") {
   CHECK(sel.last(1).target.empty());
 }
 
+// Every hysteresis mode, with and without a margin, and both forms of the rank slack.
+const precision_target_config every_mode[] = {
+    {.mode = target_hysteresis::none},
+    {.mode = target_hysteresis::margin, .margin = 0.0},
+    {.mode = target_hysteresis::margin, .margin = 1.5},
+    {.mode = target_hysteresis::rank_slack, .rank_slack = 2},
+    {.mode = target_hysteresis::rank_slack, .rank_slack = 3, .slack_form = rank_slack_form::protect_members},
+};
+
 TEST_CASE("invariants on random inputs, every mode, both rankings") {
   std::mt19937_64 rng(20240611);
   for (const std::size_t E : {std::size_t{24}, std::size_t{130}}) {  // comparison sort, radix sort
-    const precision_target_config configs[] = {
-        {.mode = target_hysteresis::none},
-        {.mode = target_hysteresis::margin, .margin = 0.0},
-        {.mode = target_hysteresis::margin, .margin = 1.5},
-        {.mode = target_hysteresis::rank_slack, .rank_slack = 2},
-        {.mode = target_hysteresis::rank_slack, .rank_slack = 3, .slack_form = rank_slack_form::protect_members},
-    };
+    const auto& configs = every_mode;
     for (const auto& cfg : configs) {
       precision_target_selector sel(1, E, 6, cfg);
       for (int trial = 0; trial < 300; ++trial) {
@@ -316,13 +319,7 @@ TEST_CASE("select allocates nothing after construction") {
 TEST_CASE("select_ranked with a shared rank_only ranking equals select, every mode, both rankings") {
   std::mt19937_64 rng(20261127);
   for (const std::size_t E : {std::size_t{8}, std::size_t{24}, std::size_t{130}}) {  // comparison sort, radix sort
-    const precision_target_config configs[] = {
-        {.mode = target_hysteresis::none},
-        {.mode = target_hysteresis::margin, .margin = 0.0},
-        {.mode = target_hysteresis::margin, .margin = 1.5},
-        {.mode = target_hysteresis::rank_slack, .rank_slack = 2},
-        {.mode = target_hysteresis::rank_slack, .rank_slack = 3, .slack_form = rank_slack_form::protect_members},
-    };
+    const auto& configs = every_mode;
     // One ranker of another configuration and capacity serves every selector.
     precision_target_selector ranker(1, E, 0, {.mode = target_hysteresis::none});
     for (const auto& cfg : configs) {
