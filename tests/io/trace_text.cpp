@@ -98,10 +98,27 @@ TEST_CASE("trace_text: the bundled trace round-trips through JSONL and CSV to th
   CHECK(canonical_bytes(from_csv(csv(t))) == want);
 }
 
-TEST_CASE("trace_text: files that convert writes are detected and read by read_trace") {
-  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-detect";
+namespace {
+
+/// An empty folder `name` under the system's temporary folder.
+fs::path fresh_dir(const char* name) {
+  const fs::path dir = fs::temp_directory_path() / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
+  return dir;
+}
+
+/// The number of entries in `dir`.
+std::size_t files_in(const fs::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("trace_text: files that convert writes are detected and read by read_trace") {
+  const fs::path dir = fresh_dir("moepolicy-trace-text-detect");
   const routing_trace t = small_trace();
   {
     std::ofstream(dir / "t.jsonl", std::ios::binary) << jsonl(t);
@@ -291,9 +308,7 @@ std::string parse_error_of(F&& f) {
 }  // namespace
 
 TEST_CASE("trace_text: streaming to the canonical format writes the whole read's bytes") {
-  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-stream";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("moepolicy-trace-text-stream");
   const fs::path bundled = moepolicy::test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
   const routing_trace t = moepolicy::read_canonical(bundled);
   REQUIRE(t.num_rows() > 1000);
@@ -343,16 +358,12 @@ TEST_CASE("trace_text: streaming to the canonical format writes the whole read's
   CHECK(swapped.rows == s.num_rows());
   CHECK(file_bytes(dir / "s3.mtrace") == small);
   // Only the outputs and inputs are left: the scratch files are gone.
-  std::size_t files = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
-  CHECK(files == 11);
+  CHECK(files_in(dir) == 11);
   fs::remove_all(dir);
 }
 
 TEST_CASE("trace_text: streaming to the canonical format fails as the whole read does") {
-  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-stream-errors";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("moepolicy-trace-text-stream-errors");
   const fs::path bundled = moepolicy::test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
   const routing_trace t = moepolicy::read_canonical(bundled);
   const std::string text[2] = {jsonl(t), csv(t)};
@@ -391,9 +402,7 @@ TEST_CASE("trace_text: streaming to the canonical format fails as the whole read
       CHECK_FALSE(fs::exists(out));
     }
   }
-  std::size_t files = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
-  CHECK(files == 6);
+  CHECK(files_in(dir) == 6);
   fs::remove_all(dir);
 }
 
@@ -412,18 +421,10 @@ std::string reordered(const std::string& text, std::size_t header, Order&& order
   return out;
 }
 
-std::size_t files_in(const fs::path& dir) {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("trace_text: rows out of order are sorted by an external merge sort into the whole read's bytes") {
-  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-sort";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("moepolicy-trace-text-sort");
   const fs::path bundled = moepolicy::test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
   const routing_trace t = moepolicy::read_canonical(bundled);
   const std::string want = file_bytes(bundled);
@@ -486,9 +487,7 @@ TEST_CASE("trace_text: rows out of order are sorted by an external merge sort in
 }
 
 TEST_CASE("trace_text: the external merge sort fails as the whole read does, naming the file and the line") {
-  const fs::path dir = fs::temp_directory_path() / "moepolicy-trace-text-sort-errors";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_dir("moepolicy-trace-text-sort-errors");
   const fs::path bundled = moepolicy::test::bundled_traces() / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace";
   const routing_trace t = moepolicy::read_canonical(bundled);
   const std::string text[2] = {jsonl(t), csv(t)};

@@ -38,6 +38,22 @@ cache_config granite_cache(std::uint64_t capacity, capacity_scope scope = capaci
           .expert_bytes = expert_bytes(models::granite_3_1_1b_a400m(), fp16)};
 }
 
+/// Two replays' cache statistics agree on every count, demand and prefetch.
+void check_same_stats(const cache_stats& got, const cache_stats& want) {
+  CHECK(got.accesses == want.accesses);
+  CHECK(got.hits == want.hits);
+  CHECK(got.admissions == want.admissions);
+  CHECK(got.rejections == want.rejections);
+  CHECK(got.evictions == want.evictions);
+  CHECK(got.prefetches == want.prefetches);
+  CHECK(got.prefetch_hits == want.prefetch_hits);
+  CHECK(got.prefetch_wasted == want.prefetch_wasted);
+  CHECK(got.prefetch_rejected == want.prefetch_rejected);
+  CHECK(got.prefetch_resident == want.prefetch_resident);
+  CHECK(got.prefetch_bytes == want.prefetch_bytes);
+  CHECK(got.dropped == want.dropped);
+}
+
 }  // namespace
 
 TEST_CASE("the access sequence: each batch's distinct experts in order of first selection") {
@@ -105,19 +121,7 @@ TEST_CASE("several caches in one walk prefetching one predictor's forecast: each
   const transition_config tc{.num_layers = 24, .num_experts = 32, .top_k = 8};
   const std::vector<cache_config> points{granite_cache(2, capacity_scope::per_layer),
                                          granite_cache(8, capacity_scope::per_layer), granite_cache(64)};
-  const auto same = [](const cache_stats& got, const cache_stats& want) {
-    CHECK(got.accesses == want.accesses);
-    CHECK(got.hits == want.hits);
-    CHECK(got.rejections == want.rejections);
-    CHECK(got.evictions == want.evictions);
-    CHECK(got.prefetches == want.prefetches);
-    CHECK(got.prefetch_hits == want.prefetch_hits);
-    CHECK(got.prefetch_wasted == want.prefetch_wasted);
-    CHECK(got.prefetch_rejected == want.prefetch_rejected);
-    CHECK(got.prefetch_resident == want.prefetch_resident);
-    CHECK(got.prefetch_bytes == want.prefetch_bytes);
-    CHECK(got.dropped == want.dropped);
-  };
+  const auto same = check_same_stats;
   const auto check = [&](auto make, const prefetch_replay_config& pf, const cache_replay_config& rc) {
     // LRU, the gated policy (it gates prefetches on the hints' confidence) and Belady (it
     // reads the future), at two per-layer capacities and one shared.
@@ -450,14 +454,7 @@ std::vector<cache_stats> single_replays(const routing_trace& t, const std::vecto
 /// own replay.
 void check_against_single(const cache_set& set, const std::vector<cache_stats>& want) {
   REQUIRE(want.size() == set.configs.size() * (eviction_policies.size() + 2));
-  const auto same = [](const cache_stats& got, const cache_stats& single) {
-    CHECK(got.accesses == single.accesses);
-    CHECK(got.hits == single.hits);
-    CHECK(got.admissions == single.admissions);
-    CHECK(got.rejections == single.rejections);
-    CHECK(got.evictions == single.evictions);
-    CHECK(got.dropped == single.dropped);
-  };
+  const auto same = check_same_stats;
   std::size_t w = 0, a = 0;
   for (std::size_t i = 0; i < set.configs.size(); ++i) {
     CAPTURE(set.configs[i].capacity);
