@@ -783,6 +783,7 @@ class cache_set_tape {
       : feed_{{sets...}}, capacity_(capacity) {
     MOEPOLICY_ASSERT(capacity_ >= 1);
     items_.reserve(capacity_);
+    views_.reserve(capacity_);
     accesses_.reserve(capacity_);
     hints_.reserve(capacity_);
   }
@@ -791,13 +792,13 @@ class cache_set_tape {
   bool check(const T& t, const cache_replay_config& rc, std::string_view fn) {
     return feed_.check(t, rc, fn);
   }
-  void clear() noexcept { push_item({.what = item_kind::clear}); }
+  void clear() noexcept { push_item({.what = item_kind::clear}, {}); }
   void hint(expert_key k, float score) noexcept {
     if (hints_.size() == capacity_) flush();
     hints_.push_back({k, score});
   }
   void begin_layer(const batch_view& b) noexcept {
-    push_item({.what = item_kind::batch, .view = b});
+    push_item({.what = item_kind::batch, .layer = b.ref.layer}, b);
     items_.back().hints_end = static_cast<std::uint32_t>(hints_.size());
     items_.back().accesses_end = static_cast<std::uint32_t>(accesses_.size());
   }
@@ -805,22 +806,25 @@ class cache_set_tape {
     if (accesses_.size() == capacity_) {
       // The batch's accesses so far are played with it, without its `end_layer`; a `resume`
       // item carries the rest.
-      const batch_view b = items_.back().view;
+      const batch_view b = views_.back();
       cut_ = true;
       flush();
       cut_ = false;
-      push_item({.what = item_kind::resume, .view = b});
+      push_item({.what = item_kind::resume, .layer = b.ref.layer}, b);
     }
-    accesses_.push_back({k, info});
+    // The walk's accesses carry a next use and nothing else (`replay_walk`).
+    MOEPOLICY_ASSERT(!info.prefetch && info.confidence == 0.0f);
+    accesses_.push_back({k, info.next_use});
     items_.back().accesses_end = static_cast<std::uint32_t>(accesses_.size());
   }
   void end_layer(layer_id) noexcept {}
-  void end_step() noexcept { push_item({.what = item_kind::step_end}); }
+  void end_step() noexcept { push_item({.what = item_kind::step_end}, {}); }
 
   /// Plays what the tape holds to every cache, in order, and empties it.
   void flush() noexcept {
     feed_.each([&](auto& c) { play(c); });
     items_.clear();
+    views_.clear();
     accesses_.clear();
     hints_.clear();
   }
@@ -829,24 +833,27 @@ class cache_set_tape {
   // batch: hints, `begin_layer`, accesses, and `end_layer` unless the tape filled in the
   // middle of the batch's accesses; resume: the rest of that batch's accesses, `end_layer`.
   enum class item_kind : std::uint8_t { batch, resume, step_end, clear };
+  // Small, so that a cache's play reads little besides its own state; the batch views,
+  // which only the policies that observe layers read, lie beside the items.
   struct item {
     item_kind what = item_kind::batch;
+    layer_id layer = 0;
     std::uint32_t hints_end = 0;     // one past the item's last hint
     std::uint32_t accesses_end = 0;  // one past the item's last access
-    batch_view view = {};
   };
   struct taped_access {
     expert_key key;
-    access_info info;
+    std::uint64_t next_use;
   };
   struct taped_hint {
     expert_key key;
     float score;
   };
 
-  void push_item(const item& i) noexcept {
+  void push_item(const item& i, const batch_view& view) noexcept {
     if (items_.size() == capacity_) flush();
     items_.push_back(i);
+    views_.push_back(view);
     items_.back().hints_end = static_cast<std::uint32_t>(hints_.size());
     items_.back().accesses_end = static_cast<std::uint32_t>(accesses_.size());
   }
@@ -861,14 +868,18 @@ class cache_set_tape {
         case item_kind::batch:
         case item_kind::resume: {
           for (; h < it.hints_end; ++h) c.hint(hints_[h].key, hints_[h].score);
-          if (it.what == item_kind::batch) c.begin_layer(it.view);
+          if (it.what == item_kind::batch) c.begin_layer(views_[i]);
           if (reads_future(c)) {
-            for (; a < it.accesses_end; ++a) static_cast<void>(c.get(accesses_[a].key, accesses_[a].info));
+            for (; a < it.accesses_end; ++a) {
+              access_info info;
+              info.next_use = accesses_[a].next_use;
+              static_cast<void>(c.get(accesses_[a].key, info));
+            }
           } else {
             for (; a < it.accesses_end; ++a) static_cast<void>(c.get(accesses_[a].key));
           }
           // A batch cut by a full tape ends in the next tape's `resume`.
-          if (!cut_ || i + 1 < n) c.end_layer(it.view.ref.layer);
+          if (!cut_ || i + 1 < n) c.end_layer(it.layer);
           break;
         }
         case item_kind::step_end:
@@ -885,6 +896,7 @@ class cache_set_tape {
   cache_set_feed<Ranges...> feed_;
   std::size_t capacity_;
   std::vector<item> items_;
+  std::vector<batch_view> views_;  // per item: its batch (batch and resume items)
   std::vector<taped_access> accesses_;
   std::vector<taped_hint> hints_;
   bool cut_ = false;  // the last item's batch continues on the next tape
