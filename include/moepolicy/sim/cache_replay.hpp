@@ -764,6 +764,144 @@ struct cache_set_feed {
   }
 };
 
+/// A `cache_set_feed` that records the events of a replay on a tape of fixed size and plays
+/// the tape to one cache after another when it fills (and at `flush`): each cache runs a
+/// block of about a thousand batches while its state stays in the processor's caches,
+/// instead of every cache being visited for every event. The caches being independent and
+/// each one hearing exactly its events in their order (hints, `begin_layer`, the accesses,
+/// `end_layer`, `end_step`, `clear`), their statistics are those of the untaped feed. A
+/// flush may fall between any two events. Only for traces in memory (`routing_trace`),
+/// whose batch views stay valid for the whole walk. Allocates at construction only.
+template <class... Ranges>
+class cache_set_tape {
+ public:
+  /// The accesses, hints and tape items a tape holds by default before it is played.
+  static constexpr std::size_t default_capacity = 2048;
+
+  /// Preconditions: `capacity` >= 1.
+  explicit cache_set_tape(Ranges&... sets, std::size_t capacity = default_capacity)
+      : feed_{{sets...}}, capacity_(capacity) {
+    MOEPOLICY_ASSERT(capacity_ >= 1);
+    items_.reserve(capacity_);
+    views_.reserve(capacity_);
+    accesses_.reserve(capacity_);
+    hints_.reserve(capacity_);
+  }
+
+  template <replay_source T>
+  bool check(const T& t, const cache_replay_config& rc, std::string_view fn) {
+    return feed_.check(t, rc, fn);
+  }
+  void clear() noexcept { push_item({.what = item_kind::clear}, {}); }
+  void hint(expert_key k, float score) noexcept {
+    if (hints_.size() == capacity_) flush();
+    hints_.push_back({k, score});
+  }
+  void begin_layer(const batch_view& b) noexcept {
+    push_item({.what = item_kind::batch, .layer = b.ref.layer}, b);
+    items_.back().hints_end = static_cast<std::uint32_t>(hints_.size());
+    items_.back().accesses_end = static_cast<std::uint32_t>(accesses_.size());
+  }
+  void access(expert_key k, const access_info& info) noexcept {
+    if (accesses_.size() == capacity_) {
+      // The batch's accesses so far are played with it, without its `end_layer`; a `resume`
+      // item carries the rest.
+      const batch_view b = views_.back();
+      cut_ = true;
+      flush();
+      cut_ = false;
+      push_item({.what = item_kind::resume, .layer = b.ref.layer}, b);
+    }
+    // The walk's accesses carry a next use and nothing else (`replay_walk`).
+    MOEPOLICY_ASSERT(!info.prefetch && info.confidence == 0.0f);
+    accesses_.push_back({k, info.next_use});
+    items_.back().accesses_end = static_cast<std::uint32_t>(accesses_.size());
+  }
+  void end_layer(layer_id) noexcept {}
+  void end_step() noexcept { push_item({.what = item_kind::step_end}, {}); }
+
+  /// Plays what the tape holds to every cache, in order, and empties it.
+  void flush() noexcept {
+    feed_.each([&](auto& c) { play(c); });
+    items_.clear();
+    views_.clear();
+    accesses_.clear();
+    hints_.clear();
+  }
+
+ private:
+  // batch: hints, `begin_layer`, accesses, and `end_layer` unless the tape filled in the
+  // middle of the batch's accesses; resume: the rest of that batch's accesses, `end_layer`.
+  enum class item_kind : std::uint8_t { batch, resume, step_end, clear };
+  // Small, so that a cache's play reads little besides its own state; the batch views,
+  // which only the policies that observe layers read, lie beside the items.
+  struct item {
+    item_kind what = item_kind::batch;
+    layer_id layer = 0;
+    std::uint32_t hints_end = 0;     // one past the item's last hint
+    std::uint32_t accesses_end = 0;  // one past the item's last access
+  };
+  struct taped_access {
+    expert_key key;
+    std::uint64_t next_use;
+  };
+  struct taped_hint {
+    expert_key key;
+    float score;
+  };
+
+  void push_item(const item& i, const batch_view& view) noexcept {
+    if (items_.size() == capacity_) flush();
+    items_.push_back(i);
+    views_.push_back(view);
+    items_.back().hints_end = static_cast<std::uint32_t>(hints_.size());
+    items_.back().accesses_end = static_cast<std::uint32_t>(accesses_.size());
+  }
+
+  template <class Cache>
+  void play(Cache& c) const noexcept {
+    std::size_t h = 0, a = 0;
+    const std::size_t n = items_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const item& it = items_[i];
+      switch (it.what) {
+        case item_kind::batch:
+        case item_kind::resume: {
+          for (; h < it.hints_end; ++h) c.hint(hints_[h].key, hints_[h].score);
+          if (it.what == item_kind::batch) c.begin_layer(views_[i]);
+          if (reads_future(c)) {
+            for (; a < it.accesses_end; ++a) {
+              access_info info;
+              info.next_use = accesses_[a].next_use;
+              static_cast<void>(c.get(accesses_[a].key, info));
+            }
+          } else {
+            for (; a < it.accesses_end; ++a) static_cast<void>(c.get(accesses_[a].key));
+          }
+          // A batch cut by a full tape ends in the next tape's `resume`.
+          if (!cut_ || i + 1 < n) c.end_layer(it.layer);
+          break;
+        }
+        case item_kind::step_end:
+          c.end_step();
+          break;
+        case item_kind::clear:
+          c.clear();
+          break;
+      }
+    }
+    for (; h < hints_.size(); ++h) c.hint(hints_[h].key, hints_[h].score);  // hints of a batch yet to come
+  }
+
+  cache_set_feed<Ranges...> feed_;
+  std::size_t capacity_;
+  std::vector<item> items_;
+  std::vector<batch_view> views_;  // per item: its batch (batch and resume items)
+  std::vector<taped_access> accesses_;
+  std::vector<taped_hint> hints_;
+  bool cut_ = false;  // the last item's batch continues on the next tape
+};
+
 }  // namespace detail
 
 /// Replays `t` through every cache of `caches...` in one walk: any number of caches, of
@@ -788,12 +926,21 @@ requires(expert_cache_range<Ranges>&&...) replay_walk_result
     replay_caches(const T& t, const cache_replay_config& rc, std::span<const std::uint64_t> next_use,
                   Ranges&&... caches) {
   constexpr std::string_view fn = "replay_caches";
-  detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
-  const bool reads = feed.check(t, rc, fn);
-  std::vector<std::uint64_t> storage;
-  const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
   const auto nothing = [](const auto&...) {};
-  return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+  std::vector<std::uint64_t> storage;
+  if constexpr (std::same_as<T, routing_trace>) {
+    detail::cache_set_tape<std::remove_reference_t<Ranges>...> feed(caches...);
+    const bool reads = feed.check(t, rc, fn);
+    const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
+    const replay_walk_result w = detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+    feed.flush();
+    return w;
+  } else {
+    detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
+    const bool reads = feed.check(t, rc, fn);
+    const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
+    return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+  }
 }
 
 /// Replays the canonical file `t` through every cache of `caches...` in one walk, as above,
@@ -834,19 +981,26 @@ requires(expert_cache_range<Ranges>&&...) replay_walk_result
     replay_caches_with_hints(const T& t, const cache_replay_config& rc, std::span<const std::uint64_t> next_use,
                              Predictor& predictor, Ranges&&... caches) {
   constexpr std::string_view fn = "replay_caches_with_hints";
-  detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
-  const bool reads = feed.check(t, rc, fn);
   std::vector<std::uint64_t> storage;
-  const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
   std::vector<float> scores(t.info().num_experts, 0.0f);
-  const auto before = [&](const batch_view& b) {
-    detail::hint_predicted(predictor, b.ref.layer, scores,
-                           [&](expert_key k, float s) { feed.each([&](auto& c) { c.hint(k, s); }); });
+  const auto walk = [&](auto& feed, auto&& hint) {
+    const bool reads = feed.check(t, rc, fn);
+    const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
+    const auto before = [&](const batch_view& b) { detail::hint_predicted(predictor, b.ref.layer, scores, hint); };
+    const auto after = [&](const batch_view& b) { predictor.observe(b); };
+    const auto new_request = [&]() { predictor.begin_request(); };
+    const auto step_end = [&]() { predictor.end_step(); };
+    return detail::replay_walk(t, rc, future, feed, before, after, new_request, step_end);
   };
-  const auto after = [&](const batch_view& b) { predictor.observe(b); };
-  const auto new_request = [&]() { predictor.begin_request(); };
-  const auto step_end = [&]() { predictor.end_step(); };
-  return detail::replay_walk(t, rc, future, feed, before, after, new_request, step_end);
+  if constexpr (std::same_as<T, routing_trace>) {
+    detail::cache_set_tape<std::remove_reference_t<Ranges>...> feed(caches...);
+    const replay_walk_result w = walk(feed, [&](expert_key k, float s) { feed.hint(k, s); });
+    feed.flush();
+    return w;
+  } else {
+    detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
+    return walk(feed, [&](expert_key k, float s) { feed.each([&](auto& c) { c.hint(k, s); }); });
+  }
 }
 
 /// Replays `t` through an `expert_cache<P>` whose policy hears `predictor`'s hints before
