@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--admit-at-issue", opt.admit_at_issue,
                "Reserve a transition's budget when it is issued, not when it is requested (DynaExq §3.4)");
+  app.add_flag("--resolve-each-access", opt.resolve_each_access,
+               "Resolve every routed expert through its handle (the general path; the same results, slower)");
   app.add_option("--sweep-margins", opt.sweep_margins, "Margins of the margin sweep")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
