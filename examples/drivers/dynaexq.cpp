@@ -23,6 +23,9 @@
 // reserved at enqueue, §3.4; refused requests deferred) → `step()` once per forward pass (on
 // this thread; no worker) → every routed expert is served at the tier its handle resolves to
 // in a window pinned for the pass (§3.1 window-level pinning: one version per expert per pass).
+// Each replay keeps the tier every handle resolves to and, in each pass's window, re-resolves
+// the experts whose publications that pass's step logged (a tier changes only by a logged
+// publication); --resolve-each-access resolves every activation instead, with the same output.
 //
 // Modelling choices (printed with the results):
 //   * Versions are scaled down: 256 B (FP16) and the 4-bit size at the same scale (68 B for
