@@ -400,10 +400,23 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
   const auto seconds_at = [&](std::size_t q) { return static_cast<double>(clk.at(q)) * 1e-6; };
   replay_clock::set(0.0);
 
+  // Replays of the group with the same budget and target rule are one replay (it is
+  // deterministic, and a policy's label does not enter it): it runs once, and `run_of` gives
+  // each replay of the group the one that runs for it.
   std::vector<std::unique_ptr<replay_state>> runs;
+  std::vector<std::size_t> run_of(G);
   runs.reserve(G);
   for (std::size_t g = 0; g < G; ++g) {
-    runs.push_back(std::make_unique<replay_state>(w, hv, *budgets[g], specs[g], opt, step_cap_scaled));
+    run_of[g] = runs.size();
+    for (std::size_t h = 0; h < g && opt.share_equal_replays; ++h) {
+      if (budgets[h] == budgets[g] && specs[h].target == specs[g].target) {
+        run_of[g] = run_of[h];
+        break;
+      }
+    }
+    if (run_of[g] == runs.size()) {
+      runs.push_back(std::make_unique<replay_state>(w, hv, *budgets[g], specs[g], opt, step_cap_scaled));
+    }
   }
 
   // The online policies' hotness EMA watches the calibration, in intervals of modelled time
@@ -503,8 +516,8 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
       }
     }
   }
-  std::vector<run_result> out;
-  out.reserve(G);
+  std::vector<run_result> ran;
+  ran.reserve(runs.size());
   for (auto& run : runs) {
     replay_state& s = *run;
     // Run the pipeline on until a step makes no progress: every request it can serve is
@@ -527,8 +540,11 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
       throw std::runtime_error("a reservation did not find its block");
     }
     s.r.admission_waits = s.pipe.stats().admission_waits - s.waits_before;
-    out.push_back(std::move(s.r));
+    ran.push_back(std::move(s.r));
   }
+  std::vector<run_result> out;
+  out.reserve(G);
+  for (std::size_t g = 0; g < G; ++g) out.push_back(ran[run_of[g]]);
   return out;
 }
 // Share of the stream's selections that hit each interval's own top-n (the clairvoyant,

@@ -49,6 +49,10 @@ struct options {
   /// published: a tier changes only by a publication, and the pipeline logs every one, so
   /// both give the same tiers (the golden test runs both).
   bool resolve_each_access = false;
+  /// Run replays that share the hotness inputs, the budget and the target rule once, for
+  /// every table row that shows them (they differ only in their label). Off: each row's
+  /// replay runs on its own (the general path; the golden test runs both).
+  bool share_equal_replays = true;
   std::vector<double> sweep_margins{0.0, 0.01, 0.02, 0.05};
   std::vector<double> sweep_alphas{0.05, 0.1, 0.2, 0.5};
   std::vector<double> sweep_intervals_ms{4.0, 10.0, 20.0, 50.0};
