@@ -48,6 +48,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--admit-at-issue", opt.admit_at_issue,
                "Reserve a transition's budget when it is issued, not when it is requested (DynaExq §3.4)");
+  app.add_flag("--resolve-each-access", opt.resolve_each_access,
+               "Resolve every routed expert through its handle (the general path; the same results, slower)");
+  bool no_shared_replays = false;
+  app.add_flag("--no-shared-replays", no_shared_replays,
+               "Run every table row's replay on its own, also where another row runs the same one (the general path; "
+               "the same results, slower)");
   app.add_option("--sweep-margins", opt.sweep_margins, "Margins of the margin sweep")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
@@ -58,6 +64,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1e-3, 1e6))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  opt.share_equal_replays = !no_shared_replays;
   try {
     static_cast<void>(examples::dynaexq::run(trace, opt, std::cout));
   } catch (const std::exception& e) {

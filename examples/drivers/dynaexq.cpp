@@ -23,6 +23,9 @@
 // reserved at enqueue, §3.4; refused requests deferred) → `step()` once per forward pass (on
 // this thread; no worker) → every routed expert is served at the tier its handle resolves to
 // in a window pinned for the pass (§3.1 window-level pinning: one version per expert per pass).
+// Each replay keeps the tier every handle resolves to and, in each pass's window, re-resolves
+// the experts whose publications that pass's step logged (a tier changes only by a logged
+// publication); --resolve-each-access resolves every activation instead, with the same output.
 //
 // Modelling choices (printed with the results):
 //   * Versions are scaled down: 256 B (FP16) and the 4-bit size at the same scale (68 B for
@@ -323,7 +326,9 @@ struct replay_state {
         member(static_set(w, b)),
         log(2 * w.layers * w.experts),
         selector(b.real.capacity, w.experts, spec.target),
-        reader(table.register_reader()) {
+        reader(table.register_reader()),
+        experts(w.experts),
+        high(w.layers * w.experts, 0) {
     const std::size_t E = w.experts;
     if (pipe.load_all([&](expert_key k) {
           return member[k.flat(E)] != 0 ? precision_tier::high : precision_tier::low;
@@ -331,6 +336,15 @@ struct replay_state {
       throw std::runtime_error("the planned pools do not hold the static set and every other expert's low version");
     }
     waits_before = pipe.stats().admission_waits;
+    const read_guard guard = reader.pin();
+    for (std::size_t i = 0; i < high.size(); ++i)
+      refresh(guard, {static_cast<layer_id>(i / E), static_cast<expert_id>(i % E)});
+  }
+
+  // The tier `key` resolves to in `guard`'s window, kept for the passes until the next
+  // publication of `key`.
+  void refresh(const read_guard& guard, expert_key key) {
+    high[key.flat(experts)] = guard.resolve(key).tier == precision_tier::high ? 1 : 0;
   }
 
   void account(std::size_t n, bool after_stream) {
@@ -359,6 +373,10 @@ struct replay_state {
   std::vector<transition_record> log;
   precision_target_selector selector;
   reader_slot reader;
+  std::size_t experts = 0;
+  /// Per expert (flat index): 1 when its handle resolves to the high tier, as of the last
+  /// window that re-resolved it.
+  std::vector<std::uint8_t> high;
   std::uint64_t waits_before = 0;
   run_result r;
   std::uint64_t interval_selections = 0, interval_high = 0, interval_transitions = 0;
@@ -382,10 +400,23 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
   const auto seconds_at = [&](std::size_t q) { return static_cast<double>(clk.at(q)) * 1e-6; };
   replay_clock::set(0.0);
 
+  // Replays of the group with the same budget and target rule are one replay (it is
+  // deterministic, and a policy's label does not enter it): it runs once, and `run_of` gives
+  // each replay of the group the one that runs for it.
   std::vector<std::unique_ptr<replay_state>> runs;
+  std::vector<std::size_t> run_of(G);
   runs.reserve(G);
   for (std::size_t g = 0; g < G; ++g) {
-    runs.push_back(std::make_unique<replay_state>(w, hv, *budgets[g], specs[g], opt, step_cap_scaled));
+    run_of[g] = runs.size();
+    for (std::size_t h = 0; h < g && opt.share_equal_replays; ++h) {
+      if (budgets[h] == budgets[g] && specs[h].target == specs[g].target) {
+        run_of[g] = run_of[h];
+        break;
+      }
+    }
+    if (run_of[g] == runs.size()) {
+      runs.push_back(std::make_unique<replay_state>(w, hv, *budgets[g], specs[g], opt, step_cap_scaled));
+    }
   }
 
   // The online policies' hotness EMA watches the calibration, in intervals of modelled time
@@ -404,12 +435,21 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
 
   precision_target_selector ranker(1, E, 0, {.mode = target_hysteresis::none});
   const std::size_t C = w.calibration.size(), P = stream.passes.size();
+  // The pass's routed experts as flat indices, read from the trace once for every replay.
+  std::vector<std::uint32_t> cells;
   for (std::size_t p = 0; p < P; ++p) {
     const std::size_t q = C + p;
     replay_clock::set(seconds_at(q));
     // Intervals that ended by the start of this pass: a new target set for every layer.
     const bool ended = spec.online && hot.advance_to(static_cast<double>(clk.at(q))) > 0;
     const auto batches = w.trace->batches_of(stream.passes[p]);
+    if (!opt.resolve_each_access) {
+      cells.clear();
+      for (const batch_ref& bt : batches) {
+        const auto base = static_cast<std::uint32_t>(static_cast<std::size_t>(bt.layer) * E);
+        for (expert_id e : w.trace->view(bt).experts) cells.push_back(base + e);
+      }
+    }
     if (ended) {
       // One ranking per layer serves every replay of the group (it depends on the hotness
       // only).
@@ -430,8 +470,23 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
     for (auto& run : runs) {
       replay_state& s = *run;
       s.pipe.step();  // publishes last pass's copies, reclaims, admits, issues within the link's cap
-      s.account(s.pipe.drain_log(s.log), false);
+      const std::size_t published = s.pipe.drain_log(s.log);
+      s.account(published, false);
       const read_guard guard = s.reader.pin();  // the pass's window: one version per expert
+      if (!opt.resolve_each_access) {
+        for (std::size_t i = 0; i < published; ++i) s.refresh(guard, s.log[i].key);
+        std::uint64_t high = 0, in_target = 0;
+        for (const std::uint32_t c : cells) {
+          high += s.high[c];
+          in_target += s.member[c];
+        }
+        s.r.high += high;
+        s.interval_high += high;
+        s.r.in_target += in_target;
+        s.r.selections += cells.size();
+        s.interval_selections += cells.size();
+        continue;
+      }
       for (const batch_ref& bt : batches) {
         const batch_view v = w.trace->view(bt);
         const std::uint8_t* target = s.member.data() + static_cast<std::size_t>(bt.layer) * E;
@@ -461,8 +516,8 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
       }
     }
   }
-  std::vector<run_result> out;
-  out.reserve(G);
+  std::vector<run_result> ran;
+  ran.reserve(runs.size());
   for (auto& run : runs) {
     replay_state& s = *run;
     // Run the pipeline on until a step makes no progress: every request it can serve is
@@ -485,8 +540,11 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
       throw std::runtime_error("a reservation did not find its block");
     }
     s.r.admission_waits = s.pipe.stats().admission_waits - s.waits_before;
-    out.push_back(std::move(s.r));
+    ran.push_back(std::move(s.r));
   }
+  std::vector<run_result> out;
+  out.reserve(G);
+  for (std::size_t g = 0; g < G; ++g) out.push_back(ran[run_of[g]]);
   return out;
 }
 // Share of the stream's selections that hit each interval's own top-n (the clairvoyant,

@@ -43,6 +43,16 @@ struct options {
   /// Reserve a transition's budget when the worker issues it, not when it is requested
   /// (DynaExq §3.4 admits at enqueue).
   bool admit_at_issue = false;
+  /// Resolve every routed expert through its handle in the pass's pinned window (the
+  /// general path). Otherwise each replay keeps the tier every expert resolves to, and in
+  /// each pass's window re-resolves only the experts whose transitions that pass's step
+  /// published: a tier changes only by a publication, and the pipeline logs every one, so
+  /// both give the same tiers (the golden test runs both).
+  bool resolve_each_access = false;
+  /// Run replays that share the hotness inputs, the budget and the target rule once, for
+  /// every table row that shows them (they differ only in their label). Off: each row's
+  /// replay runs on its own (the general path; the golden test runs both).
+  bool share_equal_replays = true;
   std::vector<double> sweep_margins{0.0, 0.01, 0.02, 0.05};
   std::vector<double> sweep_alphas{0.05, 0.1, 0.2, 0.5};
   std::vector<double> sweep_intervals_ms{4.0, 10.0, 20.0, 50.0};

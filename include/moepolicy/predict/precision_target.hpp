@@ -84,6 +84,9 @@ struct precision_target_config {
   rank_slack_form slack_form = rank_slack_form::symmetric;
   /// Experts with hotness <= this never belong to the target set; finite.
   double min_hotness = 0.0;
+
+  /// Field by field: equal configurations select alike on equal inputs.
+  friend bool operator==(const precision_target_config&, const precision_target_config&) = default;
 };
 
 /// One layer's result: views into the selector, valid until its next `select` of the layer.

@@ -258,8 +258,7 @@ class transition_pipeline {
       detail::throw_invalid(fn, "the high-precision bound exceeds high_pool's arena", high_bound);
     }
     if (low_bound > arena(low_pool)) {
-      detail::throw_invalid(fn, "the low-precision bound (with the staging pool) exceeds low_pool's arena",
-                            low_bound);
+      detail::throw_invalid(fn, "the low-precision bound (with the staging pool) exceeds low_pool's arena", low_bound);
     }
     sources_.resize(2 * n_);
     for (std::size_t i = 0; i < n_; ++i) {
@@ -383,7 +382,8 @@ class transition_pipeline {
   /// One round of the worker: publish completed copies, reclaim what no reader can hold,
   /// admit deferred requests, issue new transitions within the in-flight and budget limits.
   ///
-  /// Complexity: O(max_in_flight + reclaimed + max_readers + queued); no allocation.
+  /// Complexity: O(copy slots up to the last one in flight (at most max_in_flight) + reclaimed + max_readers + queued);
+  /// no allocation.
   transition_step_result step() noexcept {
     std::lock_guard step_lock(step_mutex_);
     transition_step_result r;
@@ -675,10 +675,16 @@ class transition_pipeline {
     budget_.release(s.tier, s.reserved);
   }
 
-  // (1) Publish the copies whose completion is done.
+  // (1) Publish the copies whose completion is done, in slot order. Only the step thread
+  // (under step_mutex_) engages or resets a slot and moves `in_flight_`, so it counts the
+  // engaged slots exactly: the walk stops after the last one, and an idle pipeline walks none.
   void complete(transition_step_result& r) noexcept {
+    std::size_t engaged = in_flight_.load(std::memory_order_relaxed);
     for (auto& f : flights_) {
-      if (!f.c || !mover_.done(*f.c)) continue;
+      if (engaged == 0) break;
+      if (!f.c) continue;
+      --engaged;
+      if (!mover_.done(*f.c)) continue;
       const expert_key key = table_.key_of(f.index);
       const auto pub = table_.publish(key);
       if (pub.retired) {
@@ -922,8 +928,8 @@ class transition_pipeline {
 
   // Written under the locks above, read by anyone.
   std::atomic<std::size_t> in_flight_{0}, awaiting_{0};
-  std::atomic<std::uint64_t> promotions_done_{0}, demotions_done_{0}, cancelled_{0}, admission_waits_{0},
-      deferrals_{0}, staged_{0}, reclaimed_{0}, log_overwritten_{0};
+  std::atomic<std::uint64_t> promotions_done_{0}, demotions_done_{0}, cancelled_{0}, admission_waits_{0}, deferrals_{0},
+      staged_{0}, reclaimed_{0}, log_overwritten_{0};
   std::atomic<bytes> bytes_moved_{0};
   std::atomic<double> max_delay_[2] = {0.0, 0.0}, total_delay_[2] = {0.0, 0.0};
 };

@@ -28,6 +28,18 @@ std::vector<std::uint8_t> mask(std::size_t experts, std::initializer_list<expert
 
 }  // namespace
 
+TEST_CASE("configurations compare equal field by field") {
+  const precision_target_config a{.mode = target_hysteresis::margin, .margin = 0.01};
+  CHECK(a == precision_target_config{.mode = target_hysteresis::margin, .margin = 0.01});
+  CHECK_FALSE(a == precision_target_config{.mode = target_hysteresis::none, .margin = 0.01});
+  CHECK_FALSE(a == precision_target_config{.mode = target_hysteresis::margin, .margin = 0.02});
+  CHECK_FALSE(a == precision_target_config{.mode = target_hysteresis::margin, .margin = 0.01, .rank_slack = 1});
+  CHECK_FALSE(a == precision_target_config{.mode = target_hysteresis::margin,
+                                           .margin = 0.01,
+                                           .slack_form = rank_slack_form::protect_members});
+  CHECK_FALSE(a == precision_target_config{.mode = target_hysteresis::margin, .margin = 0.01, .min_hotness = -1.0});
+}
+
 TEST_CASE("plain top-n: ties go to the lower id, unseen experts stay low") {
   precision_target_selector sel(1, 6, 2, {.mode = target_hysteresis::none});
   // h:        id0 id1 id2 id3 id4 id5
