@@ -554,7 +554,48 @@ link_spec link_by_name(const std::string& name) {
   throw CLI::ValidationError("--link", "unknown link \"" + name + "\" (known: " + known + ")");
 }
 
-void run_timed(const options& o, const routing_trace& t, const std::vector<std::filesystem::path>& paths) {
+/// The prefill steps of `f` alone, as a trace of the same requests: what the timed model
+/// reads of the recorded trace beside its decode streams (the recorded prefills).
+routing_trace prefill_rows(const canonical_file& f) {
+  const trace_info& info = f.info();
+  const std::size_t k = info.top_k, e = info.has_scores ? info.num_experts : 0;
+  const auto nothing = [](const auto&) {};
+  std::size_t rows = 0;
+  f.for_each_batch(
+      nothing, [&](const batch_view& v) { rows += v.ref.kind == phase::prefill ? v.tokens() : 0; }, nothing);
+  trace_columns c;
+  c.request.reserve(rows);
+  c.step.reserve(rows);
+  c.position.reserve(rows);
+  c.layer.reserve(rows);
+  c.kind.reserve(rows);
+  c.experts.reserve(rows * k);
+  c.weights.reserve(rows * k);
+  c.scores.reserve(rows * e);
+  f.for_each_batch(
+      nothing,
+      [&](const batch_view& v) {
+        if (v.ref.kind != phase::prefill) return;
+        for (std::size_t i = 0; i < v.tokens(); ++i) {
+          c.request.push_back(v.ref.request);
+          c.step.push_back(v.ref.step);
+          c.position.push_back(v.positions[i]);
+          c.layer.push_back(v.ref.layer);
+          c.kind.push_back(phase::prefill);
+        }
+        c.experts.insert(c.experts.end(), v.experts.begin(), v.experts.end());
+        c.weights.insert(c.weights.end(), v.weights.begin(), v.weights.end());
+        c.scores.insert(c.scores.end(), v.scores.begin(), v.scores.end());
+      },
+      nothing);
+  const auto names = f.request_names();
+  return routing_trace::from_sorted(info, std::vector<std::string>(names.begin(), names.end()), std::move(c));
+}
+
+/// The timed replay. `t` is the recorded trace, or at least its prefill steps (the decode
+/// steps are read through `streams`); `streams(B)` forms B decode streams from the trace.
+void run_timed(const options& o, const routing_trace& t, const std::function<decode_streams(std::size_t)>& streams,
+               const std::vector<std::filesystem::path>& paths) {
   const trace_info& info = t.info();
   const auto shape = examples::preset_for(info);
   if (!shape) {
@@ -603,7 +644,7 @@ void run_timed(const options& o, const routing_trace& t, const std::vector<std::
   std::vector<double> beladys(results.size(), 0.0);
   for (std::size_t bi = 0; bi < nb; ++bi) {
     const std::size_t B = o.concurrency[bi];
-    const decode_streams d = make_decode_streams(t, {.streams = B});
+    const decode_streams d = streams(B);
     const routing_trace& bt = d.batched();
     const auto keys = static_cast<std::uint64_t>(bt.info().num_layers) * bt.info().num_experts;
     const next_use_index index(bt, {}, next_use_index::balanced_chunk_accesses(bt.num_rows() * bt.info().top_k, keys));
@@ -681,14 +722,34 @@ void run_replay(const options& o) {
   // JSONL or CSV file, from the scratch canonical file it is first written as
   // (scratch_canonical.hpp: streamed as the rows come, or sorted in bounded runs). A part
   // of the run that needs the trace's indices (the router, a predictor's scoring) reads
-  // the canonical file whole besides, and the timed model (`--link`) reads it whole: from
-  // the scratch canonical file's map for a text trace, at the canonical rows' size.
+  // the canonical file whole besides. The timed model (`--link`) forms its decode streams
+  // from the canonical file's map (the scratch file's for a text trace) and reads only the
+  // recorded prefills beside them.
   std::error_code ec;
   const bool one_canonical = paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
                              io::detect_trace_format(paths.front()) == io::trace_format::canonical;
   const bool needs_whole =
       !o.link.empty() || o.router_alpha.has_value() || (!o.predictor.empty() && o.predictor != "none");
   std::unique_ptr<scratch_file> scratch = one_canonical ? nullptr : scratch_canonical(paths, "replay");
+  if (!o.link.empty() && (one_canonical || scratch)) {
+    // The timed model forms its decode streams straight from the file's map and holds
+    // the recorded prefills alone beside them, never the trace whole.
+    const std::filesystem::path& file = scratch ? scratch->path() : paths.front();
+    const canonical_file f(file, canonical_file::access::copy);
+    const routing_trace prefills = prefill_rows(f);
+    std::optional<routing_trace> whole;  // where the file's columns cannot be used in place
+    run_timed(
+        o, prefills,
+        [&](std::size_t B) {
+          if (!whole) {
+            if (auto d = make_decode_streams(f, {.streams = B})) return std::move(*d);
+            whole = io::read_trace(file);
+          }
+          return make_decode_streams(*whole, {.streams = B});
+        },
+        paths);
+    return;
+  }
   if (o.link.empty()) {
     if (one_canonical || scratch) {
       const std::filesystem::path& file = scratch ? scratch->path() : paths.front();
@@ -710,7 +771,8 @@ void run_replay(const options& o) {
   if (o.link.empty()) {
     run_untimed(o, t, &t, paths);
   } else {
-    run_timed(o, t, paths);
+    run_timed(
+        o, t, [&](std::size_t B) { return make_decode_streams(t, {.streams = B}); }, paths);
   }
 }
 

@@ -1,13 +1,23 @@
 // B concurrent decode streams: continuous batching of whole requests, the split of a short
-// trace's tokens (the same loads as sched/batched_steps.hpp), contexts and positions.
+// trace's tokens (the same loads as sched/batched_steps.hpp), contexts and positions, and
+// the same streams formed from a canonical file's map.
 #include "moepolicy/sim/decode_streams.hpp"
 
 #include <doctest/doctest.h>
 
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "../cache/cache_test_support.hpp"
 #include "moepolicy/sched/batched_steps.hpp"
+#include "moepolicy/trace/canonical.hpp"
+#include "trace_compare.hpp"
 
 using namespace moepolicy;
 
@@ -129,4 +139,74 @@ TEST_CASE("one stream replays the decode steps as recorded") {
     CHECK(d.tokens(s)[0].context == d.prompt_tokens()[st.request] + d.tokens(s)[0].decode_index);
     ++s;
   }
+}
+
+namespace {
+
+/// Checks that `a` and `b` are the same streams: steps, tokens, sequences, prompts and
+/// the batched trace.
+void check_same_streams(const decode_streams& a, const decode_streams& b) {
+  CHECK(a.formation() == b.formation());
+  CHECK(a.num_streams() == b.num_streams());
+  CHECK(a.rows_per_token() == b.rows_per_token());
+  REQUIRE(a.num_steps() == b.num_steps());
+  CHECK(a.num_tokens() == b.num_tokens());
+  for (std::size_t s = 0; s < a.num_steps(); ++s) {
+    const auto x = a.tokens(s), y = b.tokens(s);
+    REQUIRE(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      CHECK((x[i].stream == y[i].stream && x[i].sequence == y[i].sequence && x[i].request == y[i].request &&
+             x[i].decode_index == y[i].decode_index && x[i].context == y[i].context && x[i].first == y[i].first));
+    }
+  }
+  REQUIRE(a.sequences().size() == b.sequences().size());
+  for (std::size_t i = 0; i < a.sequences().size(); ++i) {
+    const stream_sequence &x = a.sequences()[i], &y = b.sequences()[i];
+    CHECK((x.stream == y.stream && x.request == y.request && x.first_step == y.first_step && x.tokens == y.tokens &&
+           x.starts_request == y.starts_request));
+  }
+  CHECK(std::vector<std::uint64_t>(a.prompt_tokens().begin(), a.prompt_tokens().end()) ==
+        std::vector<std::uint64_t>(b.prompt_tokens().begin(), b.prompt_tokens().end()));
+  test::check_same_trace(a.batched(), b.batched());
+}
+
+}  // namespace
+
+TEST_CASE("streams formed from a canonical file's map are those formed from the trace") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("moepolicy_decode_streams_test_" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  // Prefills and several requests (the synthetic trace), a recorded trace with router
+  // scores absent and many layers (Granite).
+  const std::vector<routing_trace> traces = {requests({3, 0, 5, 2}, {2, 3, 1, 4}), requests({2, 2}, {3, 4}),
+                                             test::granite_trace()};
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    const routing_trace& t = traces[i];
+    const auto path = dir / ("t" + std::to_string(i) + ".mtrace");
+    write_canonical(t, path);
+    const canonical_file f(path, canonical_file::access::copy);
+    for (const std::size_t B : {1u, 2u, 3u, 5u, 16u}) {
+      for (const auto how :
+           {stream_formation::automatic, stream_formation::whole_requests, stream_formation::split_tokens}) {
+        CAPTURE(i);
+        CAPTURE(B);
+        CAPTURE(to_string(how));
+        const std::optional<decode_streams> got = make_decode_streams(f, {.streams = B, .formation = how});
+        REQUIRE(got.has_value());
+        check_same_streams(*got, make_decode_streams(t, {.streams = B, .formation = how}));
+      }
+    }
+    CHECK_THROWS_WITH_AS(static_cast<void>(make_decode_streams(f, {.streams = 0})),
+                         "moepolicy::make_decode_streams: streams must be >= 1, got 0", invalid_argument);
+  }
+  // Columns at an odd address cannot be used in place: nothing is formed, and the caller
+  // reads the trace whole instead.
+  std::vector<std::byte> shifted(std::filesystem::file_size(dir / "t0.mtrace") + 1);
+  {
+    std::ifstream in(dir / "t0.mtrace", std::ios::binary);
+    in.read(reinterpret_cast<char*>(shifted.data() + 1), static_cast<std::streamsize>(shifted.size() - 1));
+  }
+  const canonical_file odd(std::span<const std::byte>(shifted).subspan(1), "odd.mtrace");
+  CHECK_FALSE(make_decode_streams(odd, {.streams = 2}).has_value());
+  std::filesystem::remove_all(dir);
 }

@@ -1101,3 +1101,62 @@ TEST_CASE("a 10^7-row file: a walk holds a bounded window of it, a whole read at
   }
   std::filesystem::remove(path);
 }
+
+TEST_CASE("canonical_file's columns in place are the trace's once a walk has checked them; none at an odd address") {
+  for (const routing_trace& t : {trace_a(), trace_b(), trace_random()}) {
+    const bytes b = to_bytes(t);
+    const canonical_file aligned(std::span<const std::byte>(b), "t.mtrace");
+    CHECK_THROWS_WITH_AS(static_cast<void>(aligned.columns()),
+                         "moepolicy::canonical_file::columns: the rows are checked by a walk of the whole file, and "
+                         "none has completed yet on t.mtrace",
+                         moepolicy::invalid_argument);
+    const auto nothing = [](const auto&) {};
+    aligned.for_each_batch(nothing, nothing, nothing);
+    const auto c = aligned.columns();
+    REQUIRE(c.has_value());
+    const auto as_vector = [](auto s) { return std::vector<typename decltype(s)::value_type>(s.begin(), s.end()); };
+    const auto& want = t.columns();
+    CHECK(as_vector(c->request) == want.request);
+    CHECK(as_vector(c->step) == want.step);
+    CHECK(as_vector(c->position) == want.position);
+    CHECK(as_vector(c->layer) == want.layer);
+    CHECK(as_vector(c->kind) == want.kind);
+    CHECK(as_vector(c->experts) == want.experts);
+    CHECK(as_vector(c->weights) == want.weights);
+    CHECK(as_vector(c->scores) == want.scores);
+    aligned.release_columns();  // a buffer, not a map: nothing to give back, nothing changes
+    CHECK(as_vector(aligned.columns()->experts) == want.experts);
+    bytes shifted(b.size() + 1);
+    std::memcpy(shifted.data() + 1, b.data(), b.size());
+    const canonical_file odd(std::span<const std::byte>(shifted).subspan(1), "t.mtrace");
+    odd.for_each_batch(nothing, nothing, nothing);
+    CHECK_FALSE(odd.columns().has_value());
+  }
+}
+
+TEST_CASE("a file under the size kept mapped whole is read whole within 1.3 times it") {
+  // 10^6 rows of the synthetic decode trace: 21 MB, under mapped_file::keep_whole, whose
+  // pages a walk keeps. A whole read (`read_canonical`: access::copy) gives them back as
+  // it reads them, in the checksum pass and as it copies the columns, so that the file is
+  // not held twice (it was: about 2 times the file).
+  const std::uint64_t rows = 1'000'000;
+  const auto path = std::filesystem::current_path() / "canonical_whole_1e6.mtrace";
+  moepolicy::test::write_large_decode_file(path, rows);
+  const auto file_bytes = static_cast<long long>(std::filesystem::file_size(path));
+  REQUIRE(static_cast<std::uint64_t>(file_bytes) < moepolicy::detail::mapped_file::keep_whole);
+  if (!sanitized && reset_peak_rss() && peak_rss_bytes() > 0) {
+    const long long before = peak_rss_bytes();
+    {
+      const routing_trace t = moepolicy::read_canonical(path);
+      const long long grew = peak_rss_bytes() - before;
+      MESSAGE("read_canonical of a " << file_bytes << "-byte file: peak resident memory grew by " << grew << " bytes, "
+                                     << static_cast<double>(grew) / static_cast<double>(file_bytes)
+                                     << " times the file");
+      CHECK(grew * 10 <= file_bytes * 13);
+      CHECK(t.num_rows() == rows);
+    }
+  } else {
+    MESSAGE("peak resident memory not measured (sanitizer build or no /proc)");
+  }
+  std::filesystem::remove(path);
+}

@@ -100,14 +100,16 @@ class mapped_file {
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }
 
   /// Gives back the whole pages inside bytes [offset, offset + length) that have been read
-  /// (files of `keep_whole` bytes or more);
+  /// (files of `keep_whole` bytes or more, or any file with `small_too`);
   /// a later read of them faults them in again from the page cache. Only memory use
   /// changes, never the bytes seen.
-  void release(std::uint64_t offset, std::uint64_t length) const noexcept {
+  void release(std::uint64_t offset, std::uint64_t length, bool small_too = false) const noexcept {
 #if MOEPOLICY_HAS_MMAP
-    // A file under `keep_whole` bytes stays mapped whole: faulting its pages in a second
-    // time (the checksum, then the rows) costs more than holding them.
-    if (base_ == nullptr || length == 0 || offset >= size_ || size_ < keep_whole) return;
+    // A file under `keep_whole` bytes stays mapped whole unless told: for a walk, faulting
+    // its pages in a second time (the checksum, then the rows) costs more than holding
+    // them; a reader that copies what it reads (the whole trace) gives them back anyway,
+    // so that the copy and the pages are not both held.
+    if (base_ == nullptr || length == 0 || offset >= size_ || (size_ < keep_whole && !small_too)) return;
     // The pages the range touches, partial ones at its ends included: the mapping is only
     // read, so a page that also holds bytes still to be read is faulted in again from the
     // page cache. Rounding inwards instead kept the two end pages of every range of every
@@ -122,6 +124,7 @@ class mapped_file {
 #else
     static_cast<void>(offset);
     static_cast<void>(length);
+    static_cast<void>(small_too);
 #endif
   }
 

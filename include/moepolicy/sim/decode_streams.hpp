@@ -41,6 +41,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -49,6 +50,7 @@
 
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
+#include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
 namespace moepolicy {
@@ -119,7 +121,10 @@ struct replay_progress {
 };
 
 class decode_streams;
-inline decode_streams make_decode_streams(const routing_trace& t, const decode_streams_config& c);
+namespace detail {
+template <class Source>
+decode_streams form_decode_streams(const Source& src, const decode_streams_config& c);
+}  // namespace detail
 
 /// Batched decode steps of B concurrent streams (see the header).
 class decode_streams {
@@ -152,7 +157,8 @@ class decode_streams {
   }
 
  private:
-  friend decode_streams make_decode_streams(const routing_trace& t, const decode_streams_config& c);
+  template <class Source>
+  friend decode_streams detail::form_decode_streams(const Source& src, const decode_streams_config& c);
 
   routing_trace batched_;
   std::size_t streams_ = 0;
@@ -164,27 +170,129 @@ class decode_streams {
   std::vector<std::uint64_t> prompts_;
 };
 
-/// Forms B concurrent decode streams from the decode steps of `t` (see the header).
-///
-/// Returns: the batched steps; none when the trace has no decode steps, or fewer than B
-/// decode tokens under `split_tokens`.
-/// Throws: `invalid_argument` naming `make_decode_streams` when `streams` is 0.
-/// Complexity: O(rows of the trace + steps × layers).
-[[nodiscard]] inline decode_streams make_decode_streams(const routing_trace& t, const decode_streams_config& c) {
-  constexpr std::string_view fn = "make_decode_streams";
-  if (c.streams == 0) detail::throw_invalid(fn, "streams must be >= 1", c.streams);
-  const trace_info& info = t.info();
+namespace detail {
+
+/// `make_decode_streams` over a `routing_trace` (`form_decode_streams`'s source): its steps,
+/// their batches and its rows.
+struct trace_stream_source {
+  const routing_trace& t;
+
+  [[nodiscard]] const trace_info& info() const noexcept { return t.info(); }
+  [[nodiscard]] std::size_t num_requests() const noexcept { return t.requests().size(); }
+  [[nodiscard]] std::span<const step_ref> steps() const noexcept { return t.steps(); }
+  /// Calls `f(layer, first_row, num_rows)` for every batch of `s`, in layer order.
+  template <class F>
+  void for_each_batch(const step_ref& s, F&& f) const {
+    for (const batch_ref& b : t.batches_of(s)) f(b.layer, std::size_t{b.first_row}, b.num_rows);
+  }
+  [[nodiscard]] std::span<const expert_id> experts(std::size_t r) const noexcept { return t.experts(r); }
+  [[nodiscard]] std::span<const float> weights(std::size_t r) const noexcept { return t.weights(r); }
+  [[nodiscard]] std::span<const float> scores(std::size_t r) const noexcept { return t.scores(r); }
+  /// Called with the rows read since the last call, and when every row has been read.
+  void gathered(std::size_t) const noexcept {}
+  void done() const noexcept {}
+};
+
+/// `make_decode_streams` over a canonical file's columns used in place: the steps found by
+/// one walk (24 bytes per step), the batches of a step by its rows' layers, and the file's
+/// pages given back every `release_rows` rows read, so that the file is held a part at a
+/// time beside the batched trace.
+class file_stream_source {
+ public:
+  struct step {
+    std::uint32_t request = 0;
+    phase kind = phase::prefill;
+    std::uint32_t num_rows = 0;
+    std::uint64_t first_row = 0;
+  };
+
+  /// `steps`: the file's steps, which a walk has counted (and so checked the rows).
+  file_stream_source(const canonical_file& f, canonical_columns c, std::uint64_t steps) : f_(f), c_(c) {
+    const auto nothing = [](const auto&) {};
+    steps_.reserve(static_cast<std::size_t>(steps));
+    f.for_each_batch(
+        nothing,
+        [&](const batch_view& v) {
+          if (steps_.empty() || !open_) {
+            steps_.push_back({v.ref.request, v.ref.kind, 0, v.ref.first_row});
+            open_ = true;
+          }
+          steps_.back().num_rows += v.ref.num_rows;
+        },
+        [&](const step_ref&) { open_ = false; });
+    f.release_columns();
+  }
+
+  [[nodiscard]] const trace_info& info() const noexcept { return f_.info(); }
+  [[nodiscard]] std::size_t num_requests() const noexcept { return f_.request_names().size(); }
+  [[nodiscard]] std::span<const step> steps() const noexcept { return steps_; }
+  template <class F>
+  void for_each_batch(const step& s, F&& f) const {
+    const std::size_t end = static_cast<std::size_t>(s.first_row) + s.num_rows;
+    for (std::size_t r = static_cast<std::size_t>(s.first_row); r < end;) {
+      const layer_id l = c_.layer[r];
+      std::size_t e = r + 1;
+      while (e < end && c_.layer[e] == l) ++e;
+      f(l, r, static_cast<std::uint32_t>(e - r));
+      r = e;
+    }
+  }
+  [[nodiscard]] std::span<const expert_id> experts(std::size_t r) const noexcept {
+    const std::size_t k = f_.info().top_k;
+    return c_.experts.subspan(r * k, k);
+  }
+  [[nodiscard]] std::span<const float> weights(std::size_t r) const noexcept {
+    const std::size_t k = f_.info().top_k;
+    return c_.weights.subspan(r * k, k);
+  }
+  [[nodiscard]] std::span<const float> scores(std::size_t r) const noexcept {
+    if (!f_.info().has_scores) return {};
+    const std::size_t e = f_.info().num_experts;
+    return c_.scores.subspan(r * e, e);
+  }
+  void gathered(std::size_t rows) const noexcept {
+    since_release_ += rows;
+    if (since_release_ >= release_rows) done();
+  }
+  /// Gives back every page read (the last part, otherwise held while the batched trace is
+  /// replayed).
+  void done() const noexcept {
+    f_.release_columns();
+    since_release_ = 0;
+  }
+
+  /// Rows gathered between two releases of the file's pages.
+  static constexpr std::size_t release_rows = std::size_t{1} << 16;
+
+ private:
+  const canonical_file& f_;
+  canonical_columns c_;
+  std::vector<step> steps_;
+  bool open_ = false;
+  mutable std::size_t since_release_ = 0;
+};
+
+/// `make_decode_streams` over `src` (`trace_stream_source` or `file_stream_source`).
+template <class Source>
+decode_streams form_decode_streams(const Source& src, const decode_streams_config& c) {
+  using step_type = typename decltype(src.steps())::value_type;
+  const trace_info& info = src.info();
   decode_streams out;
   out.streams_ = c.streams;
 
   // Decode tokens per request, and recorded prompts (the most rows of a prefill step's
   // batches, summed over its prefill steps).
-  std::vector<std::vector<const step_ref*>> decode(t.requests().size());
-  out.prompts_.assign(t.requests().size(), 0);
+  std::vector<std::vector<const step_type*>> decode(src.num_requests());
+  out.prompts_.assign(src.num_requests(), 0);
   std::uint32_t rows_per_token = 1;
-  for (const step_ref& s : t.steps()) {
+  for (const step_type& s : src.steps()) {
     std::uint32_t rows = 0;
-    for (const batch_ref& b : t.batches_of(s)) rows = std::max(rows, b.num_rows);
+    std::size_t seen = 0;
+    src.for_each_batch(s, [&](layer_id, std::size_t, std::uint32_t count) {
+      rows = std::max(rows, count);
+      seen += count;
+    });
+    src.gathered(seen);
     if (s.kind == phase::decode) {
       decode[s.request].push_back(&s);
       rows_per_token = std::max(rows_per_token, rows);
@@ -206,12 +314,15 @@ class decode_streams {
   }
   out.formation_ = how;
 
-  // Which recorded token each (step, slot) runs: steps[s] lists (slot, request, index).
+  // Which recorded token each (step, slot) runs: step s lists (slot, request, index) as
+  // slots[step_start[s] .. step_start[s + 1]), held flat (no allocation per step).
   struct slot_token {
     std::uint32_t stream, request, index;
     bool first;
   };
-  std::vector<std::vector<slot_token>> steps;
+  std::vector<slot_token> slots;
+  std::vector<std::size_t> step_start{0};
+  const auto end_step = [&] { step_start.push_back(slots.size()); };
   if (how == stream_formation::whole_requests) {
     struct active {
       bool busy = false;
@@ -219,8 +330,9 @@ class decode_streams {
     };
     std::vector<active> slot(c.streams);
     std::size_t queued = 0;
+    slots.reserve(n);
     for (;;) {
-      std::vector<slot_token> step;
+      const std::size_t before = slots.size();
       for (std::uint32_t j = 0; j < c.streams; ++j) {
         bool first = false;
         if (!slot[j].busy && queued < with_decode.size()) {
@@ -228,11 +340,11 @@ class decode_streams {
           first = true;
         }
         if (!slot[j].busy) continue;
-        step.push_back({j, slot[j].request, slot[j].next, first});
+        slots.push_back({j, slot[j].request, slot[j].next, first});
         if (++slot[j].next == decode[slot[j].request].size()) slot[j].busy = false;
       }
-      if (step.empty()) break;
-      steps.push_back(std::move(step));
+      if (slots.size() == before) break;
+      end_step();
     }
   } else {
     std::vector<std::pair<std::uint32_t, std::uint32_t>> stream;  // (request, index) in trace order
@@ -241,13 +353,14 @@ class decode_streams {
       for (std::uint32_t i = 0; i < decode[r].size(); ++i) stream.emplace_back(r, i);
     }
     const std::size_t s = n / c.streams;
-    steps.resize(s);
+    slots.reserve(s * c.streams);
     for (std::size_t st = 0; st < s; ++st) {
       for (std::uint32_t j = 0; j < c.streams; ++j) {
         const auto [r, i] = stream[j * s + st];
         const bool first = st == 0 || stream[j * s + st - 1].first != r;
-        steps[st].push_back({j, r, i, first});
+        slots.push_back({j, r, i, first});
       }
+      end_step();
     }
   }
 
@@ -258,18 +371,19 @@ class decode_streams {
   trace_columns cols;
   const std::size_t L = info.num_layers;
   {
-    std::size_t tokens = 0, rows = 0;
-    for (const auto& step : steps) {
-      tokens += step.size();
-      for (const slot_token& x : step) {
-        for (const batch_ref& b : t.batches_of(*decode[x.request][x.index])) {
-          if (b.layer < L) rows += b.num_rows;
-        }
-      }
+    const std::size_t tokens = slots.size();
+    std::size_t rows = 0;
+    for (const slot_token& x : slots) {
+      std::size_t seen = 0;
+      src.for_each_batch(*decode[x.request][x.index], [&](layer_id l, std::size_t, std::uint32_t count) {
+        if (l < L) rows += count;
+        seen += count;
+      });
+      src.gathered(seen);
     }
     const std::size_t ids = rows * info.top_k;
     const std::size_t scores = info.has_scores ? rows * info.num_experts : 0;
-    out.offsets_.reserve(steps.size() + 1);
+    out.offsets_.reserve(step_start.size());
     out.tokens_.reserve(tokens);
     cols.request.reserve(rows);
     cols.step.reserve(rows);
@@ -281,8 +395,10 @@ class decode_streams {
     cols.scores.reserve(scores);
   }
   out.offsets_.push_back(0);
-  for (std::size_t s = 0; s < steps.size(); ++s) {
-    for (const slot_token& x : steps[s]) {
+  for (std::size_t s = 0; s + 1 < step_start.size(); ++s) {
+    const std::span<const slot_token> step(slots.data() + step_start[s], step_start[s + 1] - step_start[s]);
+    const std::size_t before = cols.layer.size();
+    for (const slot_token& x : step) {
       if (x.first) {
         current[x.stream] = static_cast<std::uint32_t>(out.sequences_.size());
         out.sequences_.push_back({x.stream, x.request, static_cast<std::uint32_t>(s), 0, x.index == 0});
@@ -294,35 +410,74 @@ class decode_streams {
     out.offsets_.push_back(out.tokens_.size());
     // Rows: layer-major, tokens in stream order within a layer.
     for (std::size_t l = 0; l < L; ++l) {
-      for (std::size_t i = 0; i < steps[s].size(); ++i) {
-        const slot_token& x = steps[s][i];
-        for (const batch_ref& b : t.batches_of(*decode[x.request][x.index])) {
-          if (b.layer != l) continue;
-          for (std::uint32_t j = 0; j < b.num_rows; ++j) {
-            const std::size_t r = b.first_row + j;
+      for (std::size_t i = 0; i < step.size(); ++i) {
+        const slot_token& x = step[i];
+        src.for_each_batch(*decode[x.request][x.index], [&](layer_id bl, std::size_t first, std::uint32_t count) {
+          if (bl != l) return;
+          for (std::uint32_t j = 0; j < count; ++j) {
+            const std::size_t r = first + j;
             cols.request.push_back(0);
             cols.step.push_back(static_cast<std::uint32_t>(s));
             cols.position.push_back(static_cast<std::uint32_t>(i * rows_per_token + j));
             cols.layer.push_back(static_cast<layer_id>(l));
             cols.kind.push_back(phase::decode);
-            const auto ids = t.experts(r);
-            const auto ws = t.weights(r);
+            const auto ids = src.experts(r);
+            const auto ws = src.weights(r);
             cols.experts.insert(cols.experts.end(), ids.begin(), ids.end());
             cols.weights.insert(cols.weights.end(), ws.begin(), ws.end());
             if (info.has_scores) {
-              const auto sc = t.scores(r);
+              const auto sc = src.scores(r);
               cols.scores.insert(cols.scores.end(), sc.begin(), sc.end());
             }
           }
-        }
+        });
       }
     }
+    src.gathered(cols.layer.size() - before);
   }
-  steps = {};
+  src.done();
+  slots = {};
+  step_start = {};
   decode = {};
   out.batched_ = routing_trace::from_sorted(
       info, {std::to_string(c.streams) + " concurrent decode stream" + (c.streams == 1 ? "" : "s")}, std::move(cols));
   return out;
+}
+
+}  // namespace detail
+
+/// Forms B concurrent decode streams from the decode steps of `t` (see the header).
+///
+/// Returns: the batched steps; none when the trace has no decode steps, or fewer than B
+/// decode tokens under `split_tokens`.
+/// Throws: `invalid_argument` naming `make_decode_streams` when `streams` is 0.
+/// Complexity: O(rows of the trace + steps × layers).
+[[nodiscard]] inline decode_streams make_decode_streams(const routing_trace& t, const decode_streams_config& c) {
+  if (c.streams == 0) detail::throw_invalid("make_decode_streams", "streams must be >= 1", c.streams);
+  return detail::form_decode_streams(detail::trace_stream_source{t}, c);
+}
+
+/// Forms the same streams as `make_decode_streams(f.read(), c)` straight from the canonical
+/// file's columns used in place (`canonical_file::columns`), without the trace: beside the
+/// batched trace it holds 24 bytes per recorded step and a part of the file (its pages are
+/// given back every `detail::file_stream_source::release_rows` rows gathered). Walks the
+/// file twice first (the first walk checks the rows unless one already has, the second
+/// finds the steps).
+///
+/// Returns: as `make_decode_streams`; nothing when the file's columns cannot be used in
+/// place (`canonical_file::columns`).
+/// Throws: `invalid_argument` naming `make_decode_streams` when `streams` is 0; `parse_error`
+/// naming the file for a row the reader rejects.
+/// Complexity: as `make_decode_streams`.
+[[nodiscard]] inline std::optional<decode_streams> make_decode_streams(const canonical_file& f,
+                                                                       const decode_streams_config& c) {
+  if (c.streams == 0) detail::throw_invalid("make_decode_streams", "streams must be >= 1", c.streams);
+  std::uint64_t steps = 0;
+  const auto nothing = [](const auto&) {};
+  f.for_each_batch(nothing, nothing, [&](const step_ref&) { ++steps; });
+  const std::optional<canonical_columns> cols = f.columns();
+  if (!cols) return std::nullopt;
+  return detail::form_decode_streams(detail::file_stream_source(f, *cols, steps), c);
 }
 
 }  // namespace moepolicy

@@ -116,6 +116,20 @@
 
 namespace moepolicy {
 
+/// The columns of a canonical file used in place (`canonical_file::columns`), as
+/// `trace_columns` holds them: one entry per row (ids and weights: `top_k` per row; scores:
+/// `num_experts` per row, or none).
+struct canonical_columns {
+  std::span<const std::uint32_t> request;
+  std::span<const std::uint32_t> step;
+  std::span<const std::uint32_t> position;
+  std::span<const layer_id> layer;
+  std::span<const phase> kind;
+  std::span<const expert_id> experts;
+  std::span<const float> weights;
+  std::span<const float> scores;
+};
+
 /// The format version this header writes.
 inline constexpr std::uint32_t canonical_format_version = 2;
 
@@ -520,9 +534,10 @@ inline void write_unchecked(const routing_trace& t, std::ostream& os) {
 class reader {
  public:
   /// `file`, when given, is the mapping `data` lies in: pages are given back to it as
-  /// they have been read.
-  reader(std::span<const std::byte> data, std::string_view name, const mapped_file* file = nullptr) noexcept
-      : d_(data), name_(name), file_(file) {}
+  /// they have been read (by the checksum pass even for a small file when `give_back_all`).
+  reader(std::span<const std::byte> data, std::string_view name, const mapped_file* file = nullptr,
+         bool give_back_all = false) noexcept
+      : d_(data), name_(name), file_(file), give_back_all_(give_back_all) {}
 
   /// Checks everything but the rows (header, counts, sections, checksum, META) and keeps
   /// the request names.
@@ -682,6 +697,33 @@ class reader {
     }
   }
 
+  /// Every column of the file used in place, or nothing when they are not aligned
+  /// little-endian data; see `canonical_file::columns`.
+  [[nodiscard]] std::optional<canonical_columns> columns() const {
+    constexpr std::string_view fn = "canonical_file::columns";
+    if (!rows_checked_.load(std::memory_order_acquire)) {
+      throw_invalid(
+          fn, "the rows are checked by a walk of the whole file, and none has completed yet on " + std::string(name_));
+    }
+    if (!columns_in_place()) return std::nullopt;
+    const std::size_t n = static_cast<std::size_t>(rows_), k = info_.top_k, e = info_.num_experts;
+    canonical_columns c;
+    c.request = {in_place<std::uint32_t>(request, 0), n};
+    c.step = {in_place<std::uint32_t>(step, 0), n};
+    c.position = {in_place<std::uint32_t>(position, 0), n};
+    c.layer = {in_place<layer_id>(layer, 0), n};
+    c.kind = {in_place<phase>(kind, 0), n};
+    c.experts = {in_place<expert_id>(experts, 0), n * k};
+    c.weights = {in_place<float>(weights, 0), n * k};
+    if (info_.has_scores) c.scores = {in_place<float>(scores, 0), n * e};
+    return c;
+  }
+
+  /// Gives back the mapped pages of every column, whatever the file's size.
+  void release_columns() const noexcept {
+    if (file_ != nullptr) file_->release(data_at_[request], d_.size() - data_at_[request], true);
+  }
+
  private:
   /// Whether every column can be read in place: aligned little-endian data.
   [[nodiscard]] bool columns_in_place() const noexcept {
@@ -788,7 +830,7 @@ class reader {
     for (std::size_t s = request; s < num_sections; ++s) {
       const std::uint64_t per_row = element_size[s] * (s == experts || s == weights ? k : s == scores ? e : 1);
       if (s == scores && !info_.has_scores) continue;
-      file_->release(data_at_[s] + from * per_row, (to - from) * per_row);
+      file_->release(data_at_[s] + from * per_row, (to - from) * per_row, give_back_all_);
     }
   }
 
@@ -953,7 +995,7 @@ class reader {
       } else {
         x.update(part);
       }
-      if (file_ != nullptr) file_->release(header_size + at, part.size());
+      if (file_ != nullptr) file_->release(header_size + at, part.size(), give_back_all_);
     }
     const std::uint64_t actual = version_ == 1 ? f.value() : x.value();
     if (stored != actual) {
@@ -987,7 +1029,8 @@ class reader {
   }
 
   /// Decodes a whole column, in pieces of 8 MiB whose mapped pages are given back as soon
-  /// as they are copied, so that a column is never held twice (copy and pages).
+  /// as they are copied, whatever the file's size, so that a column is never held twice
+  /// (copy and pages).
   template <class T>
   void load_column(std::vector<T>& v, section s, std::uint64_t count) const {
     v.resize(static_cast<std::size_t>(count));
@@ -1001,7 +1044,7 @@ class reader {
         using U = stored_t<T>;
         for (std::uint64_t i = 0; i < n; ++i) v[at + i] = std::bit_cast<T>(load<U>(p + i * sizeof(T)));
       }
-      if (file_ != nullptr) file_->release(data_at_[s] + at * sizeof(T), n * sizeof(T));
+      if (file_ != nullptr) file_->release(data_at_[s] + at * sizeof(T), n * sizeof(T), true);
     }
   }
 
@@ -1095,6 +1138,7 @@ class reader {
   std::span<const std::byte> d_;
   std::string_view name_;
   const mapped_file* file_ = nullptr;
+  bool give_back_all_ = false;
   mutable std::atomic<bool> rows_checked_{false};
   std::vector<std::string> names_;
   trace_info info_;
@@ -1205,16 +1249,27 @@ struct hashing_stream_sink {
 /// the indices `routing_trace` would give.
 class canonical_file {
  public:
+  /// How the file will be read, which decides when its mapped pages are given back.
+  enum class access : std::uint8_t {
+    /// Walks (`for_each_batch`): a file under `detail::mapped_file::keep_whole` bytes stays
+    /// mapped whole from the checksum pass on, so that walks do not fault it in again.
+    walk,
+    /// Copied (`read()`, or rows gathered from `columns()`): every page is given back once
+    /// read (by the checksum pass and by walks too), whatever the file's size, so that the
+    /// copy and the pages are not both held.
+    copy,
+  };
+
   /// Opens the file `path`, mapped. Unlike `read_canonical`, no limit applies to the
   /// file's size (`input_limits::max_file_bytes` bounds what is held in memory; a walk
   /// holds a chunk). The checksum pass reads the file once.
   ///
   /// Throws: `parse_error` naming `path` as `read_canonical` does for the header, counts,
   /// sections, checksum and META, or when the file cannot be opened or mapped.
-  explicit canonical_file(const std::filesystem::path& path)
+  explicit canonical_file(const std::filesystem::path& path, access how = access::walk)
       : file_(std::make_unique<detail::mapped_file>(path)), name_(path.string()) {
     file_->sequential();
-    reader_.emplace(file_->bytes(), name_, file_.get());
+    reader_.emplace(file_->bytes(), name_, file_.get(), how == access::copy);
     reader_->open();
   }
 
@@ -1303,6 +1358,22 @@ class canonical_file {
     });
   }
 
+  /// The file's columns used in place, for a reader that gathers rows in any order (the
+  /// rows of several requests at once): valid while this object lives. Their pages are
+  /// faulted in as they are read and held until `release_columns()`, which a reader calls
+  /// every so many rows to hold a bounded part of the file. Nothing when the columns are
+  /// not aligned little-endian data (a buffer of odd alignment, a big-endian machine):
+  /// then `read()` the trace instead. The rows are not checked again: a walk of the whole
+  /// file must have completed first.
+  ///
+  /// Throws: `invalid_argument` naming the function and the file when no whole walk has
+  /// completed.
+  [[nodiscard]] std::optional<canonical_columns> columns() const { return reader_->columns(); }
+
+  /// Gives back the mapped pages of every column, whatever the file's size (a later read
+  /// faults them in again from the page cache).
+  void release_columns() const noexcept { reader_->release_columns(); }
+
   /// Rows per chunk of a walk unless told: 2^18 (about 7 MB of a top-2 trace).
   static constexpr std::uint64_t default_chunk_rows = std::uint64_t{1} << 18;
 
@@ -1322,7 +1393,7 @@ class canonical_file {
   if (const std::size_t size = detail::file_size_or_zero(path); size > detail::file_limit().bytes) {
     detail::fail_too_large(path.string(), detail::file_limit());
   }
-  canonical_file f(path);
+  canonical_file f(path, canonical_file::access::copy);
   return f.read();
 }
 
