@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
@@ -323,6 +324,70 @@ TEST_CASE("a sweep in lockstep equals each system replayed alone, at every size 
       }
     }
     CHECK(differ);  // the systems do differ: equal results are not trivially so
+  }
+}
+
+TEST_CASE("the price tape holds each decode pass's prices as the pass computes them, window after window") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 3);
+  const roofline_cost gpu = h100(m);
+  const forward_pass_config pc{};
+  const forward_pass_cost<roofline_cost> pass(gpu, m, pc);
+  for (std::size_t B : {1u, 4u}) {
+    CAPTURE(B);
+    const decode_streams d = make_decode_streams(t, {.streams = B});
+    const routing_trace& b = d.batched();
+    const std::size_t L = b.info().num_layers, E = b.info().num_experts;
+    detail::pass_price_tape<roofline_cost> tape(gpu, m, pc, d, 3);
+    REQUIRE(tape.window() == 3);
+    std::size_t checked = 0, shared_steps = 0;
+    for (std::size_t first = 0; first < d.num_steps(); first += tape.window()) {
+      const std::size_t last = std::min(d.num_steps(), first + tape.window());
+      for (std::size_t s = first; s < last; ++s) tape.record(s);
+      for (std::size_t s = first; s < last; ++s) {
+        CAPTURE(s);
+        // What the pass computed for itself before the tape.
+        const auto tokens = d.tokens(s);
+        const std::size_t n = tokens.size();
+        std::vector<std::uint64_t> contexts;
+        for (const stream_token& tk : tokens) contexts.push_back(tk.context);
+        const std::uint64_t reads = decode_cached_reads(contexts);
+        CHECK(tape.router(s) == pass.router_seconds(n));
+        CHECK(tape.output_head(s) == pass.output_head_seconds(n));
+        for (std::uint32_t i = 0; i < m.num_dense_layers; ++i) {
+          CHECK(tape.dense_layer(s, i) == pass.dense_layer_seconds(i, n, reads, n));
+        }
+        const auto batches = b.batches_of(b.steps()[s]);
+        std::size_t bi = 0;
+        for (std::size_t l = 0; l < L; ++l) {
+          const auto p = tape.at(s, l);
+          const auto model_layer = static_cast<std::uint32_t>(m.num_dense_layers + l);
+          CHECK(p.attention == pass.attention_seconds(model_layer, n, reads, n));
+          CHECK(p.shared == pass.shared_experts_seconds(static_cast<layer_id>(l), n));
+          if (bi >= batches.size() || batches[bi].layer != l) {
+            CHECK(p.batch == detail::pass_price_tape<roofline_cost>::none);
+            CHECK(p.order.empty());
+            continue;
+          }
+          REQUIRE(p.batch == bi);
+          const batch_view v = b.view(batches[bi++]);
+          std::vector<std::uint32_t> loads(E, 0);
+          std::vector<expert_id> order;
+          for (expert_id e : v.experts) {
+            if (loads[e]++ == 0) order.push_back(e);
+          }
+          REQUIRE(std::vector<expert_id>(p.order.begin(), p.order.end()) == order);
+          REQUIRE(p.compute.size() == order.size());
+          for (std::size_t i = 0; i < order.size(); ++i) {
+            CHECK(p.compute[i] == gpu.compute_seconds({static_cast<layer_id>(l), order[i]}, fp16, loads[order[i]]));
+          }
+          if (loads[order[0]] > 1) ++shared_steps;
+          ++checked;
+        }
+      }
+    }
+    CHECK(checked > 0);
+    if (B > 1) CHECK(shared_steps > 0);  // experts carrying several tokens were priced
   }
 }
 

@@ -74,21 +74,39 @@ class short_horizon_predictor {
   /// num_experts`, `history` or `horizon` of 0, or `recency_decay` outside (0, 1].
   explicit short_horizon_predictor(const short_horizon_config& cfg)
       : cfg_(checked(cfg)),
-        history_(cfg_.num_layers, cfg_.history, cfg_.top_k, cfg_.recency_decay),
-        share_(cfg_.num_experts, 0.0) {}
+        history_(cfg_.num_layers, cfg_.history, cfg_.top_k, cfg_.recency_decay, cfg_.num_experts),
+        share_(cfg_.num_experts, 0.0) {
+    if (history_.counting()) {
+      full_.assign(std::size_t{cfg_.history} + 1, 0.0f);
+      full_ready_.assign(std::size_t{cfg_.history} + 1, 0);
+    }
+  }
 
   [[nodiscard]] const short_horizon_config& config() const noexcept { return cfg_; }
 
-  /// See `PrefetchPredictor`. Complexity: O(m · k + num_experts).
+  /// See `PrefetchPredictor`. Complexity: O(num_experts) with equal weights (decay 1), else
+  /// O(m · k + num_experts).
   bool predict(layer_id l, std::span<float> out) noexcept {
     MOEPOLICY_ASSERT(l < cfg_.num_layers && out.size() == cfg_.num_experts);
     std::fill(out.begin(), out.end(), 0.0f);
-    if (history_.size(l) == 0) return false;
-    history_.weighted_share(l, share_);
-    for (std::size_t e = 0; e < out.size(); ++e) {
-      const double p = std::min(1.0, share_[e]);
-      out[e] = static_cast<float>(1.0 - survival(1.0 - p));
+    const std::size_t held = history_.size(l);
+    if (held == 0) return false;
+    if (held == cfg_.history && history_.counting()) {
+      // A full history of equal weights: p = count / m, so the score is a function of the
+      // count alone, kept once computed.
+      const auto counts = history_.counts(l);
+      for (std::size_t e = 0; e < out.size(); ++e) {
+        const std::size_t c = std::min<std::size_t>(counts[e], held);
+        if (full_ready_[c] == 0) {
+          full_[c] = score(static_cast<double>(c) / static_cast<double>(held));
+          full_ready_[c] = 1;
+        }
+        out[e] = full_[c];
+      }
+      return true;
     }
+    history_.weighted_share(l, share_);
+    for (std::size_t e = 0; e < out.size(); ++e) out[e] = score(share_[e]);
     return true;
   }
 
@@ -126,6 +144,12 @@ class short_horizon_predictor {
     return c;
   }
 
+  /// The score of an expert of share p (clamped to 1): 1 − (1 − p)^n.
+  [[nodiscard]] float score(double share) noexcept {
+    const double p = std::min(1.0, share);
+    return static_cast<float>(1.0 - survival(1.0 - p));
+  }
+
   /// q^n: shares take few values (weighted counts over m tokens), so the last results of
   /// `std::pow` are kept by their argument's bits (the same value, computed once).
   [[nodiscard]] double survival(double q) noexcept {
@@ -143,6 +167,9 @@ class short_horizon_predictor {
   short_horizon_config cfg_;
   detail::token_history history_;  // the last m tokens' selections, per layer
   std::vector<double> share_;
+  /// With a full history of equal weights, the score of each count (when computed).
+  std::vector<float> full_;
+  std::vector<std::uint8_t> full_ready_;
   std::array<std::uint64_t, 16> memo_bits_{};
   std::array<double, 16> memo_{};
   std::array<bool, 16> memo_used_{};

@@ -69,6 +69,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -567,6 +568,142 @@ class prediction_tape {
   std::vector<queued_expert> plans_;
 };
 
+/// The GPU's side of each batched decode pass, step by step. Every system of a lockstep
+/// replay runs on the same GPU for the same model shape and pass configuration, and a
+/// decode pass's prices depend only on its tokens and their contexts, so the prices of its
+/// dense layers, each MoE layer's attention, router and shared experts and the output
+/// head, and each MoE layer's distinct experts (in order of first selection) with their
+/// loads and compute times, are recorded once per step (`record`) and read by every
+/// system (`at`), the same values each system computed for itself before. Holds a window
+/// of consecutive steps, as `prediction_tape` does; allocates at construction only.
+template <DeviceCost Gpu>
+requires DenseComputeCost<Gpu>
+class pass_price_tape {
+ public:
+  /// One MoE layer of a step's decode pass.
+  struct layer_price {
+    seconds attention = 0.0;
+    seconds shared = 0.0;
+    /// The index of the layer's batch among the step's batches; none: no batch.
+    std::size_t batch = none;
+    /// The distinct experts the batch selected, in order of first selection, and the GPU
+    /// time of each on its tokens.
+    std::span<const expert_id> order;
+    std::span<const seconds> compute;
+  };
+  static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+
+  /// Prices on `gpu` for a model of `shape`, the passes as `pass` configures them, for the
+  /// steps of `d` (whose MoE layers are `shape`'s); at most `most` steps at once (fewer when
+  /// the window would outgrow about 256 KiB).
+  pass_price_tape(const Gpu& gpu, const model_shape& shape, const forward_pass_config& pass, const decode_streams& d,
+                  std::size_t most)
+      : gpu_(gpu), pass_(gpu, shape, pass), d_(d), L_(d.batched().info().num_layers), D_(shape.num_dense_layers) {
+    const routing_trace& b = d.batched();
+    const std::size_t k = b.info().top_k;
+    // A step's distinct experts are at most its rows times k (and at most the experts of
+    // each layer).
+    for (const step_ref& st : b.steps()) {
+      std::size_t n = 0;
+      for (const batch_ref& br : b.batches_of(st)) n += std::min<std::size_t>(br.num_rows * k, b.info().num_experts);
+      cap_ = std::max(cap_, n);
+    }
+    const std::size_t step_bytes =
+        sizeof(step_price) + D_ * sizeof(seconds) + L_ * sizeof(cell) + cap_ * (sizeof(expert_id) + sizeof(seconds));
+    window_ = std::clamp<std::size_t>((std::size_t{256} << 10) / step_bytes, 1, std::max<std::size_t>(most, 1));
+    steps_.assign(window_, step_price{});
+    dense_.assign(window_ * D_, 0.0);
+    layers_.assign(window_ * L_, cell{});
+    order_.assign(window_ * cap_, 0);
+    compute_.assign(window_ * cap_, 0.0);
+    loads_.assign(b.info().num_experts, 0);
+    contexts_.reserve(d.num_streams());
+  }
+
+  [[nodiscard]] std::size_t window() const noexcept { return window_; }
+
+  /// Prices batched step `s` into its window slot.
+  void record(std::size_t s) noexcept {
+    const std::size_t w = s % window_;
+    const auto tokens = d_.tokens(s);
+    const std::size_t n = tokens.size();
+    contexts_.clear();
+    for (const stream_token& tk : tokens) contexts_.push_back(tk.context);
+    const std::uint64_t reads = decode_cached_reads(contexts_);
+    step_price& sp = steps_[w];
+    sp.router = pass_.router_seconds(n);
+    sp.head = pass_.output_head_seconds(n);
+    for (std::uint32_t i = 0; i < D_; ++i) dense_[w * D_ + i] = pass_.dense_layer_seconds(i, n, reads, n);
+    const routing_trace& b = d_.batched();
+    const auto batches = b.batches_of(b.steps()[s]);
+    std::size_t bi = 0, used = 0;
+    for (std::size_t l = 0; l < L_; ++l) {
+      cell& c = layers_[w * L_ + l];
+      const auto model_layer = static_cast<std::uint32_t>(D_ + l);
+      c.attention = pass_.attention_seconds(model_layer, n, reads, n);
+      c.shared = pass_.shared_experts_seconds(static_cast<layer_id>(l), n);
+      c.first = used;
+      c.count = 0;
+      c.batch = none;
+      if (bi >= batches.size() || batches[bi].layer != l) continue;
+      c.batch = bi;
+      const batch_view v = b.view(batches[bi++]);
+      expert_id* order = order_.data() + w * cap_ + used;
+      std::size_t m = 0;
+      for (const expert_id e : v.experts) {
+        if (loads_[e]++ == 0) order[m++] = e;
+      }
+      seconds* compute = compute_.data() + w * cap_ + used;
+      for (std::size_t i = 0; i < m; ++i) {
+        compute[i] = gpu_.compute_seconds({static_cast<layer_id>(l), order[i]}, fp16, loads_[order[i]]);
+        loads_[order[i]] = 0;
+      }
+      c.count = m;
+      used += m;
+    }
+  }
+
+  /// The router and the output head of step `s`'s pass (one of the last `window()`
+  /// recorded).
+  [[nodiscard]] seconds router(std::size_t s) const noexcept { return steps_[s % window_].router; }
+  [[nodiscard]] seconds output_head(std::size_t s) const noexcept { return steps_[s % window_].head; }
+  /// Dense layer `i` of step `s`'s pass.
+  [[nodiscard]] seconds dense_layer(std::size_t s, std::size_t i) const noexcept {
+    return dense_[(s % window_) * D_ + i];
+  }
+  /// MoE layer `l` of step `s`'s pass.
+  [[nodiscard]] layer_price at(std::size_t s, std::size_t l) const noexcept {
+    const std::size_t w = s % window_;
+    const cell& c = layers_[w * L_ + l];
+    return {c.attention, c.shared, c.batch, std::span<const expert_id>(order_).subspan(w * cap_ + c.first, c.count),
+            std::span<const seconds>(compute_).subspan(w * cap_ + c.first, c.count)};
+  }
+
+ private:
+  struct step_price {
+    seconds router = 0.0, head = 0.0;
+  };
+  struct cell {
+    seconds attention = 0.0, shared = 0.0;
+    std::size_t batch = none, first = 0, count = 0;
+  };
+
+  const Gpu& gpu_;
+  forward_pass_cost<Gpu> pass_;
+  const decode_streams& d_;
+  std::size_t L_;
+  std::uint32_t D_;
+  std::size_t window_ = 1;
+  std::size_t cap_ = 0;
+  std::vector<step_price> steps_;
+  std::vector<seconds> dense_;
+  std::vector<cell> layers_;
+  std::vector<expert_id> order_;
+  std::vector<seconds> compute_;
+  std::vector<std::uint32_t> loads_;
+  std::vector<std::uint64_t> contexts_;
+};
+
 /// What a lockstep replay drives of one system's run: its steps (called once per step,
 /// not per access).
 struct offload_run_steps {
@@ -584,10 +721,12 @@ requires DenseComputeCost<Gpu>
 class offload_run final : public offload_run_steps {
  public:
   /// `tape`: the predictions of `sys`'s prefetch configuration (recorded for each step
-  /// before `step` runs it), or none for a system that does not prefetch.
+  /// before `step` runs it), or none for a system that does not prefetch; `prices`: the
+  /// decode passes' prices on `gpu` (recorded likewise).
   offload_run(const Gpu& gpu, const model_shape& shape, const offload_system_config& sys,
               const offload_replay_config& cfg, std::uint64_t cache_experts, const decode_streams& d,
-              const std::vector<recorded_prefill>& prefills, const trace_info& info, const prediction_tape* tape)
+              const std::vector<recorded_prefill>& prefills, const trace_info& info, const prediction_tape* tape,
+              const pass_price_tape<Gpu>& prices)
       : gpu_dev_(gpu),
         pass_(gpu, shape, cfg.pass),
         shape_(shape),
@@ -603,6 +742,7 @@ class offload_run final : public offload_run_steps {
         in_(tl_.add_resource(sys.duplex == link_duplex::full ? "link in" : "link", resource_kind::link)),
         out_(sys.duplex == link_duplex::full ? tl_.add_resource("link out", resource_kind::link) : in_),
         tape_(sys.kind == offload_system_kind::cached ? tape : nullptr),
+        prices_(prices),
         loads_(info.num_experts, 0),
         order_(),
         scores_(info.num_experts, 0.0f),
@@ -610,6 +750,7 @@ class offload_run final : public offload_run_steps {
         wanted_(info.num_experts, 0),
         queue_(info.num_experts) {
     order_.reserve(E_);
+    compute_.reserve(E_);
     ops_.reserve(E_);
     if (sys.kind == offload_system_kind::cached) {
       cache_.emplace(tl_, in_, link_cost{sys.link}, info.num_layers, info.num_experts, cache_experts, policy_of(sys),
@@ -626,7 +767,6 @@ class offload_run final : public offload_run_steps {
     out.link_out = out_;
     now_ = 0.0;
     prev_end_ = 0.0;
-    contexts_.reserve(d_.num_streams());
   }
 
   /// Batched step `s`: the prefills of the sequences that start here (their predictors
@@ -641,9 +781,7 @@ class offload_run final : public offload_run_steps {
       out.ttft_seconds += now_ - prev_end_;
     }
     const seconds start = now_;
-    contexts_.clear();
-    for (const stream_token& tk : tokens) contexts_.push_back(tk.context);
-    now_ = decode_pass(s, contexts_, out, seg);
+    now_ = decode_pass(s, out, seg);
     if (cfg_.progress != nullptr) cfg_.progress->add(step_rows(s));
     for (const stream_token& tk : tokens) out.token_seconds += now_ - (tk.first ? start : prev_end_);
     out.tokens += tokens.size();
@@ -690,29 +828,33 @@ class offload_run final : public offload_run_steps {
     static_cast<void>(tl_.transfer(ready, h, n, cost_kind::kv_cache));
   }
 
-  /// The loads of the views' experts, and the distinct experts in order of first selection.
-  void gather(std::span<const batch_view> views) {
+  /// The distinct experts of layer `l`'s views in order of first selection, and the GPU
+  /// time of each on its tokens.
+  void gather(std::size_t l, std::span<const batch_view> views) {
     for (expert_id e : order_) loads_[e] = 0;
     order_.clear();
+    compute_.clear();
     for (const batch_view& v : views) {
       for (expert_id e : v.experts) {
         if (loads_[e]++ == 0) order_.push_back(e);
       }
     }
+    for (expert_id e : order_) compute_.push_back(gpu_dev_.compute_seconds(key(l, e), fp16, loads_[e]));
   }
 
-  /// One MoE layer's experts from `t0`; returns when the layer ends.
-  seconds moe_layer(std::size_t l, seconds t0, std::span<const batch_view> views, std::size_t tokens, bool decode,
-                    offload_system_result& out) {
-    gather(views);
+  /// One MoE layer's experts from `t0`: `order`, the distinct experts its batches (`views`,
+  /// which the policy hears of when it observes layers) selected in order of first
+  /// selection, each taking `compute[i]` on the GPU; `shared`, its shared experts' time.
+  /// Returns when the layer ends.
+  seconds moe_layer(std::size_t l, seconds t0, std::span<const batch_view> views, std::span<const expert_id> order,
+                    std::span<const seconds> compute, seconds shared, bool decode, offload_system_result& out) {
     seconds end = t0;
     if (!cache_) {
-      for (expert_id e : order_) {
-        end = std::max(end,
-                       tl_.run(t0, gpu_, gpu_dev_.compute_seconds(key(l, e), fp16, loads_[e]), cost_kind::expert).end);
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        end = std::max(end, tl_.run(t0, gpu_, compute[i], cost_kind::expert).end);
         if (decode) ++out.decode_hits;
       }
-      if (decode) out.decode_accesses += order_.size();
+      if (decode) out.decode_accesses += order.size();
     } else {
       tl_.settle(t0);
       cache_->collect();
@@ -724,23 +866,18 @@ class offload_run final : public offload_run_steps {
       // Transfers first (in order of first selection), so that they stream while the GPU
       // computes the hits; then the hits, then the rest as their weights land.
       ops_.clear();
-      for (expert_id e : order_) {
-        const timed_access a = cache_->serve(key(l, e), t0);
-        ops_.push_back({e, a.ready});
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        const timed_access a = cache_->serve(key(l, order[i]), t0);
+        ops_.push_back({static_cast<std::uint32_t>(i), a.ready});
         if (decode) {
           ++out.decode_accesses;
           if (a.kind == timed_access_kind::hit) ++out.decode_hits;
         }
       }
       detail::stable_insertion_sort(ops_, [](const op& a, const op& b) { return a.ready < b.ready; });
-      for (const op& o : ops_) {
-        end = std::max(
-            end,
-            tl_.run(o.ready, gpu_, gpu_dev_.compute_seconds(key(l, o.e), fp16, loads_[o.e]), cost_kind::expert).end);
-      }
+      for (const op& o : ops_) end = std::max(end, tl_.run(o.ready, gpu_, compute[o.i], cost_kind::expert).end);
       cache_->end_layer(static_cast<layer_id>(l));
     }
-    const seconds shared = pass_.shared_experts_seconds(static_cast<layer_id>(l), tokens);
     if (shared > 0.0) end = std::max(end, tl_.run(t0, gpu_, shared, cost_kind::dense).end);
     return end;
   }
@@ -807,7 +944,9 @@ class offload_run final : public offload_run_steps {
       const auto& views = p.views[l];
       if (views.empty()) continue;
       const seconds t0 = t;
-      t = moe_layer(l, t0, views, tokens, false, scratch);
+      gather(l, views);
+      t = moe_layer(l, t0, views, order_, compute_, pass_.shared_experts_seconds(static_cast<layer_id>(l), tokens),
+                    false, scratch);
       if (tape_ != nullptr) prefetch_layer(l, t0, priority(step, l), tape_->at(step, seg, l), false);
     }
     t = tl_.run(t, gpu_, pass_.output_head_seconds(1), cost_kind::dense).end;
@@ -815,34 +954,34 @@ class offload_run final : public offload_run_steps {
     return t;
   }
 
-  /// Batched decode step `s`, segment `seg` of the step's tape; returns its end.
-  seconds decode_pass(std::size_t s, std::span<const std::uint64_t> contexts, offload_system_result& out,
-                      std::size_t seg) {
-    const auto tokens = d_.tokens(s);
-    const std::size_t n = tokens.size();
-    const std::uint64_t reads = decode_cached_reads(contexts);
+  /// Batched decode step `s`, segment `seg` of the step's tape; returns its end. Its
+  /// prices come from the price tape.
+  seconds decode_pass(std::size_t s, offload_system_result& out, std::size_t seg) {
+    const std::size_t n = d_.tokens(s).size();
     const routing_trace& b = d_.batched();
-    const step_ref& step = b.steps()[s];
-    const auto batches = b.batches_of(step);
-    seconds t = 0.0;
     // The pass starts when the GPU is free.
-    t = tl_.free_at(gpu_);
+    seconds t = tl_.free_at(gpu_);
     for (std::uint32_t i = 0; i < shape_.num_dense_layers; ++i) {
-      t = tl_.run(t, gpu_, pass_.dense_layer_seconds(i, n, reads, n), cost_kind::dense).end;
+      t = tl_.run(t, gpu_, prices_.dense_layer(s, i), cost_kind::dense).end;
     }
-    std::size_t bi = 0;
+    const seconds router = prices_.router(s);
     for (std::size_t l = 0; l < L_; ++l) {
       const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
-      t = tl_.run(t, gpu_, pass_.attention_seconds(model_layer, n, reads, n), cost_kind::attention).end;
+      const auto p = prices_.at(s, l);
+      t = tl_.run(t, gpu_, p.attention, cost_kind::attention).end;
       if (!shape_.is_linear_attention_layer(model_layer)) write_kv(t, n);
-      t = tl_.run(t, gpu_, pass_.router_seconds(n), cost_kind::dense).end;
-      if (bi >= batches.size() || batches[bi].layer != l) continue;
-      const batch_view v = b.view(batches[bi++]);
+      t = tl_.run(t, gpu_, router, cost_kind::dense).end;
+      if (p.batch == pass_price_tape<Gpu>::none) continue;
       const seconds t0 = t;
-      t = moe_layer(l, t0, std::span<const batch_view>(&v, 1), n, true, out);
+      if constexpr (policy_traits<Policy>::observes_layers) {
+        const batch_view v = b.view(b.batches_of(b.steps()[s])[p.batch]);
+        t = moe_layer(l, t0, std::span<const batch_view>(&v, 1), p.order, p.compute, p.shared, true, out);
+      } else {
+        t = moe_layer(l, t0, {}, p.order, p.compute, p.shared, true, out);
+      }
       if (tape_ != nullptr) prefetch_layer(l, t0, priority(s + 1, l), tape_->at(s, seg, l), true);
     }
-    return tl_.run(t, gpu_, pass_.output_head_seconds(n), cost_kind::dense).end;
+    return tl_.run(t, gpu_, prices_.output_head(s), cost_kind::dense).end;
   }
 
   [[nodiscard]] int priority(std::size_t step, std::size_t l) const noexcept { return static_cast<int>(step * L_ + l); }
@@ -855,7 +994,7 @@ class offload_run final : public offload_run_steps {
   }
 
   struct op {
-    expert_id e;
+    std::uint32_t i;  // in the layer's order
     seconds ready;
   };
 
@@ -871,10 +1010,11 @@ class offload_run final : public offload_run_steps {
   resource_id gpu_, in_, out_;
   std::optional<timed_expert_cache<link_cost, Policy>> cache_;
   const prediction_tape* tape_;
+  const pass_price_tape<Gpu>& prices_;
   seconds now_ = 0.0, prev_end_ = 0.0;
-  std::vector<std::uint64_t> contexts_;
   std::vector<std::uint32_t> loads_;
   std::vector<expert_id> order_;
+  std::vector<seconds> compute_;
   std::vector<op> ops_;
   std::vector<float> scores_;
   /// The last prediction of each layer (hints before its next accesses).
@@ -888,21 +1028,20 @@ class offload_run final : public offload_run_steps {
 /// `any_eviction_policy`.
 template <DeviceCost Gpu>
 requires DenseComputeCost<Gpu>
-[[nodiscard]] std::unique_ptr<offload_run_steps> make_offload_run(const Gpu& gpu, const model_shape& shape,
-                                                                  const offload_system_config& sys,
-                                                                  const offload_replay_config& cfg,
-                                                                  std::uint64_t cache_experts, const decode_streams& d,
-                                                                  const std::vector<recorded_prefill>& prefills,
-                                                                  const trace_info& info, const prediction_tape* tape) {
+[[nodiscard]] std::unique_ptr<offload_run_steps> make_offload_run(
+    const Gpu& gpu, const model_shape& shape, const offload_system_config& sys, const offload_replay_config& cfg,
+    std::uint64_t cache_experts, const decode_streams& d, const std::vector<recorded_prefill>& prefills,
+    const trace_info& info, const prediction_tape* tape, const pass_price_tape<Gpu>& prices) {
   if (std::holds_alternative<sticky_lru_config>(sys.policy)) {
     return std::make_unique<offload_run<Gpu, sticky_lru_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info,
-                                                                 tape);
+                                                                 tape, prices);
   }
   if (std::holds_alternative<lru_config>(sys.policy)) {
-    return std::make_unique<offload_run<Gpu, lru_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info, tape);
+    return std::make_unique<offload_run<Gpu, lru_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info, tape,
+                                                          prices);
   }
   return std::make_unique<offload_run<Gpu, any_eviction_policy>>(gpu, shape, sys, cfg, cache_experts, d, prefills, info,
-                                                                 tape);
+                                                                 tape, prices);
 }
 
 }  // namespace detail
@@ -970,6 +1109,7 @@ requires DenseComputeCost<Gpu>
   std::vector<std::unique_ptr<offload_run_steps>> runs;
   std::vector<offload_system_result*> outs;
   std::vector<std::unique_ptr<prediction_tape>> tapes;
+  pass_price_tape<Gpu> prices(gpu, shape, cfg.pass, d, 64);
   runs.reserve(systems);
   outs.reserve(systems);
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -1000,20 +1140,24 @@ requires DenseComputeCost<Gpu>
               tapes.emplace_back(std::make_unique<prediction_tape>(sc.prefetch, info, d, prefills, cfg.prefills)).get();
         }
       }
-      runs.push_back(make_offload_run(gpu, shape, out.config, cfg, points[i].cache_experts, d, prefills, info, tape));
+      runs.push_back(
+          make_offload_run(gpu, shape, out.config, cfg, points[i].cache_experts, d, prefills, info, tape, prices));
       outs.push_back(&out);
     }
   }
-  // Lockstep by windows of steps: each step's predictions once, then every system's passes
-  // of the window's steps, each on its own timeline and cache (a system's state stays in
-  // the processor's caches for the window).
+  // Lockstep by windows of steps: each step's predictions and prices once, then every
+  // system's passes of the window's steps, each on its own timeline and cache (a system's
+  // state stays in the processor's caches for the window).
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
-  std::size_t window = 64;
+  std::size_t window = prices.window();
   for (const auto& t : tapes) window = std::min(window, t->window());
   for (std::size_t first = 0; first < d.num_steps(); first += window) {
     const std::size_t last = std::min(d.num_steps(), first + window);
     for (auto& t : tapes) {
       for (std::size_t s = first; s < last; ++s) t->record(s);
+    }
+    if (!runs.empty()) {
+      for (std::size_t s = first; s < last; ++s) prices.record(s);
     }
     for (std::size_t r = 0; r < runs.size(); ++r) {
       for (std::size_t s = first; s < last; ++s) runs[r]->step(s, *outs[r]);

@@ -3,7 +3,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <vector>
+
 #include "../../cache/count_allocations.hpp"
 
 using namespace moepolicy;
@@ -89,4 +93,64 @@ TEST_CASE("observing and predicting allocate nothing after construction") {
   }
   p.begin_request();
   CHECK(counter.count() == 0);
+}
+
+TEST_CASE("scores equal the formula over the held tokens on random traffic, with equal and decaying weights") {
+  // The predictor keeps counts and a score per count when every weight is 1, and walks the
+  // history otherwise; both must give exactly 1 − (1 − min(1, Σ w_j [e selected] / Σ w_j))^n
+  // summed newest first, here recomputed from a plain list of every token observed.
+  constexpr std::uint32_t L = 3, E = 6, k = 2;
+  for (const double decay : {1.0, 0.75}) {
+    for (const std::uint32_t m : {1u, 4u, 9u}) {
+      CAPTURE(decay);
+      CAPTURE(m);
+      const std::uint32_t n = 3;
+      short_horizon_predictor p({.num_layers = L, .num_experts = E, .top_k = k, .history = m, .horizon = n,
+                                 .recency_decay = decay});
+      std::vector<std::vector<std::vector<expert_id>>> seen(L);  // per layer, tokens oldest first
+      std::uint64_t state = 12345 + m;
+      const auto next = [&](std::uint64_t bound) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return (state >> 33) % bound;
+      };
+      std::vector<float> out(E), want(E);
+      std::size_t full = 0;
+      for (int i = 0; i < 400; ++i) {
+        if (next(60) == 0) {
+          p.begin_request();
+          for (auto& s : seen) s.clear();
+        }
+        const auto l = static_cast<layer_id>(next(L));
+        const std::size_t tokens = 1 + next(3);
+        rows r;
+        for (std::size_t t = 0; t < tokens; ++t) {
+          const auto a = static_cast<expert_id>(next(E));
+          auto b = static_cast<expert_id>(next(E - 1));
+          if (b >= a) ++b;
+          r.ids.push_back(a);
+          r.ids.push_back(b);
+          seen[l].push_back({a, b});
+        }
+        p.observe(r.view(l, k));
+        const auto q = static_cast<layer_id>(next(L));
+        const bool any = p.predict(q, out);
+        REQUIRE(any == !seen[q].empty());
+        if (!any) continue;
+        std::vector<double> share(E, 0.0);
+        double total = 0.0, w = 1.0;
+        const std::size_t held = std::min<std::size_t>(m, seen[q].size());
+        if (held == m) ++full;
+        for (std::size_t j = 0; j < held; ++j, w *= decay) {
+          total += w;
+          for (const expert_id e : seen[q][seen[q].size() - 1 - j]) share[e] += w;
+        }
+        for (std::size_t e = 0; e < E; ++e) {
+          const double x = std::min(1.0, share[e] / total);
+          want[e] = static_cast<float>(1.0 - std::pow(1.0 - x, static_cast<double>(n)));
+        }
+        CHECK(out == want);
+      }
+      CHECK(full > 100);  // the full-history path ran
+    }
+  }
 }
