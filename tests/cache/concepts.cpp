@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace {
 
@@ -136,4 +137,113 @@ TEST_CASE("the slot divider divides exactly: every dividend near the multiples, 
   const detail::slot_divider big(65536);
   CHECK(big.divide(0xFFFFFFFFu) == 0xFFFFu);
   CHECK(wrong == 0);
+}
+
+namespace {
+
+/// The order `partitioned_heap` keeps, by brute force: each pool's members with their
+/// ranks, the lowest found by a scan over (primary, secondary, slot).
+struct heap_model {
+  cache_shape shape;
+  std::vector<std::optional<detail::heap_rank>> rank;  // per slot, while a member
+  [[nodiscard]] std::optional<std::size_t> top(std::size_t part) const {
+    std::optional<std::size_t> best;
+    for (std::size_t f = 0; f < rank.size(); ++f) {
+      if (!rank[f] || shape.partition_of(shape.key(f)) != part) continue;
+      const detail::heap_rank& r = *rank[f];
+      if (!best) {
+        best = f;
+        continue;
+      }
+      const detail::heap_rank& b = *rank[*best];
+      if (r.primary < b.primary || (r.primary == b.primary && r.secondary < b.secondary)) best = f;
+    }
+    return best;
+  }
+  [[nodiscard]] std::size_t size(std::size_t part) const {
+    std::size_t n = 0;
+    for (std::size_t f = 0; f < rank.size(); ++f) {
+      if (rank[f] && shape.partition_of(shape.key(f)) == part) ++n;
+    }
+    return n;
+  }
+};
+
+/// Random events on a heap and on the model, with ranks drawn from a few values so that
+/// ties on primary and on secondary are frequent; returns the events whose top, size,
+/// membership or stored rank disagreed.
+std::size_t heap_disagreements(const cache_shape& shape, std::uint64_t seed, std::size_t events) {
+  detail::partitioned_heap heap(shape);
+  heap_model model{shape, std::vector<std::optional<detail::heap_rank>>(shape.slots())};
+  std::uint64_t x = seed;
+  const auto next = [&x](std::uint64_t n) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (x >> 33) % n;
+  };
+  const auto draw = [&] { return detail::heap_rank{static_cast<double>(next(5)) * 0.5, next(4)}; };
+  std::size_t wrong = 0;
+  for (std::size_t ev = 0; ev < events; ++ev) {
+    const std::size_t f = next(shape.slots());
+    const std::uint64_t op = next(20);
+    if (!heap.contains(f)) {
+      if (op < 16) {
+        const detail::heap_rank r = draw();
+        heap.push(f, r);
+        model.rank[f] = r;
+      }
+    } else if (op < 9) {
+      const detail::heap_rank r = draw();
+      heap.update(f, r);
+      model.rank[f] = r;
+    } else if (op < 17) {
+      heap.erase(f);
+      model.rank[f].reset();
+    } else {
+      // A bulk change: members leave and join unordered, every member of the pool is
+      // ranked afresh, and the pool is rebuilt.
+      const std::size_t part = shape.partition_of(shape.key(f));
+      heap.erase_unordered(f);
+      model.rank[f].reset();
+      for (std::size_t g = 0; g < shape.slots(); ++g) {
+        if (shape.partition_of(shape.key(g)) == part && !heap.contains(g) && next(3) == 0) {
+          heap.push_unordered(g);
+          model.rank[g] = detail::heap_rank{};
+        }
+      }
+      for (const std::uint32_t g : heap.members(part)) {
+        const detail::heap_rank r = draw();
+        heap.set_rank_unordered(g, r);
+        model.rank[g] = r;
+      }
+      heap.rebuild(part);
+    }
+    bool same = true;
+    for (std::size_t p = 0; p < shape.partitions(); ++p) {
+      same = same && heap.top(p) == model.top(p) && heap.size(p) == model.size(p) &&
+             heap.members(p).size() == heap.size(p);
+      for (const std::uint32_t g : heap.members(p)) {
+        same = same && model.rank[g] && heap.rank(g).primary == model.rank[g]->primary &&
+               heap.rank(g).secondary == model.rank[g]->secondary;
+      }
+    }
+    for (std::size_t g = 0; g < shape.slots(); ++g) same = same && heap.contains(g) == model.rank[g].has_value();
+    if (!same) ++wrong;
+  }
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("partitioned_heap: the top of every pool is the lowest (primary, secondary, slot) on random traffic") {
+  // Pools of one layer and one pool over all layers; ranks tie often, so the slot decides.
+  for (const cache_shape shape :
+       {cache_shape{6, 8, capacity_scope::per_layer}, cache_shape{6, 8, capacity_scope::shared},
+        cache_shape{2, 64, capacity_scope::shared}}) {
+    for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+      CAPTURE(shape.partitions());
+      CAPTURE(shape.num_experts);
+      CAPTURE(seed);
+      CHECK(heap_disagreements(shape, seed, 4000) == 0);
+    }
+  }
 }

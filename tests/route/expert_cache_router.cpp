@@ -194,6 +194,37 @@ TEST_CASE("α = 0 keeps every routing; without full scores nothing can be substi
   CHECK(f.r.unscored == 3);
 }
 
+TEST_CASE("without scores the batch passes unchanged with the totals of a zero-scored batch") {
+  // Gate weights only: every token keeps its routing and the totals count its mass, the
+  // same as routing the batch with scores that are the gate weights and 0 elsewhere.
+  batch b{6, 2};
+  const std::vector<std::vector<expert_id>> rows = {{0, 3}, {5, 1}, {3, 2}, {4, 0}, {1, 5}};
+  const std::vector<std::vector<float>> gates = {
+      {0.7f, 0.3f}, {0.55f, 0.45f}, {0.9f, 0.1f}, {0.6f, 0.4f}, {0.5f, 0.5f}};
+  for (std::size_t t = 0; t < rows.size(); ++t) {
+    std::vector<float> s(6, 0.0f);
+    for (std::size_t j = 0; j < 2; ++j) s[rows[t][j]] = gates[t][j];
+    b.token(rows[t], s);
+  }
+  expert_cache_router router({.num_experts = 6, .top_k = 2, .alpha = 0.4});
+  const routed w = route(router, b, {1, 3}, false);
+  const routed z = route(router, b, {1, 3}, true);
+  CHECK(w.ids == b.ids);
+  CHECK(w.weights == b.weights);
+  CHECK(w.ids == z.ids);
+  CHECK(w.weights == z.weights);
+  CHECK(!w.r.full_scores);
+  CHECK(w.r.tokens == 5);
+  CHECK(w.r.selections == 10);
+  CHECK(w.r.unscored == z.r.unscored);
+  CHECK(w.r.unscored == 10);
+  CHECK(w.r.top_score + w.r.low_score + w.r.substituted + w.r.unreplaced + w.r.low_kept_resident == 0);
+  CHECK(w.r.original_mass == z.r.original_mass);
+  CHECK(w.r.routed_mass == z.r.routed_mass);
+  CHECK(w.r.kept_mass == z.r.kept_mass);
+  CHECK(w.r.original_mass == doctest::Approx(5.0));
+}
+
 TEST_CASE("the output may overwrite the input") {
   batch b{8, 3};
   b.token({0, 1, 2}, {0.30f, 0.20f, 0.12f, 0.11f, 0.085f, 0.09f, 0.05f, 0.045f});

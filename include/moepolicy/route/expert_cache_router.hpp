@@ -158,6 +158,23 @@ class expert_cache_router {
     r.selections = ids.size();
     r.full_scores = !scores.empty();
 
+    // Without scores every unselected expert scores 0, so every token's β is 0 and it keeps
+    // its routing (see the header): the passes below would copy the batch and count its
+    // mass, which this does directly, adding in the same order.
+    if (scores.empty()) {
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        MOEPOLICY_ASSERT(ids[i] < E);
+        const double w = static_cast<double>(weights[i]);
+        out_ids[i] = ids[i];
+        out_weights[i] = weights[i];
+        r.original_mass += w;
+        r.routed_mass += w;
+        r.kept_mass += w;
+      }
+      r.unscored = ids.size();
+      return r;
+    }
+
     // Pass 1 (Alg. 1 lines 2–9): the top-score set C over the whole batch, and how many
     // tokens select each expert (for §5.4).
     std::fill(in_c_.begin(), in_c_.end(), std::uint8_t{0});

@@ -115,6 +115,9 @@ struct heap_rank {
 };
 
 /// One binary min-heap per pool over the slots it holds, indexed by slot.
+///
+/// Each member's rank is kept beside it in heap order (`key_` parallel to `heap_`), so that a
+/// sift compares ranks read from consecutive entries instead of looking each one up by slot.
 class partitioned_heap {
  public:
   partitioned_heap() = default;
@@ -122,13 +125,17 @@ class partitioned_heap {
       : shape_(s),
         layer_of_(s.num_experts),
         heap_(s.slots(), no_slot),
+        key_(s.slots()),
         pos_(s.slots(), no_slot),
-        rank_(s.slots()),
         size_(s.partitions(), 0) {}
 
   [[nodiscard]] bool contains(std::size_t f) const noexcept { return pos_[f] != no_slot; }
   [[nodiscard]] std::size_t size(std::size_t part) const noexcept { return size_[part]; }
-  [[nodiscard]] const heap_rank& rank(std::size_t f) const noexcept { return rank_[f]; }
+  /// The rank of member `f`. Precondition: `contains(f)`.
+  [[nodiscard]] const heap_rank& rank(std::size_t f) const noexcept {
+    MOEPOLICY_ASSERT(contains(f));
+    return key_[base(part_of(f)) + pos_[f]];
+  }
 
   /// The slots of pool `part`, in heap order.
   [[nodiscard]] std::span<const std::uint32_t> members(std::size_t part) const noexcept {
@@ -138,114 +145,132 @@ class partitioned_heap {
   void push(std::size_t f, heap_rank r) noexcept {
     MOEPOLICY_ASSERT(!contains(f));
     const std::size_t p = part_of(f);
-    rank_[f] = r;
-    const std::size_t i = size_[p]++;
-    place(p, i, f);
-    sift_up(p, i);
+    sift_up(base(p), size_[p]++, static_cast<std::uint32_t>(f), r);
   }
   void update(std::size_t f, heap_rank r) noexcept {
     MOEPOLICY_ASSERT(contains(f));
-    rank_[f] = r;
     const std::size_t p = part_of(f);
+    const std::size_t b = base(p);
     const std::size_t i = pos_[f];
-    sift_up(p, i);
-    sift_down(p, pos_[f]);
+    // The rank moves one way: only that way can the order break.
+    if (before(r, f, key_[b + i], f)) {
+      sift_up(b, i, static_cast<std::uint32_t>(f), r);
+    } else {
+      sift_down(b, size_[p], i, static_cast<std::uint32_t>(f), r);
+    }
   }
   void erase(std::size_t f) noexcept {
     MOEPOLICY_ASSERT(contains(f));
     const std::size_t p = part_of(f);
+    const std::size_t b = base(p);
     const std::size_t i = pos_[f];
     const std::size_t last = --size_[p];
     pos_[f] = no_slot;
     if (i != last) {
-      const std::size_t moved = heap_[base(p) + last];
-      place(p, i, moved);
-      sift_up(p, i);
-      sift_down(p, pos_[moved]);
+      const std::uint32_t moved = heap_[b + last];
+      const heap_rank r = key_[b + last];
+      // The last member takes the hole at i: it moves up or down from there, not both.
+      if (i > 0 && before(r, moved, key_[b + (i - 1) / 2], heap_[b + (i - 1) / 2])) {
+        sift_up(b, i, moved, r);
+      } else {
+        sift_down(b, last, i, moved, r);
+      }
     }
-    heap_[base(p) + last] = no_slot;
+    heap_[b + last] = no_slot;
   }
   /// The lowest-ranked slot of pool `part`, or nothing when the pool is empty.
   [[nodiscard]] std::optional<std::size_t> top(std::size_t part) const noexcept {
     if (size_[part] == 0) return std::nullopt;
     return heap_[base(part)];
   }
-  /// Restores the heap order after ranks changed outside `update` (e.g. a rescale).
-  void set_rank_unordered(std::size_t f, heap_rank r) noexcept { rank_[f] = r; }
+  /// Sets the rank of member `f` without restoring the heap order (`rebuild` must follow
+  /// before `top`, e.g. after a rescale). Precondition: `contains(f)`.
+  void set_rank_unordered(std::size_t f, heap_rank r) noexcept {
+    MOEPOLICY_ASSERT(contains(f));
+    key_[base(part_of(f)) + pos_[f]] = r;
+  }
   void rebuild() noexcept {
     for (std::size_t p = 0; p < size_.size(); ++p) rebuild(p);
   }
   /// Restores the heap order of pool `part` (Floyd's heap construction, O(n)).
   void rebuild(std::size_t part) noexcept {
-    for (std::size_t i = size_[part] / 2; i-- > 0;) sift_down(part, i);
+    const std::size_t b = base(part);
+    for (std::size_t i = size_[part] / 2; i-- > 0;) sift_down(b, size_[part], i, heap_[b + i], key_[b + i]);
   }
-  /// Adds `f` without restoring the heap order (`rebuild` of its pool must follow before
-  /// `top`). O(1).
+  /// Adds `f` without restoring the heap order or giving it a rank (`set_rank_unordered`
+  /// and `rebuild` of its pool must follow before `top`). O(1).
   void push_unordered(std::size_t f) noexcept {
     MOEPOLICY_ASSERT(!contains(f));
     const std::size_t p = part_of(f);
-    place(p, size_[p]++, f);
+    const std::size_t b = base(p);
+    const std::size_t i = size_[p]++;
+    heap_[b + i] = static_cast<std::uint32_t>(f);
+    key_[b + i] = heap_rank{};
+    pos_[f] = static_cast<std::uint32_t>(i);
   }
   /// Removes `f` without restoring the heap order (as `push_unordered`). O(1).
   void erase_unordered(std::size_t f) noexcept {
     MOEPOLICY_ASSERT(contains(f));
     const std::size_t p = part_of(f);
+    const std::size_t b = base(p);
     const std::size_t i = pos_[f];
     const std::size_t last = --size_[p];
     pos_[f] = no_slot;
-    if (i != last) place(p, i, heap_[base(p) + last]);
-    heap_[base(p) + last] = no_slot;
+    if (i != last) place(b, i, heap_[b + last], key_[b + last]);
+    heap_[b + last] = no_slot;
   }
 
-  /// Whether slot `a` is evicted before slot `b`.
-  [[nodiscard]] bool before(std::size_t a, std::size_t b) const noexcept {
-    const heap_rank& x = rank_[a];
-    const heap_rank& y = rank_[b];
+  /// Whether member `a` is evicted before member `b`.
+  [[nodiscard]] bool before(std::size_t a, std::size_t b) const noexcept { return before(rank(a), a, rank(b), b); }
+
+ private:
+  /// Whether rank `x` of slot `a` comes before rank `y` of slot `b`: `primary`, then
+  /// `secondary`, then the slot.
+  [[nodiscard]] static bool before(const heap_rank& x, std::size_t a, const heap_rank& y, std::size_t b) noexcept {
     if (x.primary != y.primary) return x.primary < y.primary;
     if (x.secondary != y.secondary) return x.secondary < y.secondary;
     return a < b;
   }
-
- private:
   [[nodiscard]] std::size_t part_of(std::size_t f) const noexcept {
     return shape_.scope == capacity_scope::per_layer ? layer_of_.divide(f) : 0;
   }
   [[nodiscard]] std::size_t base(std::size_t part) const noexcept { return part * shape_.partition_slots(); }
-  void place(std::size_t p, std::size_t i, std::size_t f) noexcept {
-    heap_[base(p) + i] = static_cast<std::uint32_t>(f);
+  void place(std::size_t b, std::size_t i, std::uint32_t f, const heap_rank& r) noexcept {
+    heap_[b + i] = f;
+    key_[b + i] = r;
     pos_[f] = static_cast<std::uint32_t>(i);
   }
-  void sift_up(std::size_t p, std::size_t i) noexcept {
-    const std::size_t f = heap_[base(p) + i];
+  /// Moves `f` of rank `r` from position `i` (a hole) towards the root of the pool whose
+  /// entries start at `b`.
+  void sift_up(std::size_t b, std::size_t i, std::uint32_t f, heap_rank r) noexcept {
     while (i > 0) {
       const std::size_t parent = (i - 1) / 2;
-      const std::size_t g = heap_[base(p) + parent];
-      if (!before(f, g)) break;
-      place(p, i, g);
+      if (!before(r, f, key_[b + parent], heap_[b + parent])) break;
+      place(b, i, heap_[b + parent], key_[b + parent]);
       i = parent;
     }
-    place(p, i, f);
+    place(b, i, f, r);
   }
-  void sift_down(std::size_t p, std::size_t i) noexcept {
-    const std::size_t n = size_[p];
-    const std::size_t f = heap_[base(p) + i];
+  /// Moves `f` of rank `r` from position `i` (a hole) towards the leaves of the pool of `n`
+  /// members whose entries start at `b`.
+  void sift_down(std::size_t b, std::size_t n, std::size_t i, std::uint32_t f, heap_rank r) noexcept {
     for (;;) {
       std::size_t child = 2 * i + 1;
       if (child >= n) break;
-      if (child + 1 < n && before(heap_[base(p) + child + 1], heap_[base(p) + child])) ++child;
-      const std::size_t g = heap_[base(p) + child];
-      if (!before(g, f)) break;
-      place(p, i, g);
+      if (child + 1 < n && before(key_[b + child + 1], heap_[b + child + 1], key_[b + child], heap_[b + child]))
+        ++child;
+      if (!before(key_[b + child], heap_[b + child], r, f)) break;
+      place(b, i, heap_[b + child], key_[b + child]);
       i = child;
     }
-    place(p, i, f);
+    place(b, i, f, r);
   }
 
   cache_shape shape_;
-  slot_divider layer_of_;  // slot → layer (its pool when pools are per layer)
-  std::vector<std::uint32_t> heap_;
-  std::vector<std::uint32_t> pos_;
-  std::vector<heap_rank> rank_;
+  slot_divider layer_of_;            // slot → layer (its pool when pools are per layer)
+  std::vector<std::uint32_t> heap_;  // per pool, its members in heap order
+  std::vector<heap_rank> key_;       // the rank of each entry of `heap_`
+  std::vector<std::uint32_t> pos_;   // slot → its position in its pool's heap, or `no_slot`
   std::vector<std::size_t> size_;
 };
 
