@@ -107,6 +107,50 @@ void BM_timeline_settle(benchmark::State& state) {
 }
 BENCHMARK(BM_timeline_settle);
 
+// Background streaming, per chunk: a demand operation on a link, then a 32 MiB job (32
+// chunks of 1 MiB, the Edge-MoE grain) queued behind it and settled in full, as an expert
+// load of the Edge-MoE and CXL-MoE replays is. Arg: `timeline_config::fast_paths` (0: every
+// chunk searches the link's idle gaps, the reference the fast path is tested against).
+void BM_timeline_stream(benchmark::State& state) {
+  timeline tl({.fast_paths = state.range(0) != 0});
+  tl.add_resource("gpu", resource_kind::processor);
+  const resource_id link = tl.add_resource("link", resource_kind::link);
+  constexpr bytes payload = bytes{32} << 20;
+  const std::array<hop, 1> job{{{link, 1e-3, payload}}};
+  for (auto _ : state) {
+    if (tl.horizon() > 1e6) {
+      state.PauseTiming();
+      tl.reset();
+      state.ResumeTiming();
+    }
+    // The demand operation starts after an idle gap: the gap list is not empty.
+    tl.run(tl.settled_until() + 1e-5, link, 1e-4, cost_kind::demand_fetch);
+    tl.enqueue(tl.settled_until(), job, payload, cost_kind::prefetch, 0);
+    tl.settle(tl.horizon() + 2e-3);
+    tl.clear_landed();
+  }
+  state.SetItemsProcessed(state.iterations() * 32);
+  state.SetLabel(state.range(0) != 0 ? "fast paths: one 1 MiB chunk streamed behind a link's last operation"
+                                     : "plain search: one 1 MiB chunk streamed behind a link's last operation");
+}
+BENCHMARK(BM_timeline_stream)->Arg(0)->Arg(1);
+
+// Floor of the streaming: each chunk's cumulative share of the payload, the one division a
+// chunk needs, read from the same job.
+void BM_timeline_stream_floor(benchmark::State& state) {
+  constexpr bytes payload = bytes{32} << 20;
+  const std::array<hop, 1> job{{{1, 1e-3, payload}}};
+  for (auto _ : state) {
+    double sum = 0.0;
+    for (bytes done = bytes{1} << 20; done <= payload; done += bytes{1} << 20)
+      sum += job[0].duration * (static_cast<double>(done) / static_cast<double>(payload));
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetItemsProcessed(state.iterations() * 32);
+  state.SetLabel("floor: each chunk's share of the job, per chunk");
+}
+BENCHMARK(BM_timeline_stream_floor);
+
 // The whole Context-Aware GPU-NDP replay on the bundled Granite trace (11 measured requests,
 // 176 decoded tokens, 24 layers), per decoded token, for one system.
 void BM_gpu_ndp_replay(benchmark::State& state) {

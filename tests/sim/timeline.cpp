@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "../cache/count_allocations.hpp"
+#include "same_ledger.hpp"
 
 using namespace moepolicy;
 
@@ -499,5 +502,122 @@ TEST_CASE("the started jobs are recalled in the order they started, with their t
   REQUIRE(m.tl.started_jobs() == 3 + n);
   for (std::uint64_t i = 3 + n - timeline::started_history; i < 3 + n; ++i) {
     CHECK(m.tl.started_job(i).second == 100 + i - 3);
+  }
+}
+
+namespace {
+
+/// The same holds in the same order, as the same doubles.
+void check_same_log(const std::vector<occupation>& a, const std::vector<occupation>& b) {
+  const auto same = [](const occupation& x, const occupation& y) {
+    return x.resource == y.resource && x.start == y.start && x.end == y.end && x.why == y.why && x.moved == y.moved &&
+           x.background == y.background;
+  };
+  CHECK(a.size() == b.size());
+  CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end(), same));
+}
+
+/// The same receipts in the same order.
+void check_same_receipts(std::span<const transfer_receipt> a, std::span<const transfer_receipt> b) {
+  const auto same = [](const transfer_receipt& x, const transfer_receipt& y) {
+    return x.start() == y.start() && x.landed() == y.landed() && x.size() == y.size() && x.why() == y.why() &&
+           x.tag() == y.tag() && x.serial() == y.serial() && x.crossed_link() == y.crossed_link();
+  };
+  CHECK(a.size() == b.size());
+  CHECK(std::equal(a.begin(), a.end(), b.begin(), b.end(), same));
+}
+
+}  // namespace
+
+TEST_CASE("the fast paths place every chunk, charge every hop and land every job as the plain search does") {
+  // Random mixes of demand operations (some leaving idle gaps, some backfilled into them),
+  // background jobs of one and two hops at mixed priorities (payloads of many chunks, some
+  // chunk durations of zero or below the rounding of the clock), cancels and settles, run
+  // on a timeline with the fast paths and on one without: the same doubles everywhere.
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::uniform_int_distribution<int> pick(0, 9), pri(0, 3), payload(1, 60);
+    const auto duration = [&] {
+      const double u = unit(rng);
+      if (u < 0.05) return 0.0;
+      if (u < 0.10) return 1e-18 * unit(rng);
+      return 3.0 * unit(rng);
+    };
+    const timeline_config base{.chunk_bytes = static_cast<bytes>(1 + seed % 5), .reserved_gaps = 4};
+    timeline_config plain = base;
+    plain.fast_paths = false;
+    machine fast(base), slow(plain);
+    std::vector<occupation> fast_log, slow_log;
+    fast.tl.record_into(&fast_log);
+    slow.tl.record_into(&slow_log);
+    std::vector<timeline::job_id> ids;
+    double t = 0.0;
+    for (int round = 0; round < 300; ++round) {
+      const auto r = static_cast<resource_id>(pick(rng) % 4);
+      const double ready = t + 2.0 * unit(rng);
+      switch (pick(rng)) {
+        case 0:
+        case 1: {
+          const double d = duration();
+          CHECK(fast.tl.run(ready, r, d, cost_kind::expert).end == slow.tl.run(ready, r, d, cost_kind::expert).end);
+          break;
+        }
+        case 2: {
+          const std::array<hop, 2> hops{{{fast.pcie, duration(), 3}, {fast.dimm, duration(), 0}}};
+          CHECK(fast.tl.backfill(ready, hops, cost_kind::demand_fetch).start ==
+                slow.tl.backfill(ready, hops, cost_kind::demand_fetch).start);
+          break;
+        }
+        case 3:
+        case 4:
+        case 5:
+        case 6: {
+          const auto p = static_cast<bytes>(payload(rng));
+          const std::array<hop, 1> hops{{{r, duration(), p}}};
+          const int q = pri(rng);
+          const auto id = fast.tl.enqueue(ready, hops, p, cost_kind::prefetch, q, ids.size());
+          CHECK(slow.tl.enqueue(ready, hops, p, cost_kind::prefetch, q, ids.size()) == id);
+          ids.push_back(id);
+          break;
+        }
+        case 7: {
+          const auto p = static_cast<bytes>(payload(rng));
+          const std::array<hop, 2> hops{{{fast.pcie, duration(), p}, {fast.dimm, duration(), 0}}};
+          const int q = pri(rng);
+          const auto id = fast.tl.enqueue(ready, hops, p, cost_kind::migration, q, ids.size());
+          CHECK(slow.tl.enqueue(ready, hops, p, cost_kind::migration, q, ids.size()) == id);
+          ids.push_back(id);
+          break;
+        }
+        case 8: {
+          if (ids.empty()) break;
+          const auto id = ids[static_cast<std::size_t>(pick(rng)) * ids.size() / 10];
+          CHECK(fast.tl.cancel(id) == slow.tl.cancel(id));
+          break;
+        }
+        default: {
+          t += 4.0 * unit(rng);
+          fast.tl.settle(t);
+          slow.tl.settle(t);
+          CHECK(fast.tl.pending_jobs() == slow.tl.pending_jobs());
+          check_same_receipts(fast.tl.landed(), slow.tl.landed());
+          fast.tl.clear_landed();
+          slow.tl.clear_landed();
+          for (const auto id : ids) {
+            CHECK(fast.tl.pending(id) == slow.tl.pending(id));
+            CHECK(fast.tl.placed_bytes(id) == slow.tl.placed_bytes(id));
+          }
+        }
+      }
+    }
+    fast.tl.drain();
+    slow.tl.drain();
+    check_same_receipts(fast.tl.landed(), slow.tl.landed());
+    test::check_same_ledger(fast.tl.accounts(), slow.tl.accounts());
+    CHECK(fast.tl.horizon() == slow.tl.horizon());
+    check_same_log(fast_log, slow_log);
+    CHECK(fast.tl.started_jobs() == slow.tl.started_jobs());
   }
 }

@@ -62,7 +62,8 @@
 //
 // Cost. Adding resources and the first jobs allocates; demand operations allocate nothing
 // (a resource's gap list grows only past its reserved capacity, `timeline_config`);
-// `settle` is O(jobs · chunks · hops · gaps) in the worst case.
+// `settle` is O(jobs · chunks · hops · gaps) in the worst case, and O(1) per chunk of a job
+// of one hop that streams behind its resource's last operation.
 #pragma once
 
 #include <algorithm>
@@ -353,6 +354,12 @@ struct timeline_config {
   /// so that enqueueing up to that many pending jobs allocates nothing.
   std::size_t reserved_jobs = 0;
   std::size_t reserved_hops = 0;
+  /// Whether a background chunk of one hop that cannot end before its resource's last idle
+  /// gap ends (a job that streams behind the resource's last operation) is placed without
+  /// searching the gaps. The placements, ledger, log and receipts are the same bit for bit
+  /// either way; false runs the plain search for every chunk, the reference the fast path is
+  /// tested against.
+  bool fast_paths = true;
 };
 
 /// Resources, demand operations, background transfers and the ledger (see the header).
@@ -939,34 +946,63 @@ class timeline {
     }
   }
 
+  /// The next chunk of a job of one hop: its bytes, whether it is the job's last, its
+  /// cumulative share of the payload and its duration before clamping at 0 (the remainder
+  /// exactly on the last chunk).
+  struct one_hop_chunk {
+    bytes size = 0;
+    bool last = false;
+    double share = 0.0;
+    seconds raw = 0.0;
+  };
+  [[nodiscard]] one_hop_chunk next_one_hop_chunk(const job& j) const noexcept {
+    one_hop_chunk c;
+    c.size = std::min<bytes>(config_.chunk_bytes, j.payload - j.done_bytes);
+    c.last = j.done_bytes + c.size == j.payload;
+    c.share = static_cast<double>(j.done_bytes + c.size) / static_cast<double>(j.payload);
+    c.raw = c.last ? j.hops[0].duration - j.done_seconds[0] : j.hops[0].duration * c.share - j.done_seconds[0];
+    return c;
+  }
+
   /// `place_chunks` for a job of one hop (a prefetch over one link), with the same
-  /// arithmetic in the same order, without assembling the chunk's hops.
+  /// arithmetic in the same order, without assembling the chunk's hops. Each chunk's figures
+  /// are computed once (`next_one_hop_chunk`, which also keeps `next_[id]`), and a chunk
+  /// that cannot end before the resource's last idle gap ends (the common case: the job
+  /// streams behind the resource's last operation) is placed without searching the gaps.
   void place_chunks_one_hop(job_id id, seconds until) {
     job& j = jobs_[id];
     const hop& whole = j.hops[0];
     const resource_id r = whole.resource;
+    state& st = state_[r];
     const cost_kind as = whole.charge_as.value_or(j.why);
     const bool bounded = until < std::numeric_limits<seconds>::infinity();
     const seconds limit = bounded ? window_[r] + 1e-12 * until : 0.0;
-    while (j.active && j.done_bytes < j.payload) {
-      const bytes size = std::min<bytes>(config_.chunk_bytes, j.payload - j.done_bytes);
-      const bool last = j.done_bytes + size == j.payload;
-      const double share = static_cast<double>(j.done_bytes + size) / static_cast<double>(j.payload);
+    if (!j.active || j.done_bytes >= j.payload) return;
+    one_hop_chunk c = next_one_hop_chunk(j);
+    for (;;) {
       const seconds s0 = std::max({j.ready, j.last_start, settled_});
       if (s0 >= until) return;
-      const seconds raw = last ? whole.duration - j.done_seconds[0] : whole.duration * share - j.done_seconds[0];
+      const seconds raw = c.raw;
       if (bounded && raw > limit) return;
-      const bytes m = last
-                          ? whole.moved - j.done_moved[0]
-                          : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * share)) -
-                                std::min(j.done_moved[0], whole.moved);
+      const bytes m =
+          c.last ? whole.moved - j.done_moved[0]
+                 : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * c.share)) -
+                       std::min(j.done_moved[0], whole.moved);
       const seconds d = std::max(raw, 0.0);
       seconds s = s0;
       if (d > 0.0) {
-        for (;;) {
-          const seconds next = std::max(s, earliest_fit(r, s, d));
-          if (next == s) break;
-          s = next;
+        // A window of `d` from `s0` or later ends after every gap ends (the last gap ends
+        // last): every gap is rejected, and the search ends at `free_at` or `s0`, as
+        // `earliest_fit` finds.
+        const seconds last_gap_end = st.gaps.empty() ? -std::numeric_limits<seconds>::infinity() : st.gaps.back().end;
+        if (config_.fast_paths && s0 + d > last_gap_end) {
+          s = std::max(s0, std::max(st.free_at, s0));
+        } else {
+          for (;;) {
+            const seconds next = std::max(s, earliest_fit(r, s, d));
+            if (next == s) break;
+            s = next;
+          }
         }
       }
       const bool fits = (s < until || (s == until && !bounded)) && s + d <= until;
@@ -977,8 +1013,13 @@ class timeline {
       j.done_seconds[0] += d;
       j.done_moved[0] += m;
       const seconds end = std::max(s, s + d);
-      chunk_placed(id, j, size, s, end, last);
-      refresh_next(id);
+      chunk_placed(id, j, c.size, s, end, c.last);
+      if (!j.active || j.done_bytes >= j.payload) {
+        next_[id].one_hop = false;
+        return;
+      }
+      c = next_one_hop_chunk(j);
+      set_next(id, j, c);
     }
   }
 
@@ -988,14 +1029,17 @@ class timeline {
     next_chunk& c = next_[id];
     c.one_hop = j.hops.size() == 1 && j.active && j.done_bytes < j.payload;
     if (!c.one_hop) return;
-    const hop& whole = j.hops[0];
-    const bytes size = std::min<bytes>(config_.chunk_bytes, j.payload - j.done_bytes);
-    const bool last = j.done_bytes + size == j.payload;
-    const double share = static_cast<double>(j.done_bytes + size) / static_cast<double>(j.payload);
-    c.resource = whole.resource;
-    c.earliest = std::max(j.ready, j.last_start);
-    c.raw = last ? whole.duration - j.done_seconds[0] : whole.duration * share - j.done_seconds[0];
-    least_raw_[c.resource] = std::min(least_raw_[c.resource], c.raw);
+    set_next(id, j, next_one_hop_chunk(j));
+  }
+
+  /// `next_[id]` for job `id` (`j`, of one hop, pending) whose next chunk is `c`.
+  void set_next(job_id id, const job& j, const one_hop_chunk& c) noexcept {
+    next_chunk& n = next_[id];
+    n.one_hop = true;
+    n.resource = j.hops[0].resource;
+    n.earliest = std::max(j.ready, j.last_start);
+    n.raw = c.raw;
+    least_raw_[n.resource] = std::min(least_raw_[n.resource], n.raw);
   }
 
   timeline_config config_;
