@@ -564,14 +564,7 @@ routing_trace prefill_rows(const canonical_file& f) {
   f.for_each_batch(
       nothing, [&](const batch_view& v) { rows += v.ref.kind == phase::prefill ? v.tokens() : 0; }, nothing);
   trace_columns c;
-  c.request.reserve(rows);
-  c.step.reserve(rows);
-  c.position.reserve(rows);
-  c.layer.reserve(rows);
-  c.kind.reserve(rows);
-  c.experts.reserve(rows * k);
-  c.weights.reserve(rows * k);
-  c.scores.reserve(rows * e);
+  c.reserve(rows, k, e);
   f.for_each_batch(
       nothing,
       [&](const batch_view& v) {

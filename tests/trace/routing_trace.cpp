@@ -453,3 +453,42 @@ TEST_CASE("requests without rows are kept") {
   CHECK(t.requests()[1].num_rows == 1);
   CHECK(t.steps_of(t.requests()[1]).size() == 1);
 }
+
+TEST_CASE("trace_columns reserve and resize size every column by rows, k and e") {
+  trace_columns c;
+  c.reserve(5, 2, 8);
+  CHECK(c.request.capacity() >= 5);
+  CHECK(c.step.capacity() >= 5);
+  CHECK(c.position.capacity() >= 5);
+  CHECK(c.layer.capacity() >= 5);
+  CHECK(c.kind.capacity() >= 5);
+  CHECK(c.experts.capacity() >= 10);
+  CHECK(c.weights.capacity() >= 10);
+  CHECK(c.scores.capacity() >= 40);
+  CHECK(c.request.empty());
+  CHECK(c.experts.empty());
+
+  c.resize(3, 2, 0);
+  CHECK(c.request.size() == 3);
+  CHECK(c.step.size() == 3);
+  CHECK(c.position.size() == 3);
+  CHECK(c.layer.size() == 3);
+  CHECK(c.kind.size() == 3);
+  CHECK(c.experts.size() == 6);
+  CHECK(c.weights.size() == 6);
+  CHECK(c.scores.empty());
+  // Sized columns are a valid input of `from_sorted` once filled.
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    c.request[i] = 0;
+    c.step[i] = 0;
+    c.position[i] = 0;
+    c.layer[i] = static_cast<moepolicy::layer_id>(i);
+    c.kind[i] = phase::prefill;
+    c.experts[2 * i] = 0;
+    c.experts[2 * i + 1] = 1;
+    c.weights[2 * i] = 0.5f;
+    c.weights[2 * i + 1] = 0.5f;
+  }
+  const routing_trace t = routing_trace::from_sorted(small_info(), {"r"}, c);
+  CHECK(t.num_rows() == 3);
+}

@@ -749,14 +749,7 @@ class trace_text_spill {
     scratch& f = in_order_ ? rows_file_ : sorted_file_;
     buf_.resize(count * record_);
     f.read_at(first * record_, buf_.data(), buf_.size());
-    cols.request.resize(count);
-    cols.step.resize(count);
-    cols.position.resize(count);
-    cols.layer.resize(count);
-    cols.kind.resize(count);
-    cols.experts.resize(count * k_);
-    cols.weights.resize(count * k_);
-    cols.scores.resize(count * e_);
+    cols.resize(count, k_, e_);
     const char* p = buf_.data();
     for (std::uint64_t i = 0; i < count; ++i) {
       get(p, cols.request[i]);

@@ -381,18 +381,9 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
       });
       src.gathered(seen);
     }
-    const std::size_t ids = rows * info.top_k;
-    const std::size_t scores = info.has_scores ? rows * info.num_experts : 0;
     out.offsets_.reserve(step_start.size());
     out.tokens_.reserve(tokens);
-    cols.request.reserve(rows);
-    cols.step.reserve(rows);
-    cols.position.reserve(rows);
-    cols.layer.reserve(rows);
-    cols.kind.reserve(rows);
-    cols.experts.reserve(ids);
-    cols.weights.reserve(ids);
-    cols.scores.reserve(scores);
+    cols.reserve(rows, info.top_k, info.has_scores ? info.num_experts : 0);
   }
   out.offsets_.push_back(0);
   for (std::size_t s = 0; s + 1 < step_start.size(); ++s) {

@@ -220,6 +220,30 @@ struct trace_columns {
   std::vector<expert_id> experts;
   std::vector<float> weights;
   std::vector<float> scores;
+
+  /// Reserves room for `rows` rows of `k` experts and weights and `e` scores each (`e` = 0
+  /// for a trace without scores).
+  void reserve(std::size_t rows, std::size_t k, std::size_t e) {
+    request.reserve(rows);
+    step.reserve(rows);
+    position.reserve(rows);
+    layer.reserve(rows);
+    kind.reserve(rows);
+    experts.reserve(rows * k);
+    weights.reserve(rows * k);
+    scores.reserve(rows * e);
+  }
+  /// Sizes the columns to `rows` rows of `k` experts and weights and `e` scores each.
+  void resize(std::size_t rows, std::size_t k, std::size_t e) {
+    request.resize(rows);
+    step.resize(rows);
+    position.resize(rows);
+    layer.resize(rows);
+    kind.resize(rows);
+    experts.resize(rows * k);
+    weights.resize(rows * k);
+    scores.resize(rows * e);
+  }
 };
 
 /// One row to append: the routing of one token at one layer.
