@@ -12,6 +12,15 @@
 // Decay is applied lazily: accesses add `scale = decay^-steps` instead of 1, which orders
 // residents identically; when `scale` grows past 1e100 every count is divided by it and
 // the heaps are rebuilt (O(slots), once every ~230/|log10 decay| steps).
+//
+// The heap is also updated lazily. A hit only records the resident's new rank (count,
+// time of use); the heap keeps the rank it had when it was last sifted, which is never
+// above the recorded one, since a hit only raises both parts. Ranks are compared as the
+// total order (count, time, slot), so when the heap's top holds its recorded rank it is
+// below every member's stored rank and hence below every member's recorded rank: it is
+// the exact victim. `victim` therefore re-sifts stale tops to their recorded ranks until
+// the top is current — the same victims, with the same tie-breaks, as sifting on every
+// hit, at O(1) per hit instead of O(log n).
 #pragma once
 
 #include <cstddef>
@@ -39,16 +48,24 @@ class lfu_policy {
 
   /// Throws: `invalid_argument` when `cfg.decay` is not in (0, 1].
   explicit lfu_policy(const cache_shape& shape, const lfu_config& cfg = {})
-      : shape_(shape), growth_(1.0 / checked_decay(cfg.decay)), heap_(shape), counts_(shape.slots(), 0.0) {}
+      : shape_(shape),
+        growth_(1.0 / checked_decay(cfg.decay)),
+        heap_(shape),
+        counts_(shape.slots(), 0.0),
+        rank_(shape.slots()) {}
 
-  /// Complexity of every event: O(log n) for n residents of the pool; `victim`: O(1).
+  /// Complexity: `on_hit` O(1); `on_insert`, `on_evict` O(log n) for n residents of the
+  /// pool; `victim` O((s + 1) log n) for the s residents hit since they were last sifted
+  /// (each hit is sifted at most once, so amortised O(log n) per hit, and only for the
+  /// residents that reach the top).
   void on_insert(expert_key k, const access_info&) noexcept {
     const std::size_t f = count(k);
-    heap_.push(f, {counts_[f], clock_});
+    rank_[f] = {counts_[f], clock_};
+    heap_.push(f, rank_[f]);
   }
   void on_hit(expert_key k, const access_info&) noexcept {
     const std::size_t f = count(k);
-    heap_.update(f, {counts_[f], clock_});
+    rank_[f] = {counts_[f], clock_};
   }
   void on_bypass(expert_key k, const access_info&) noexcept { static_cast<void>(count(k)); }
   void on_evict(expert_key k) noexcept { heap_.erase(shape_.flat(k)); }
@@ -59,7 +76,10 @@ class lfu_policy {
     if (scale_ > 1e100) {
       for (std::size_t f = 0; f < counts_.size(); ++f) {
         counts_[f] /= scale_;
-        if (heap_.contains(f)) heap_.set_rank_unordered(f, {counts_[f], heap_.rank(f).secondary});
+        if (heap_.contains(f)) {
+          rank_[f] = {counts_[f], rank_[f].secondary};
+          heap_.set_rank_unordered(f, rank_[f]);
+        }
       }
       scale_ = 1.0;
       heap_.rebuild();
@@ -67,11 +87,17 @@ class lfu_policy {
   }
 
   /// Returns: the resident of pool `part` with the lowest count (ties: least recently
-  /// used), or nothing when the pool is empty.
+  /// used), or nothing when the pool is empty. Sifts the pool's stale tops first, so
+  /// concurrent calls on one policy need a lock (as its events do).
   [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
-    const auto f = heap_.top(part);
-    if (!f) return std::nullopt;
-    return shape_.key(*f);
+    for (;;) {
+      const auto f = heap_.top(part);
+      if (!f) return std::nullopt;
+      const heap_rank& stored = heap_.rank(*f);
+      const heap_rank& current = rank_[*f];
+      if (stored.primary == current.primary && stored.secondary == current.secondary) return shape_.key(*f);
+      heap_.update(*f, current);
+    }
   }
 
   /// The decayed access count of `k` now (in accesses).
@@ -93,8 +119,11 @@ class lfu_policy {
   double growth_;
   double scale_ = 1.0;
   std::uint64_t clock_ = 0;
-  detail::partitioned_heap heap_;
+  using heap_rank = detail::heap_rank;
+  // Ordered by the rank each resident had when last sifted (`victim` catches up).
+  mutable detail::partitioned_heap heap_;
   std::vector<double> counts_;
+  std::vector<heap_rank> rank_;  // per slot: the rank of its last insert or hit
 };
 
 static_assert(EvictionPolicy<lfu_policy>);

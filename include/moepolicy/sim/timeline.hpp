@@ -969,6 +969,8 @@ class timeline {
   /// are computed once (`next_one_hop_chunk`, which also keeps `next_[id]`), and a chunk
   /// that cannot end before the resource's last idle gap ends (the common case: the job
   /// streams behind the resource's last operation) is placed without searching the gaps.
+  /// With the fast paths the first chunk is tested on its duration kept in `next_[id]` (the
+  /// same value): its share (a division) and bytes are computed only once it fits.
   void place_chunks_one_hop(job_id id, seconds until) {
     job& j = jobs_[id];
     const hop& whole = j.hops[0];
@@ -978,16 +980,16 @@ class timeline {
     const bool bounded = until < std::numeric_limits<seconds>::infinity();
     const seconds limit = bounded ? window_[r] + 1e-12 * until : 0.0;
     if (!j.active || j.done_bytes >= j.payload) return;
-    one_hop_chunk c = next_one_hop_chunk(j);
+    MOEPOLICY_ASSERT(next_[id].one_hop && next_[id].raw == next_one_hop_chunk(j).raw);
+    // Without the fast paths the chunk is computed first (the reference the fast paths are
+    // tested against).
+    bool computed = !config_.fast_paths;  // whether `c` holds the next chunk
+    one_hop_chunk c = computed ? next_one_hop_chunk(j) : one_hop_chunk{};
+    seconds raw = computed ? c.raw : next_[id].raw;
     for (;;) {
       const seconds s0 = std::max({j.ready, j.last_start, settled_});
       if (s0 >= until) return;
-      const seconds raw = c.raw;
       if (bounded && raw > limit) return;
-      const bytes m =
-          c.last ? whole.moved - j.done_moved[0]
-                 : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * c.share)) -
-                       std::min(j.done_moved[0], whole.moved);
       const seconds d = std::max(raw, 0.0);
       seconds s = s0;
       if (d > 0.0) {
@@ -1007,6 +1009,11 @@ class timeline {
       }
       const bool fits = (s < until || (s == until && !bounded)) && s + d <= until;
       if (!fits) return;
+      if (!computed) c = next_one_hop_chunk(j);
+      const bytes m =
+          c.last ? whole.moved - j.done_moved[0]
+                 : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * c.share)) -
+                       std::min(j.done_moved[0], whole.moved);
       if (d > 0.0) hold(r, s, d);
       charge(r, as, d, m);
       log(r, s, d, as, m, true);
@@ -1019,6 +1026,8 @@ class timeline {
         return;
       }
       c = next_one_hop_chunk(j);
+      computed = true;
+      raw = c.raw;
       set_next(id, j, c);
     }
   }
