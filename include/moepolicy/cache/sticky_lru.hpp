@@ -30,7 +30,19 @@
 //       Stickiness ends when the entry is used ("prematurely": the prefetch paid off; a
 //       new high-confidence prefetch makes it sticky again) or after `sticky_steps` step
 //       ends without use (the predictor's lookahead n, so that a misprediction does not
-//       pin an expert for ever). Ties go to the lower (layer, expert).
+//       pin an expert for ever). Ties go to the lower (layer, expert) (recency stamps are
+//       unique, so none arise).
+//
+// The order. Every resident keeps its recency stamp (the clock at its last demand use or its
+// inserting prefetch), and a change of class keeps the stamp. So each pool is one list in
+// stamp order — an insertion or a use appends at its tail, a change of class moves nothing —
+// with a cursor at its first non-sticky member: every member before the cursor is sticky.
+// The victim is the cursor's member, or the list's head when the pool holds no non-sticky
+// member. The cursor moves back to an entry whose stickiness lapses before it (one stamp
+// comparison) and moves forward, over sticky members, only when its own member leaves or
+// becomes sticky. Every event is O(1) but that forward walk, which passes only sticky
+// members. The earlier order, a heap of (sticky, stamp) ranks, is kept in
+// tests/cache/sticky_lru.cpp as the reference the list is checked against.
 #pragma once
 
 #include <cstddef>
@@ -72,7 +84,14 @@ class sticky_lru_policy {
   explicit sticky_lru_policy(const cache_shape& shape, const sticky_lru_config& cfg = {})
       : shape_(shape),
         cfg_(checked(cfg)),
-        heap_(shape),
+        layer_of_(shape.num_experts),
+        prev_(shape.slots(), detail::no_slot),
+        next_(shape.slots(), detail::no_slot),
+        stamp_(shape.slots(), 0),
+        in_(shape.slots(), 0),
+        head_(shape.partitions(), detail::no_slot),
+        tail_(shape.partitions(), detail::no_slot),
+        first_plain_(shape.partitions(), detail::no_slot),
         hint_conf_(shape.slots(), 0.0f),
         hint_step_(shape.slots(), never),
         sticky_until_(shape.slots(), never),
@@ -81,29 +100,33 @@ class sticky_lru_policy {
 
   [[nodiscard]] const sticky_lru_config& config() const noexcept { return cfg_; }
 
-  /// Complexity of the events: O(log n) for n residents of the pool.
+  /// Complexity of the events: O(1), but a resident that leaves or turns sticky at the
+  /// cursor walks it over the sticky members after it (see the header).
   void on_insert(expert_key k, const access_info& i) noexcept {
     const std::size_t f = shape_.flat(k);
     const bool sticky = cfg_.stickiness && i.prefetch && i.confidence >= cfg_.sticky_threshold;
     if (sticky) make_sticky(f);
-    heap_.push(f, {sticky ? 1.0 : 0.0, ++clock_});
+    append(f);
   }
   void on_hit(expert_key k, const access_info&) noexcept {
     const std::size_t f = shape_.flat(k);
+    unlink(f);
     sticky_until_[f] = never;  // used: the prefetch paid off
-    heap_.update(f, {0.0, ++clock_});
+    append(f);
   }
   void on_evict(expert_key k) noexcept {
     const std::size_t f = shape_.flat(k);
+    unlink(f);
     sticky_until_[f] = never;
-    heap_.erase(f);
   }
   /// A prefetch of a resident entry: sticky again at high confidence; recency unchanged.
   void on_prefetch(expert_key k, const access_info& i) noexcept {
     const std::size_t f = shape_.flat(k);
     if (!cfg_.stickiness || i.confidence < cfg_.sticky_threshold) return;
+    MOEPOLICY_ASSERT(in_[f] != 0);
     make_sticky(f);
-    heap_.update(f, {1.0, heap_.rank(f).secondary});
+    const std::size_t p = part_of(f);
+    if (first_plain_[p] == f) first_plain_[p] = first_plain_from(next_[f]);
   }
   /// The predictor flags `k` with `confidence`.
   void on_hint(expert_key k, float confidence) noexcept {
@@ -111,7 +134,7 @@ class sticky_lru_policy {
     hint_conf_[f] = confidence;
     hint_step_[f] = steps_;
   }
-  /// Ages hints and stickiness. Complexity: O(sticky entries · log n).
+  /// Ages hints and stickiness. Complexity: O(sticky entries).
   void on_step_end() noexcept {
     ++steps_;
     std::size_t kept = 0;
@@ -119,7 +142,14 @@ class sticky_lru_policy {
       const std::uint32_t f = sticky_list_[i];
       if (sticky_until_[f] != never && sticky_until_[f] <= steps_) {
         sticky_until_[f] = never;
-        if (heap_.contains(f)) heap_.update(f, {0.0, heap_.rank(f).secondary});
+        if (in_[f] != 0) {
+          // Ordinary again at its stamp: the pool's first ordinary member if before the
+          // cursor (every member before the cursor is sticky).
+          const std::size_t p = part_of(f);
+          if (first_plain_[p] == detail::no_slot || stamp_[f] < stamp_[first_plain_[p]]) {
+            first_plain_[p] = static_cast<std::uint32_t>(f);
+          }
+        }
       }
       if (sticky_until_[f] == never) {  // lapsed now, or used or evicted since
         listed_[f] = 0;
@@ -143,15 +173,15 @@ class sticky_lru_policy {
   /// Whether `k` is resident and sticky.
   [[nodiscard]] bool sticky(expert_key k) const noexcept {
     const std::size_t f = shape_.flat(k);
-    return heap_.contains(f) && heap_.rank(f).primary > 0.0;
+    return in_[f] != 0 && sticky_until_[f] != never;
   }
 
   /// Returns: the least recently used non-sticky resident of pool `part`, else the least
   /// recently used sticky one, or nothing when the pool is empty. Complexity: O(1).
   [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
-    const auto f = heap_.top(part);
-    if (!f) return std::nullopt;
-    return shape_.key(*f);
+    const std::uint32_t f = first_plain_[part] != detail::no_slot ? first_plain_[part] : head_[part];
+    if (f == detail::no_slot) return std::nullopt;
+    return shape_.key(f);
   }
 
  private:
@@ -179,9 +209,58 @@ class sticky_lru_policy {
     sticky_until_[f] = steps_ + cfg_.sticky_steps;
   }
 
+  [[nodiscard]] std::size_t part_of(std::size_t f) const noexcept {
+    return shape_.scope == capacity_scope::per_layer ? layer_of_.divide(f) : 0;
+  }
+  [[nodiscard]] bool sticky_slot(std::size_t f) const noexcept { return sticky_until_[f] != never; }
+  /// The first ordinary member at or after `f` in its pool's list (`no_slot`: none).
+  [[nodiscard]] std::uint32_t first_plain_from(std::uint32_t f) const noexcept {
+    while (f != detail::no_slot && sticky_slot(f)) f = next_[f];
+    return f;
+  }
+  /// Stamps `f` (a new resident, or one just used) and appends it to its pool's list.
+  void append(std::size_t f) noexcept {
+    MOEPOLICY_ASSERT(in_[f] == 0);
+    const std::size_t p = part_of(f);
+    const auto s = static_cast<std::uint32_t>(f);
+    stamp_[f] = ++clock_;
+    prev_[f] = tail_[p];
+    next_[f] = detail::no_slot;
+    if (tail_[p] != detail::no_slot)
+      next_[tail_[p]] = s;
+    else
+      head_[p] = s;
+    tail_[p] = s;
+    in_[f] = 1;
+    // The newest member: the first ordinary one only when the pool had none.
+    if (first_plain_[p] == detail::no_slot && !sticky_slot(f)) first_plain_[p] = s;
+  }
+  /// Takes `f` out of its pool's list, moving the cursor past it when it is there.
+  void unlink(std::size_t f) noexcept {
+    MOEPOLICY_ASSERT(in_[f] != 0);
+    const std::size_t p = part_of(f);
+    if (first_plain_[p] == f) first_plain_[p] = first_plain_from(next_[f]);
+    if (prev_[f] != detail::no_slot)
+      next_[prev_[f]] = next_[f];
+    else
+      head_[p] = next_[f];
+    if (next_[f] != detail::no_slot)
+      prev_[next_[f]] = prev_[f];
+    else
+      tail_[p] = prev_[f];
+    prev_[f] = next_[f] = detail::no_slot;
+    in_[f] = 0;
+  }
+
   cache_shape shape_;
   sticky_lru_config cfg_;
-  detail::partitioned_heap heap_;
+  detail::slot_divider layer_of_;  // slot → layer (its pool when pools are per layer)
+  /// Per pool: the residents in stamp order (`prev_`, `next_`, `head_`, `tail_`) and the
+  /// first non-sticky one (`first_plain_`, `no_slot`: none).
+  std::vector<std::uint32_t> prev_, next_;
+  std::vector<std::uint64_t> stamp_;
+  std::vector<std::uint8_t> in_;
+  std::vector<std::uint32_t> head_, tail_, first_plain_;
   std::uint64_t clock_ = 0;
   std::uint64_t steps_ = 0;
   std::vector<float> hint_conf_;
