@@ -184,7 +184,10 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   const double model_gb = static_cast<double>(expert_size) * static_cast<double>(all_experts) / giga;
   const link_spec cxl = opt.cxl_gpu.weight_link, pcie = opt.pcie_gpu.weight_link;
 
-  decode_streams one = make_decode_streams(trace, {.streams = 1});
+  const auto form = [&](std::size_t B) {
+    return opt.streams ? opt.streams(B) : make_decode_streams(trace, {.streams = B});
+  };
+  decode_streams one = form(1);
   std::size_t with_prefill = 0;
   for (const auto& q : one.sequences()) {
     if (one.prompt_tokens()[q.request] > 0) ++with_prefill;
@@ -319,7 +322,7 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   for (std::size_t B : opt.concurrency) {
     // B = 1 is `one`, and its Belady figure the sweep's at this size.
     std::optional<decode_streams> formed;
-    if (B != 1) formed.emplace(make_decode_streams(trace, {.streams = B}));
+    if (B != 1) formed.emplace(form(B));
     if (B == 1) {
       // The run above: the same systems at B = 1.
       offload_replay_result r = at;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <ostream>
 #include <vector>
 
@@ -38,6 +39,12 @@ struct options {
   device_spec pcie_gpu = presets::h100_host_pcie5();
   /// When set, the timed replays' rows go to it, and `run` plans their total first.
   replay_progress* progress = nullptr;
+  /// When set, forms the B decode streams the replays run (`streams(B)`) in place of
+  /// `make_decode_streams(trace, {.streams = B})`; it must return those same streams. Then
+  /// `trace` need hold no more than its info, requests and recorded prefills (the report
+  /// forms the streams from the canonical file's map: `make_decode_streams(canonical_file)`
+  /// and `prefill_steps`).
+  std::function<decode_streams(std::size_t)> streams;
 };
 
 /// Replays the decode steps of `trace` and prints the tables to `out`.

@@ -143,11 +143,14 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   // The streams of each batch size are formed here for their KV cache and rows, and again
   // for each capacity case, whose settings and systems replay them: one batch size's
   // streams are held at a time. Those of one stream give the header's requests and steps.
+  const auto form = [&](std::size_t B) {
+    return opt.streams ? opt.streams(B) : make_decode_streams(trace, {.streams = B});
+  };
   std::uint64_t kv_tokens = 0, max_batch = 1, rows_per_system = 0;
   std::optional<std::pair<std::size_t, std::size_t>> single;  // requests and steps of B = 1
   for (std::uint32_t B : opt.batches) {
     max_batch = std::max<std::uint64_t>(max_batch, B);
-    const decode_streams d = make_decode_streams(trace, {.streams = B});
+    const decode_streams d = form(B);
     rows_per_system += d.batched().num_rows();
     for (std::size_t s = 0; s < d.num_steps(); ++s) {
       std::uint64_t kv = 0;
@@ -157,7 +160,7 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
     if (B == 1) single.emplace(d.sequences().size(), d.num_tokens());
   }
   if (!single) {
-    const decode_streams one = make_decode_streams(trace, {.streams = 1});
+    const decode_streams one = form(1);
     single.emplace(one.sequences().size(), one.num_tokens());
   }
   out << "trace: " << path.filename().string() << "\n  model " << shape->name << ": " << L << " MoE layers x "
@@ -215,7 +218,7 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
     std::vector<sweep_row> sweep;
     for (std::size_t bi = 0; bi < opt.batches.size(); ++bi) {
       const std::uint32_t B = opt.batches[bi];
-      const decode_streams d = make_decode_streams(trace, {.streams = B});
+      const decode_streams d = form(B);
       const std::vector<double> belady = belady_ratios(d.batched(), cap.per_setting);
       // Every setting's systems and alpha sweep at this batch size walk the steps in one
       // lockstep sweep: per setting, one point of its systems, then one per alpha.

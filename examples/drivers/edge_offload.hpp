@@ -5,8 +5,10 @@
 // systems; this file only chooses them and prints.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <vector>
@@ -30,6 +32,12 @@ struct options {
   std::optional<device_spec> cpu;
   /// When set, the timed replays' rows go to it, and `run` plans their total first.
   replay_progress* progress = nullptr;
+  /// When set, forms the B decode streams the replays run (`streams(B)`) in place of
+  /// `make_decode_streams(trace, {.streams = B})`; it must return those same streams. Then
+  /// `trace` need hold no more than its info, requests and recorded prefills (the report
+  /// forms the streams from the canonical file's map: `make_decode_streams(canonical_file)`
+  /// and `prefill_steps`).
+  std::function<decode_streams(std::size_t)> streams;
 };
 
 /// Prints the devices `run` prices on.

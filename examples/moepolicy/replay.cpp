@@ -554,37 +554,6 @@ link_spec link_by_name(const std::string& name) {
   throw CLI::ValidationError("--link", "unknown link \"" + name + "\" (known: " + known + ")");
 }
 
-/// The prefill steps of `f` alone, as a trace of the same requests: what the timed model
-/// reads of the recorded trace beside its decode streams (the recorded prefills).
-routing_trace prefill_rows(const canonical_file& f) {
-  const trace_info& info = f.info();
-  const std::size_t k = info.top_k, e = info.has_scores ? info.num_experts : 0;
-  const auto nothing = [](const auto&) {};
-  std::size_t rows = 0;
-  f.for_each_batch(
-      nothing, [&](const batch_view& v) { rows += v.ref.kind == phase::prefill ? v.tokens() : 0; }, nothing);
-  trace_columns c;
-  c.reserve(rows, k, e);
-  f.for_each_batch(
-      nothing,
-      [&](const batch_view& v) {
-        if (v.ref.kind != phase::prefill) return;
-        for (std::size_t i = 0; i < v.tokens(); ++i) {
-          c.request.push_back(v.ref.request);
-          c.step.push_back(v.ref.step);
-          c.position.push_back(v.positions[i]);
-          c.layer.push_back(v.ref.layer);
-          c.kind.push_back(phase::prefill);
-        }
-        c.experts.insert(c.experts.end(), v.experts.begin(), v.experts.end());
-        c.weights.insert(c.weights.end(), v.weights.begin(), v.weights.end());
-        c.scores.insert(c.scores.end(), v.scores.begin(), v.scores.end());
-      },
-      nothing);
-  const auto names = f.request_names();
-  return routing_trace::from_sorted(info, std::vector<std::string>(names.begin(), names.end()), std::move(c));
-}
-
 /// The timed replay. `t` is the recorded trace, or at least its prefill steps (the decode
 /// steps are read through `streams`); `streams(B)` forms B decode streams from the trace.
 void run_timed(const options& o, const routing_trace& t, const std::function<decode_streams(std::size_t)>& streams,
@@ -729,7 +698,7 @@ void run_replay(const options& o) {
     // the recorded prefills alone beside them, never the trace whole.
     const std::filesystem::path& file = scratch ? scratch->path() : paths.front();
     const canonical_file f(file, canonical_file::access::copy);
-    const routing_trace prefills = prefill_rows(f);
+    const routing_trace prefills = prefill_steps(f);
     std::optional<routing_trace> whole;  // where the file's columns cannot be used in place
     run_timed(
         o, prefills,

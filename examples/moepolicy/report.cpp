@@ -50,6 +50,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -71,8 +72,10 @@
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
+#include "moepolicy/sim/decode_streams.hpp"
 #include "moepolicy/stats/analysis.hpp"
 #include "moepolicy/stats/routing_stats.hpp"
+#include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/summary.hpp"
 #include "report/svg.hpp"
 #include "report_output.hpp"
@@ -636,6 +639,47 @@ void code_block(std::ostream& md, const section_text& s) {
   md << "```text\n" << s.text << (s.text.empty() || s.text.back() == '\n' ? "" : "\n") << "```\n\n";
 }
 
+/// `p` when it is one canonical trace file, else empty.
+fs::path canonical_path(const fs::path& p) {
+  std::error_code ec;
+  const bool canonical = fs::is_regular_file(p, ec) && io::detect_trace_format(p) == io::trace_format::canonical;
+  return canonical ? p : fs::path();
+}
+
+/// Decode streams formed from a canonical file's map in place of the trace read whole,
+/// for the families that read nothing else of the trace but its recorded prefills.
+class stream_source {
+ public:
+  /// When `file` names a canonical file (the trace's own, or its scratch copy), replaces
+  /// `trace` (read whole from it) by its prefill steps alone (`prefill_steps`), so that
+  /// the streams `former()` forms are held without the whole trace beside them; else does
+  /// nothing, and `former()` is empty (the drivers form streams from the trace).
+  void release_whole_trace(std::optional<routing_trace>& trace, const fs::path& file) {
+    if (file.empty()) return;
+    file_ = file;
+    mapped_.emplace(file, canonical_file::access::copy);
+    trace.reset();
+    trace.emplace(prefill_steps(*mapped_));
+  }
+  /// `streams(B)`: B decode streams from the file's map (from the file read whole where
+  /// its columns cannot be used in place); empty when no file was given.
+  [[nodiscard]] std::function<decode_streams(std::size_t)> former() {
+    if (!mapped_) return {};
+    return [this](std::size_t B) {
+      if (!whole_) {
+        if (auto d = make_decode_streams(*mapped_, {.streams = B})) return std::move(*d);
+        whole_ = io::read_trace(file_);
+      }
+      return make_decode_streams(*whole_, {.streams = B});
+    };
+  }
+
+ private:
+  fs::path file_;
+  std::optional<canonical_file> mapped_;
+  std::optional<routing_trace> whole_;
+};
+
 void run_report(const report_options& o) {
   // Written into a fresh folder beside --out, which takes its place once complete.
   staged_report_dir staged(o.out, o.force);
@@ -664,12 +708,15 @@ void run_report(const report_options& o) {
     bar.rows(0);  // unknown until read
     // A routing JSONL or CSV file is read from the scratch canonical file it is first
     // written as (scratch_canonical.hpp), at the canonical rows' size; the drivers below
-    // take the trace read here.
+    // take the trace read here. The scratch file is kept for the trace's last two
+    // families, which form their decode streams from it (`release_whole_trace`).
+    std::unique_ptr<scratch_file> scratch;
     bar.stage(name + ": reading " + trace_path, [&] {
-      const std::unique_ptr<scratch_file> scratch = scratch_canonical({path}, "report");
+      scratch = scratch_canonical({path}, "report");
       trace = scratch ? io::read_trace(scratch->path()) : io::read_trace(path);
     });
-    const trace_info& info = trace->info();
+    // A copy: the trace read whole is released before the last two families.
+    const trace_info info = trace->info();
     const trace_summary sum = summarize(*trace);
     bar.rows(sum.rows);
     const auto shape = examples::preset_for(info);
@@ -821,9 +868,15 @@ void run_report(const report_options& o) {
             "GPU-NDP)\n\n";
       code_block(md, s);
     });
+    // CXL-MoE and Edge-MoE read only decode streams and the recorded prefills: for a
+    // canonical file (or a text trace's scratch one) they form their streams from the
+    // file's map, and the trace read whole gives way to its prefill steps before them.
+    stream_source streams;
     bar.stage(name + ": caching over CXL", [&] {
+      if (!o.skip_timed) streams.release_whole_trace(trace, scratch ? scratch->path() : canonical_path(path));
       examples::cxl_prefetch::options cxl = dev.cxl;
       cxl.progress = &bar.meter();
+      cxl.streams = streams.former();
       const section_text c =
           timed("cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, *trace, cxl, os); });
       md << "### Expert cache and prefetch over CXL vs PCIe on the timed model (CXL-MoE)\n\n";
@@ -832,6 +885,7 @@ void run_report(const report_options& o) {
     bar.stage(name + ": caching on the edge", [&] {
       examples::edge_offload::options edge = dev.edge;
       edge.progress = &bar.meter();
+      edge.streams = streams.former();
       const section_text e = timed("edge_offload", [&](std::ostream& os) {
         examples::edge_offload::print_settings(edge, os);
         examples::edge_offload::run(path, *trace, edge, os);

@@ -210,3 +210,44 @@ TEST_CASE("streams formed from a canonical file's map are those formed from the 
   CHECK_FALSE(make_decode_streams(odd, {.streams = 2}).has_value());
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("prefill_steps: a canonical file's prefill rows alone, every request kept") {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("moepolicy_prefill_steps_test_" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  // Prefills in some requests only (a request without one keeps its name and no row), and
+  // a trace with no prefill at all, and a recorded trace.
+  const std::vector<routing_trace> traces = {requests({3, 0, 5, 2}, {2, 3, 1, 4}), requests({0, 0}, {3, 4}),
+                                             test::granite_trace()};
+  for (std::size_t i = 0; i < traces.size(); ++i) {
+    CAPTURE(i);
+    const routing_trace& t = traces[i];
+    const auto path = dir / ("t" + std::to_string(i) + ".mtrace");
+    write_canonical(t, path);
+    // The expected trace: the prefill batches of `t`, row by row, through the builder.
+    routing_trace_builder b(t.info());
+    for (const request_ref& r : t.requests()) b.add_request(r.name);
+    std::size_t prefill_rows = 0;
+    for (const step_ref& s : t.steps()) {
+      if (s.kind != phase::prefill) continue;
+      for (const batch_ref& br : t.batches_of(s)) {
+        const batch_view v = t.view(br);
+        const std::size_t k = t.info().top_k, e = t.info().has_scores ? t.info().num_experts : 0;
+        for (std::size_t j = 0; j < v.tokens(); ++j) {
+          b.add({br.request, phase::prefill, br.step, v.positions[j], br.layer, v.experts.subspan(j * k, k),
+                 v.weights.subspan(j * k, k), e == 0 ? std::span<const float>() : v.scores.subspan(j * e, e)});
+          ++prefill_rows;
+        }
+      }
+    }
+    const routing_trace expected = std::move(b).finish();
+    const canonical_file f(path, canonical_file::access::copy);
+    const routing_trace got = prefill_steps(f);
+    CHECK(got.num_rows() == prefill_rows);
+    CHECK(got.requests().size() == t.requests().size());
+    test::check_same_trace(got, expected);
+  }
+  CHECK(prefill_steps(canonical_file(dir / "t0.mtrace")).num_rows() == 2 * (3 + 5 + 2));
+  CHECK(prefill_steps(canonical_file(dir / "t1.mtrace")).num_rows() == 0);
+  std::filesystem::remove_all(dir);
+}

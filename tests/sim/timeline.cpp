@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <random>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "../cache/count_allocations.hpp"
@@ -397,6 +398,65 @@ TEST_CASE("reserved job slots: enqueueing and settling allocate nothing") {
     m.tl.clear_landed();
   }
   CHECK(count.count() == 0);
+  CHECK(m.tl.pending_jobs() == 0);
+}
+
+TEST_CASE("one-hop job slots: one-hop jobs take them first, and the same placements as wide slots") {
+  // Per round: 2 jobs of 2 hops and 6 of one hop in flight at once, against 2 slots of 2
+  // hops and 6 of one hop; and the same jobs on a timeline whose 8 slots all hold 2 hops.
+  const auto run = [](timeline_config c, bool count_allocations) {
+    machine m(c);
+    std::vector<occupation> log;
+    m.tl.record_into(&log);
+    log.reserve(4096);
+    const std::array<hop, 2> two{{{m.pcie, 2.0, 2}, {m.dimm, 1.0, 0, cost_kind::weight_read}}};
+    const std::array<hop, 1> one{{{m.dimm, 1.0, 2}}};
+    std::vector<transfer_receipt> landed;
+    landed.reserve(64);
+    std::size_t allocations = 0;
+    for (int round = 0; round < 4; ++round) {
+      const double t = 40.0 * round;
+      test::allocation_counter count;
+      for (int k = 0; k < 6; ++k)
+        m.tl.enqueue(t, one, 2, cost_kind::prefetch, k % 2, static_cast<std::uint64_t>(100 + k));
+      for (int k = 0; k < 2; ++k)
+        m.tl.enqueue(t, two, 2, cost_kind::migration, k % 2, static_cast<std::uint64_t>(200 + k));
+      m.tl.settle(t + 39.0);
+      for (const auto& r : m.tl.landed()) landed.push_back(r);
+      m.tl.clear_landed();
+      if (count_allocations) allocations += count.count();
+    }
+    CHECK(m.tl.pending_jobs() == 0);
+    return std::tuple(landed, log, m.tl.accounts().link_bytes(cost_kind::migration), allocations);
+  };
+  const auto [narrow, narrow_log, narrow_bytes, narrow_allocations] =
+      run({.chunk_bytes = 1, .reserved_jobs = 2, .reserved_hops = 2, .reserved_one_hop_jobs = 6}, true);
+  const auto [wide, wide_log, wide_bytes, wide_allocations] =
+      run({.chunk_bytes = 1, .reserved_jobs = 8, .reserved_hops = 2}, false);
+  if (test::allocation_counting) CHECK(narrow_allocations == 0);
+  REQUIRE(narrow.size() == 32);
+  REQUIRE(narrow.size() == wide.size());
+  for (std::size_t i = 0; i < narrow.size(); ++i) {
+    CAPTURE(i);
+    CHECK(narrow[i].tag() == wide[i].tag());
+    CHECK(narrow[i].start() == wide[i].start());
+    CHECK(narrow[i].landed() == wide[i].landed());
+  }
+  REQUIRE(narrow_log.size() == wide_log.size());
+  for (std::size_t i = 0; i < narrow_log.size(); ++i) {
+    CHECK(narrow_log[i].start == wide_log[i].start);
+    CHECK(narrow_log[i].end == wide_log[i].end);
+  }
+  CHECK(narrow_bytes == wide_bytes);
+  // More one-hop jobs than one-hop slots take the longer slots, and more longer jobs than
+  // their slots make new ones: every job still lands.
+  machine m({.chunk_bytes = 1, .reserved_jobs = 1, .reserved_hops = 2, .reserved_one_hop_jobs = 1});
+  const std::array<hop, 2> two{{{m.pcie, 2.0, 2}, {m.dimm, 1.0, 0}}};
+  const std::array<hop, 1> one{{{m.dimm, 1.0, 2}}};
+  for (int k = 0; k < 3; ++k) m.tl.enqueue(0.0, one, 2, cost_kind::prefetch, 0, static_cast<std::uint64_t>(k));
+  for (int k = 0; k < 3; ++k) m.tl.enqueue(0.0, two, 2, cost_kind::prefetch, 0, static_cast<std::uint64_t>(10 + k));
+  m.tl.settle(100.0);
+  CHECK(m.tl.landed().size() == 6);
   CHECK(m.tl.pending_jobs() == 0);
 }
 

@@ -471,4 +471,41 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
   return detail::form_decode_streams(detail::file_stream_source(f, *cols, steps), c);
 }
 
+/// The prefill steps of `f` alone, as a trace of the same requests (every request named,
+/// its prefill rows as recorded, no decode row): what a timed replay reads of the recorded
+/// trace beside decode streams formed from the file (its recorded prefills), without the
+/// trace read whole. Walks the file twice (the first counts the rows, so that the columns
+/// are reserved to their size).
+///
+/// Throws: `parse_error` naming the file for a row the reader rejects.
+/// Complexity: O(rows of the file); holds the prefill rows and a window of the file.
+[[nodiscard]] inline routing_trace prefill_steps(const canonical_file& f) {
+  const trace_info& info = f.info();
+  const std::size_t k = info.top_k, e = info.has_scores ? info.num_experts : 0;
+  const auto nothing = [](const auto&) {};
+  std::size_t rows = 0;
+  f.for_each_batch(
+      nothing, [&](const batch_view& v) { rows += v.ref.kind == phase::prefill ? v.tokens() : 0; }, nothing);
+  trace_columns c;
+  c.reserve(rows, k, e);
+  f.for_each_batch(
+      nothing,
+      [&](const batch_view& v) {
+        if (v.ref.kind != phase::prefill) return;
+        for (std::size_t i = 0; i < v.tokens(); ++i) {
+          c.request.push_back(v.ref.request);
+          c.step.push_back(v.ref.step);
+          c.position.push_back(v.positions[i]);
+          c.layer.push_back(v.ref.layer);
+          c.kind.push_back(phase::prefill);
+        }
+        c.experts.insert(c.experts.end(), v.experts.begin(), v.experts.end());
+        c.weights.insert(c.weights.end(), v.weights.begin(), v.weights.end());
+        c.scores.insert(c.scores.end(), v.scores.begin(), v.scores.end());
+      },
+      nothing);
+  const auto names = f.request_names();
+  return routing_trace::from_sorted(info, std::vector<std::string>(names.begin(), names.end()), std::move(c));
+}
+
 }  // namespace moepolicy

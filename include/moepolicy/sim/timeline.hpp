@@ -354,6 +354,11 @@ struct timeline_config {
   /// so that enqueueing up to that many pending jobs allocates nothing.
   std::size_t reserved_jobs = 0;
   std::size_t reserved_hops = 0;
+  /// Job slots of one hop made besides `reserved_jobs`, for a user whose many jobs have one
+  /// hop and few have more: a job of one hop takes one of these while any is free, so that
+  /// the slots of `reserved_hops` hops are kept for the longer jobs (a slot of one hop
+  /// holds the hop's share of a slot of n hops).
+  std::size_t reserved_one_hop_jobs = 0;
   /// Whether a background chunk of one hop that cannot end before its resource's last idle
   /// gap ends (a job that streams behind the resource's last operation) is placed without
   /// searching the gaps. The placements, ledger, log and receipts are the same bit for bit
@@ -372,17 +377,20 @@ class timeline {
   explicit timeline(timeline_config config = {}) : config_(config) {
     if (config_.chunk_bytes == 0)
       detail::throw_invalid("timeline::timeline", "chunk_bytes must be > 0", config_.chunk_bytes);
-    jobs_.resize(config_.reserved_jobs);
-    next_.resize(config_.reserved_jobs);
-    for (auto& j : jobs_) {
-      j.hops.reserve(config_.reserved_hops);
-      j.done_seconds.reserve(config_.reserved_hops);
-      j.done_moved.reserve(config_.reserved_hops);
+    const std::size_t slots = config_.reserved_jobs + config_.reserved_one_hop_jobs;
+    jobs_.resize(slots);
+    next_.resize(slots);
+    for (std::size_t i = 0; i < slots; ++i) {
+      const std::size_t hops = i < config_.reserved_jobs ? config_.reserved_hops : 1;
+      jobs_[i].hops.reserve(hops);
+      jobs_[i].done_seconds.reserve(hops);
+      jobs_[i].done_moved.reserve(hops);
     }
     free_jobs_.reserve(config_.reserved_jobs);
-    for (std::size_t i = jobs_.size(); i-- > 0;) free_jobs_.push_back(static_cast<job_id>(i));
-    order_.reserve(config_.reserved_jobs);
-    landed_.reserve(config_.reserved_jobs);
+    free_one_hop_.reserve(config_.reserved_one_hop_jobs);
+    fill_free_slots();
+    order_.reserve(slots);
+    landed_.reserve(slots);
     chunk_.reserve(config_.reserved_hops);
   }
 
@@ -440,8 +448,7 @@ class timeline {
     }
     for (auto& j : jobs_) j.active = false;
     order_.clear();
-    free_jobs_.clear();
-    for (std::size_t i = jobs_.size(); i-- > 0;) free_jobs_.push_back(static_cast<job_id>(i));
+    fill_free_slots();
     landed_.clear();
     std::fill(least_raw_.begin(), least_raw_.end(), std::numeric_limits<seconds>::infinity());
     multi_hop_ = 0;
@@ -556,7 +563,10 @@ class timeline {
           fn, "a job must be ready at or after the last settle(until) " + detail::show(settled_) + ", ready", ready);
     }
     job_id id;
-    if (!free_jobs_.empty()) {
+    if (hops.size() == 1 && !free_one_hop_.empty()) {
+      id = free_one_hop_.back();
+      free_one_hop_.pop_back();
+    } else if (!free_jobs_.empty()) {
       id = free_jobs_.back();
       free_jobs_.pop_back();
     } else {
@@ -629,7 +639,7 @@ class timeline {
   bool cancel(job_id id) noexcept {
     if (!pending(id)) return false;
     jobs_[id].active = false;
-    free_jobs_.push_back(id);
+    free_slot(id);
     order_.erase(std::find(order_.begin(), order_.end(), id));
     return true;
   }
@@ -879,7 +889,7 @@ class timeline {
       landed_.push_back(
           transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_, j.crosses_link));
       j.active = false;
-      free_jobs_.push_back(id);
+      free_slot(id);
     }
   }
 
@@ -1051,11 +1061,26 @@ class timeline {
     least_raw_[n.resource] = std::min(least_raw_[n.resource], n.raw);
   }
 
+  /// Every slot free: those of `reserved_hops` hops (and any made since) in `free_jobs_`,
+  /// those of one hop in `free_one_hop_`, each taken lowest id first.
+  void fill_free_slots() noexcept {
+    free_jobs_.clear();
+    free_one_hop_.clear();
+    for (std::size_t i = jobs_.size(); i-- > 0;) free_slot(static_cast<job_id>(i));
+  }
+  /// Returns slot `id` to its free list.
+  void free_slot(job_id id) noexcept {
+    const bool one_hop = id >= config_.reserved_jobs && id - config_.reserved_jobs < config_.reserved_one_hop_jobs;
+    (one_hop ? free_one_hop_ : free_jobs_).push_back(id);
+  }
+
   timeline_config config_;
   ledger ledger_;
   std::vector<state> state_;
   std::vector<job> jobs_;
   std::vector<job_id> free_jobs_;
+  /// The free slots of one hop (`timeline_config::reserved_one_hop_jobs`).
+  std::vector<job_id> free_one_hop_;
   /// The pending jobs in placement order: priority, then first in first out.
   std::vector<job_id> order_;
   std::vector<hop> chunk_;

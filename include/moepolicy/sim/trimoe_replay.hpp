@@ -179,8 +179,10 @@
 // tables, problems, solvers, planners); `replay_step` allocates nothing after it (tested with
 // a counting allocator). The `exact` system and the solver comparison are exponential in the
 // worst case, bounded by `exact_nodes` per problem. Memory, whatever the trace's length: each
-// system's timeline holds L·E·(1 + D) job slots, each with room for max(D, 2) hops (about
-// 4.3 MB a system at Mixtral-8x7B's shape with the 16 DIMMs of TriMoE's preset).
+// system's timeline holds L·E job slots with room for max(D, 2) hops (the copies) and L·E·D
+// slots of one hop (the memory-only jobs): about 1.4 MB a system at Mixtral-8x7B's shape
+// with the 16 DIMMs of TriMoE's preset (a job 192 bytes, a hop 48 with its done time and
+// bytes, and the allocator's headers), against 4.4 MB when every slot had max(D, 2) hops.
 #pragma once
 
 #include <algorithm>
@@ -832,13 +834,15 @@ class trimoe_replayer {
           pricing(dev.gpu, dev.cpu, dev.ndp,
                   {.use_cpu = uses_cpu(s), .use_ndp = uses_ndp(s), .activation_transfer = s == trimoe_system::gpu_ndp}),
           // Room for every job `enqueue` can have in flight: per expert slot one copy over
-          // its link(s) and one memory-only job per DIMM. The timeline gives every slot the
-          // longest job's hops: a relayout's D port hops, a rebalance's 2 (a memory-only
-          // job has 1, a prefetch's copy 1).
+          // its link(s), with room for the longest copy's hops (a relayout's D port hops, a
+          // rebalance's 2, a prefetch's 1), and one memory-only job of one hop per DIMM. A
+          // job of one hop takes a one-hop slot while any is free, so at most L·E jobs ever
+          // take the longer slots.
           tl({.chunk_bytes = o.config_.chunk_bytes,
               .reserved_gaps = 8 * o.E_ + 64,
-              .reserved_jobs = o.L_ * o.E_ * (1 + o.D_),
-              .reserved_hops = std::max<std::size_t>(o.D_, 2)}),
+              .reserved_jobs = o.L_ * o.E_,
+              .reserved_hops = std::max<std::size_t>(o.D_, 2),
+              .reserved_one_hop_jobs = o.L_ * o.E_ * o.D_}),
           copies(o.L_, o.E_, 2 + o.D_),
           problem(o.D_, o.E_),
           sched(o.E_, o.D_),
