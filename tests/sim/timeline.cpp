@@ -534,6 +534,9 @@ TEST_CASE("the fast paths place every chunk, charge every hop and land every job
   // background jobs of one and two hops at mixed priorities (payloads of many chunks, some
   // chunk durations of zero or below the rounding of the clock), cancels and settles, run
   // on a timeline with the fast paths and on one without: the same doubles everywhere.
+  // (With them a job of one hop that streams behind its link's last operation places its
+  // chunks in one tight loop, `stream_chunks`, storing the job's and the ledger's figures
+  // once at the end.)
   // (Without them a one-hop job's first chunk is computed before it is tested, not read
   // from the job's kept next chunk.)
   for (std::uint64_t seed = 1; seed <= 60; ++seed) {
@@ -551,9 +554,13 @@ TEST_CASE("the fast paths place every chunk, charge every hop and land every job
     timeline_config plain = base;
     plain.fast_paths = false;
     machine fast(base), slow(plain);
+    // Every third seed runs without a log: the streamed chunks' figures are then only in
+    // the ledger and the receipts.
     std::vector<occupation> fast_log, slow_log;
-    fast.tl.record_into(&fast_log);
-    slow.tl.record_into(&slow_log);
+    if (seed % 3 != 0) {
+      fast.tl.record_into(&fast_log);
+      slow.tl.record_into(&slow_log);
+    }
     std::vector<timeline::job_id> ids;
     double t = 0.0;
     for (int round = 0; round < 300; ++round) {
