@@ -1002,8 +1002,10 @@ class timeline {
         const seconds last_gap_end = st.gaps.empty() ? -std::numeric_limits<seconds>::infinity() : st.gaps.back().end;
         if (config_.fast_paths && s0 + d > last_gap_end) {
           if (!computed) c = next_one_hop_chunk(j);
-          stream_chunks(id, until, limit, s0, d, c);
-          return;
+          if (!stream_chunks(id, until, limit, s0, d, c)) return;
+          raw = c.raw;
+          computed = true;
+          continue;
         }
         for (;;) {
           const seconds next = std::max(s, earliest_fit(r, s, d));
@@ -1048,13 +1050,15 @@ class timeline {
   /// a gap left before the first chunk) is written as it happens; integer counts
   /// (operations, bytes) are added once, which is the same sum.
   ///
-  /// Why every later chunk streams too: the resource's gaps all end by its `free_at`, and
-  /// the first chunk starts at or after `free_at`; each later chunk's earliest start is at
-  /// or after the previous chunk's start, so a chunk of positive duration ends after every
-  /// gap (including one the first chunk left before itself) and `earliest_fit` would
-  /// return max(s0, free_at), as here; a chunk of zero duration is placed at `s0` either
-  /// way.
-  void stream_chunks(job_id id, seconds until, seconds limit, seconds s0, seconds d, one_hop_chunk& c) {
+  /// Each later chunk is tested as `place_chunks_one_hop` tests it: the resource's gaps all
+  /// end by the first chunk's start and each later chunk's earliest start `s0` is at or
+  /// after it, so the test `s0 + d > last gap's end` holds for every chunk of zero or
+  /// positive duration but one shorter than the clock's rounding at `s0` (`s0 + d == s0`)
+  /// behind a gap that ends at `s0`; that chunk is left to the gap search.
+  ///
+  /// Returns false when the job landed or its next chunk cannot be placed in this pass,
+  /// true when the next chunk (now in `c`) needs the gap search.
+  bool stream_chunks(job_id id, seconds until, seconds limit, seconds s0, seconds d, one_hop_chunk& c) {
     job& j = jobs_[id];
     const hop& whole = j.hops[0];
     const resource_id r = whole.resource;
@@ -1065,6 +1069,7 @@ class timeline {
     const seconds duration = whole.duration, ready = j.ready, settled = settled_;
     const bytes moved = whole.moved, payload = j.payload, chunk = config_.chunk_bytes;
     const double total = static_cast<double>(payload);
+    seconds last_gap_end = st.gaps.empty() ? -std::numeric_limits<seconds>::infinity() : st.gaps.back().end;
     seconds free_at = st.free_at, busy = a.busy_by[as], done_s = j.done_seconds[0];
     seconds last_start = j.last_start, last_end = j.last_end, horizon = ledger_.horizon;
     bytes done_m = j.done_moved[0], done_b = j.done_bytes, moved_sum = 0;
@@ -1089,14 +1094,17 @@ class timeline {
         store();
         set_next(id, j, c);
         least_raw_[r] = std::min(least_raw_[r], least);
-        return;
+        return false;
       }
       const bytes m = c.last ? moved - done_m
                              : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
                                    std::min(done_m, moved);
       if (d > 0.0) {
         const seconds from = std::max(free_at, settled);
-        if (s > from) st.gaps.push_back({from, s});
+        if (s > from) {
+          st.gaps.push_back({from, s});
+          last_gap_end = s;
+        }
         free_at = s + d;
         if (log_ != nullptr) log_->push_back({r, s, s + d, static_cast<cost_kind>(as), m, true});
       }
@@ -1120,7 +1128,7 @@ class timeline {
         least_raw_[r] = std::min(least_raw_[r], least);
         land(id, j);
         next_[id].one_hop = false;
-        return;
+        return false;
       }
       // The next chunk, as `next_one_hop_chunk` computes it.
       c.size = std::min<bytes>(chunk, payload - done_b);
@@ -1130,13 +1138,13 @@ class timeline {
       least = std::min(least, c.raw);
       s0 = std::max({ready, last_start, settled});
       d = std::max(c.raw, 0.0);
-      if (s0 >= until || (bounded && c.raw > limit)) {
+      const bool stop = s0 >= until || (bounded && c.raw > limit);
+      if (stop || (d > 0.0 && !(s0 + d > last_gap_end))) {
         store();
         set_next(id, j, c);
         least_raw_[r] = std::min(least_raw_[r], least);
-        return;
+        return !stop;
       }
-      MOEPOLICY_ASSERT(d == 0.0 || s0 + d > (st.gaps.empty() ? s0 : st.gaps.back().end));
     }
   }
 
