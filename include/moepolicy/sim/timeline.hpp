@@ -885,12 +885,14 @@ class timeline {
     j.last_start = s;
     j.last_end = std::max(j.last_end, end);
     ledger_.horizon = std::max(ledger_.horizon, end);
-    if (last) {
-      landed_.push_back(
-          transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_, j.crosses_link));
-      j.active = false;
-      free_slot(id);
-    }
+    if (last) land(id, j);
+  }
+
+  /// Job `id` (`j`), whose last chunk is placed, lands: its receipt, and its entry is freed.
+  void land(job_id id, job& j) {
+    landed_.push_back(transfer_receipt(j.first_start, j.last_end, j.payload, j.why, j.tag, ++serial_, j.crosses_link));
+    j.active = false;
+    free_slot(id);
   }
 
   void place_chunks(job_id id, seconds until) {
@@ -978,7 +980,8 @@ class timeline {
   /// arithmetic in the same order, without assembling the chunk's hops. Each chunk's figures
   /// are computed once (`next_one_hop_chunk`, which also keeps `next_[id]`), and a chunk
   /// that cannot end before the resource's last idle gap ends (the common case: the job
-  /// streams behind the resource's last operation) is placed without searching the gaps.
+  /// streams behind the resource's last operation) is placed without searching the gaps, by
+  /// `stream_chunks` together with the chunks that stream after it.
   /// With the fast paths the first chunk is tested on its duration kept in `next_[id]` (the
   /// same value): its share (a division) and bytes are computed only once it fits.
   void place_chunks_one_hop(job_id id, seconds until) {
@@ -1008,13 +1011,16 @@ class timeline {
         // `earliest_fit` finds.
         const seconds last_gap_end = st.gaps.empty() ? -std::numeric_limits<seconds>::infinity() : st.gaps.back().end;
         if (config_.fast_paths && s0 + d > last_gap_end) {
-          s = std::max(s0, std::max(st.free_at, s0));
-        } else {
-          for (;;) {
-            const seconds next = std::max(s, earliest_fit(r, s, d));
-            if (next == s) break;
-            s = next;
-          }
+          if (!computed) c = next_one_hop_chunk(j);
+          if (!stream_chunks(id, until, limit, s0, d, c)) return;
+          raw = c.raw;
+          computed = true;
+          continue;
+        }
+        for (;;) {
+          const seconds next = std::max(s, earliest_fit(r, s, d));
+          if (next == s) break;
+          s = next;
         }
       }
       const bool fits = (s < until || (s == until && !bounded)) && s + d <= until;
@@ -1039,6 +1045,116 @@ class timeline {
       computed = true;
       raw = c.raw;
       set_next(id, j, c);
+    }
+  }
+
+  /// Places the chunks of job `id` (of one hop, pending) that stream behind its resource's
+  /// last operation, from the next chunk `c` (its duration `d` = max(c.raw, 0), its earliest
+  /// start `s0`; it passed the tests of `place_chunks_one_hop` and cannot end before the
+  /// resource's last idle gap ends), one after another in a tight loop with the arithmetic
+  /// of `place_chunks_one_hop` in the same order, until the job lands or its next chunk
+  /// cannot be placed in this pass: each chunk's share, duration and bytes, the job's and
+  /// the resource's busy seconds added chunk by chunk. The job's and the ledger's figures
+  /// are kept in locals and stored once at the end (`next_[id]` and `least_raw_` as
+  /// `set_next` leaves them after every chunk): what is observable chunk by chunk (the log,
+  /// a gap left before the first chunk) is written as it happens; integer counts
+  /// (operations, bytes) are added once, which is the same sum.
+  ///
+  /// Each later chunk is tested as `place_chunks_one_hop` tests it: the resource's gaps all
+  /// end by the first chunk's start and each later chunk's earliest start `s0` is at or
+  /// after it, so the test `s0 + d > last gap's end` holds for every chunk of zero or
+  /// positive duration but one shorter than the clock's rounding at `s0` (`s0 + d == s0`)
+  /// behind a gap that ends at `s0`; that chunk is left to the gap search.
+  ///
+  /// Returns false when the job landed or its next chunk cannot be placed in this pass,
+  /// true when the next chunk (now in `c`) needs the gap search.
+  bool stream_chunks(job_id id, seconds until, seconds limit, seconds s0, seconds d, one_hop_chunk& c) {
+    job& j = jobs_[id];
+    const hop& whole = j.hops[0];
+    const resource_id r = whole.resource;
+    state& st = state_[r];
+    resource_account& a = ledger_.resources[r];
+    const auto as = static_cast<std::size_t>(whole.charge_as.value_or(j.why));
+    const bool bounded = until < std::numeric_limits<seconds>::infinity();
+    const seconds duration = whole.duration, ready = j.ready, settled = settled_;
+    const bytes moved = whole.moved, payload = j.payload, chunk = config_.chunk_bytes;
+    const double total = static_cast<double>(payload);
+    seconds last_gap_end = st.gaps.empty() ? -std::numeric_limits<seconds>::infinity() : st.gaps.back().end;
+    seconds free_at = st.free_at, busy = a.busy_by[as], done_s = j.done_seconds[0];
+    seconds last_start = j.last_start, last_end = j.last_end, horizon = ledger_.horizon;
+    bytes done_m = j.done_moved[0], done_b = j.done_bytes, moved_sum = 0;
+    std::size_t ops = 0;
+    seconds least = std::numeric_limits<seconds>::infinity();
+    const auto store = [&] {
+      st.free_at = free_at;
+      a.busy_by[as] = busy;
+      a.bytes_by[as] += moved_sum;
+      a.operations += ops;
+      j.done_seconds[0] = done_s;
+      j.done_moved[0] = done_m;
+      j.done_bytes = done_b;
+      j.last_start = last_start;
+      j.last_end = last_end;
+      ledger_.horizon = horizon;
+    };
+    for (;;) {
+      // The chunk `c` from `s0`, of duration `d`, streams: it starts at `free_at` or `s0`.
+      const seconds s = d > 0.0 ? std::max(s0, free_at) : s0;
+      if (!((s < until || (s == until && !bounded)) && s + d <= until)) {
+        store();
+        set_next(id, j, c);
+        least_raw_[r] = std::min(least_raw_[r], least);
+        return false;
+      }
+      const bytes m = c.last ? moved - done_m
+                             : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
+                                   std::min(done_m, moved);
+      if (d > 0.0) {
+        const seconds from = std::max(free_at, settled);
+        if (s > from) {
+          st.gaps.push_back({from, s});
+          last_gap_end = s;
+        }
+        free_at = s + d;
+        if (log_ != nullptr) log_->push_back({r, s, s + d, static_cast<cost_kind>(as), m, true});
+      }
+      busy += d;
+      moved_sum += m;
+      ++ops;
+      done_s += d;
+      done_m += m;
+      const seconds end = std::max(s, s + d);
+      done_b += c.size;
+      if (j.first_start < 0.0) {
+        j.first_start = s;
+        started_ring_[started_ % started_history] = {id, j.tag};
+        ++started_;
+      }
+      last_start = s;
+      last_end = std::max(last_end, end);
+      horizon = std::max(horizon, end);
+      if (c.last) {
+        store();
+        least_raw_[r] = std::min(least_raw_[r], least);
+        land(id, j);
+        next_[id].one_hop = false;
+        return false;
+      }
+      // The next chunk, as `next_one_hop_chunk` computes it.
+      c.size = std::min<bytes>(chunk, payload - done_b);
+      c.last = done_b + c.size == payload;
+      c.share = static_cast<double>(done_b + c.size) / total;
+      c.raw = c.last ? duration - done_s : duration * c.share - done_s;
+      least = std::min(least, c.raw);
+      s0 = std::max({ready, last_start, settled});
+      d = std::max(c.raw, 0.0);
+      const bool stop = s0 >= until || (bounded && c.raw > limit);
+      if (stop || (d > 0.0 && !(s0 + d > last_gap_end))) {
+        store();
+        set_next(id, j, c);
+        least_raw_[r] = std::min(least_raw_[r], least);
+        return !stop;
+      }
     }
   }
 
