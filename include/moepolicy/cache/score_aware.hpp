@@ -130,12 +130,13 @@ struct score_aware_config {
 /// Evicts the resident expert with the lowest windowed average score, never one selected
 /// for the layer in progress.
 ///
-/// Unshielded residents sit in a heap per pool ranked by (average, last use). An average
-/// changes only when its layer's batch arrives or when the window moves; the pools whose
-/// ranks all moved then are marked stale and ranked at their next `victim`, by one O(n)
-/// scan (detail/shielded_ranking.hpp), instead of being re-ranked eagerly at O(E log n)
-/// per batch and O(L · E) per step end as in the first implementation
-/// (cache/detail/score_aware_reference.hpp); the victims are the same.
+/// Unshielded residents sit in a heap per layer ranked by (average, last use); a pool
+/// shared by the layers keeps a tournament tree over its layers' lowest members. An average
+/// changes only when its layer's batch arrives or when the window moves; the layers whose
+/// ranks all moved then are marked stale and ranked when their pool is next asked for a
+/// victim, by one O(n) scan of the layer (detail/shielded_ranking.hpp), instead of being
+/// re-ranked eagerly at O(E log n) per batch and O(L · E) per step end as in the first
+/// implementation (cache/detail/score_aware_reference.hpp); the victims are the same.
 ///
 /// The iteration that leaves the window at a step end is retired from a layer's sums when
 /// the layer is next touched (its next batch, fused with adding the batch's scores, or a
@@ -146,10 +147,10 @@ struct score_aware_config {
 /// as the rounded averages do (`rank_kind`): no division per resident. Scores become
 /// fixed point four at a time (`detail::add_fixed_row`).
 ///
-/// Complexity per access, pools per layer of n residents, E experts, k selected per token:
+/// Complexity per access, n residents per layer, L layers, E experts, k selected per token:
 /// O(E) per batch for the scores and the retired iteration (shared by its k·tokens
-/// accesses), O(n) per batch for the first victim of a pool, O(log n) or O(1) per event;
-/// O(pools) per step end.
+/// accesses), O(n) per batch for the first victim after it, O(log n) or O(1) per event,
+/// plus O(log L) per event in a shared pool; O(L) per step end.
 class score_aware_policy {
  public:
   using config_type = score_aware_config;
@@ -178,8 +179,7 @@ class score_aware_policy {
   /// empty or `tokens × num_experts`; scores and weights finite, of magnitude below 2^31
   /// (they are probabilities; sums are kept in 2^-32 fixed point).
   /// Complexity: O(tokens · num_experts) with scores, O(tokens · k) without, plus
-  /// O(k · tokens) to shield when pools are per layer (the layer's pool is ranked at its
-  /// next victim), O(num_experts · log n) to re-rank the layer's residents otherwise.
+  /// O(k · tokens) to shield (the layer's residents are ranked at the next victim).
   void on_layer_begin(const batch_view& b) noexcept {
     const layer_id l = b.ref.layer;
     MOEPOLICY_ASSERT(l < shape_.num_layers);
@@ -236,7 +236,7 @@ class score_aware_policy {
   /// retirement would give. Sums are kept in fixed point (units of 2^-32), so retiring
   /// subtracts exactly: an expert whose scores all left the window averages exactly 0, and
   /// rounding never reorders equal averages.
-  /// Complexity: O(pools); O(num_experts) per layer, paid at its next batch or read.
+  /// Complexity: O(layers); O(num_experts) per layer, paid at its next batch or read.
   void on_step_end() noexcept {
     cur_ = (cur_ + 1) % window_;
     ++steps_;
@@ -250,7 +250,8 @@ class score_aware_policy {
 
   /// Returns: the unshielded resident of pool `part` with the lowest average score (ties:
   /// least recently used, then lower key), or nothing when every resident is shielded.
-  /// Complexity: O(1); O(n) for a pool whose ranks moved since its last victim.
+  /// Complexity: O(1) for a pool per layer, O(log L) per layer touched since the last
+  /// victim in a shared pool; O(n) more for a layer whose ranks moved since.
   [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
     const auto f = ranking_.top(part, ranker());
     if (!f) return std::nullopt;
@@ -334,28 +335,24 @@ class score_aware_policy {
       policy->retire(l);
       return {policy->primary(policy->kind_of(l), l, f), policy->ranking_.last_use(f)};
     }
-    /// The ranker of the members of pool `part`, which ranks them all at once: its layer
+    /// The ranker of the members of layer `l`, which ranks them all at once: the layer
     /// retired once, its rank kind read once.
-    [[nodiscard]] auto pool(std::size_t part) const noexcept {
-      struct pool_ranker {
+    [[nodiscard]] auto layer(std::size_t l) const noexcept {
+      struct layer_ranker {
         const score_aware_policy* policy;
-        const std::int64_t* sums;  // null: rank through `ranker_fn`
+        const std::int64_t* sums;
         std::size_t layer;
         rank_kind kind;
         [[nodiscard]] detail::heap_rank operator()(std::size_t f) const noexcept {
-          if (sums != nullptr && kind == rank_kind::sum) {
-            return {static_cast<double>(sums[f]), policy->ranking_.last_use(f)};
-          }
+          if (kind == rank_kind::sum) return {static_cast<double>(sums[f]), policy->ranking_.last_use(f)};
           return rank_other(f);
         }
         [[nodiscard, gnu::noinline]] detail::heap_rank rank_other(std::size_t f) const noexcept {
-          if (sums == nullptr) return ranker_fn{policy}(f);
           return {policy->primary(kind, layer, f), policy->ranking_.last_use(f)};
         }
       };
-      if (policy->shape_.scope != capacity_scope::per_layer) return pool_ranker{policy, nullptr, 0, rank_kind::average};
-      policy->retire(part);
-      return pool_ranker{policy, policy->sums_.data(), part, policy->kind_of(part)};
+      policy->retire(l);
+      return layer_ranker{policy, policy->sums_.data(), l, policy->kind_of(l)};
     }
   };
   [[nodiscard]] ranker_fn ranker() const noexcept { return {this}; }
