@@ -142,9 +142,10 @@ struct score_aware_config {
 /// the layer is next touched (its next batch, fused with adding the batch's scores, or a
 /// read of one of its averages), not from all L · E sums at the step end.
 ///
-/// In a pool per layer, whose averages share one divisor, the scan ranks by the
-/// fixed-point sums themselves while they are small enough to order the residents exactly
-/// as the rounded averages do (`rank_kind`): no division per resident. Scores become
+/// Within a layer, whose averages share one divisor, the residents are ranked by the
+/// fixed-point sums themselves while they are small enough to order them exactly as the
+/// rounded averages do (`rank_kind`): no division per resident; in a shared pool only each
+/// layer's lowest is ranked by its average among the other layers' lowest. Scores become
 /// fixed point four at a time (`detail::add_fixed_row`).
 ///
 /// Complexity per access, n residents per layer, L layers, E experts, k selected per token:
@@ -298,9 +299,9 @@ class score_aware_policy {
     return n == 0 ? 0.0 : static_cast<double>(sums_[f]) / fixed_one / static_cast<double>(n);
   }
 
-  /// How the residents of a pool are ranked (after `retire` of its layer).
+  /// How the residents of a layer are ranked among themselves (after `retire` of the layer).
   ///
-  /// In a per-layer pool every average has the same divisor n, the layer's tokens, so
+  /// Within a layer every average has the same divisor n, the layer's tokens, so
   /// when every sum of the layer is below 2^51 in magnitude the sums order the residents
   /// exactly as their averages do: sums are integers, exact as doubles; two that differ
   /// differ by at least 1, their quotients by at least 1/n, which is more than the spacing
@@ -309,12 +310,13 @@ class score_aware_policy {
   /// 2^18 only while the layer's window holds fewer than 2^18 values per sum, each below
   /// 2^33 in magnitude (a score or weight below 2). The sum is then the rank, without a
   /// division; a layer whose window saw more, or larger values, is ranked by its averages.
-  /// Ranks only change kind where all of a pool's ranks move at once (its layer's batch,
-  /// a step end), so the ranks held together in a pool are always of one kind.
+  /// Ranks only change kind where all of a layer's ranks move at once (its batch, a step
+  /// end), so the ranks held together in a layer's heap are always of one kind; in a shared
+  /// pool a layer's lowest enters the tree over layers by its average (`ranker_fn::leaf`).
   enum class rank_kind : std::uint8_t { average, sum, zero };
   [[nodiscard]] rank_kind kind_of(std::size_t l) const noexcept {
     if (counts_[l].tokens == 0) return rank_kind::zero;
-    return shape_.scope == capacity_scope::per_layer && counts_[l].bound < big ? rank_kind::sum : rank_kind::average;
+    return counts_[l].bound < big ? rank_kind::sum : rank_kind::average;
   }
   [[nodiscard]] double primary(rank_kind kind, std::size_t l, std::size_t f) const noexcept {
     switch (kind) {
@@ -353,6 +355,13 @@ class score_aware_policy {
       };
       policy->retire(l);
       return layer_ranker{policy, policy->sums_.data(), l, policy->kind_of(l)};
+    }
+    /// The rank of `f`, layer `l`'s lowest member of rank `r`, among the other layers'
+    /// lowest in a shared pool: by its average where the layer ranks by sums.
+    [[nodiscard]] detail::heap_rank leaf(std::size_t l, std::size_t f, const detail::heap_rank& r) const noexcept {
+      policy->retire(l);
+      if (policy->kind_of(l) != rank_kind::sum) return r;
+      return {policy->average_in(l, f), r.secondary};
     }
   };
   [[nodiscard]] ranker_fn ranker() const noexcept { return {this}; }

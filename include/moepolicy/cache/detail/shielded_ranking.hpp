@@ -149,10 +149,16 @@ class shielded_ranking {
       const std::uint32_t l = dirty_list_[i];
       dirty_[l] = 0;
       lowest_[l] = layer_top(l, rank, lowest_rank_[l]);
+      if (lowest_[l] != no_slot) lowest_rank_[l] = for_leaf(rank, l, lowest_[l], lowest_rank_[l]);
       std::size_t n = leaves_ + l;
       tree_[n] = lowest_[l] == no_slot ? no_slot : l;
       if (paths) {
-        for (n /= 2; n >= 1; n /= 2) tree_[n] = better(tree_[2 * n], tree_[2 * n + 1]);
+        for (n /= 2; n >= 1; n /= 2) {
+          const std::uint32_t w = better(tree_[2 * n], tree_[2 * n + 1]);
+          // A node that another layer still wins, as before: nothing above it changes.
+          if (w == tree_[n] && w != l) break;
+          tree_[n] = w;
+        }
       }
     }
     if (!paths) {
@@ -195,6 +201,18 @@ class shielded_ranking {
       return rank.layer(l);
     } else {
       return (rank);
+    }
+  }
+  /// `rank.leaf(l, f, r)` where the rank function has it: the rank among other layers' of
+  /// `f`, layer `l`'s lowest member of rank `r` within its layer (a policy may rank within
+  /// a layer by a key that orders the layer's members as the rank does, but not members of
+  /// different layers).
+  template <class Rank>
+  [[nodiscard]] static heap_rank for_leaf(Rank& rank, std::size_t l, std::size_t f, const heap_rank& r) noexcept {
+    if constexpr (requires { rank.leaf(l, f, r); }) {
+      return rank.leaf(l, f, r);
+    } else {
+      return r;
     }
   }
   /// The lowest-ranked unshielded member of layer `l` (its rank in `low`), or `no_slot`.
