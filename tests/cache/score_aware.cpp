@@ -286,3 +286,95 @@ TEST_CASE("large scores rank by the rounded averages, where the sums would not")
   q.on_layer_end(0);
   CHECK(q.victim(0) == expert_key{0, 0});
 }
+
+namespace {
+
+/// Drives `detail::shielded_ranking` and the eager ranking of the first implementation
+/// with the same random events over scores with many ties (a cache's order of calls: a
+/// layer's begin, its accesses and evictions, its end; step ends when `steps`), and counts
+/// the pools whose lowest member differs, asked after every event.
+std::size_t ranking_mismatches(const cache_shape& shape, bool steps, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<double> score(shape.slots(), 0.0);
+  detail::shielded_ranking fast(shape);
+  reference::detail::eager_shielded_ranking eager(shape);
+  const auto fast_rank = [&](std::size_t f) { return detail::heap_rank{score[f], fast.last_use(f)}; };
+  const auto eager_rank = [&](std::size_t f) { return detail::heap_rank{score[f], eager.last_use(f)}; };
+  std::vector<std::uint8_t> resident(shape.slots(), 0);
+  const auto draw = [&](std::uint32_t n) { return std::uniform_int_distribution<std::uint32_t>(0, n - 1)(rng); };
+  std::size_t mismatches = 0;
+  const auto compare = [&] {
+    for (std::size_t p = 0; p < shape.partitions(); ++p) {
+      if (fast.top(p, fast_rank) != eager.top(p)) ++mismatches;
+    }
+  };
+  for (int step = 0; step < 40; ++step) {
+    for (std::uint32_t l = 0; l < shape.num_layers; ++l) {
+      const std::size_t base = std::size_t{l} * shape.num_experts;
+      for (std::uint32_t e = 0; e < shape.num_experts; ++e) score[base + e] = draw(4) * 0.25;
+      std::vector<expert_id> selected;
+      for (std::uint32_t i = 0; i < 3; ++i) selected.push_back(static_cast<expert_id>(draw(shape.num_experts)));
+      fast.begin_layer(base, shape.num_experts, selected, fast_rank);
+      eager.begin_layer(base, shape.num_experts, selected, eager_rank);
+      compare();
+      for (int a = 0; a < 12; ++a) {
+        // Accesses mostly to this layer, some to others (prefetches); evict the victim or
+        // a random resident.
+        const std::uint32_t layer = draw(4) == 0 ? draw(shape.num_layers) : l;
+        const std::size_t f = std::size_t{layer} * shape.num_experts + draw(shape.num_experts);
+        switch (draw(4)) {
+          case 0:
+            if (const auto v = eager.top(shape.scope == capacity_scope::per_layer ? layer : 0)) {
+              fast.evict(*v);
+              eager.evict(*v);
+              resident[*v] = 0;
+            }
+            break;
+          case 1:
+            if (resident[f] != 0) {
+              fast.evict(f);
+              eager.evict(f);
+              resident[f] = 0;
+            }
+            break;
+          default:
+            if (resident[f] != 0) {
+              fast.hit(f, fast_rank);
+              eager.hit(f, eager_rank);
+            } else {
+              fast.insert(f, fast_rank);
+              eager.insert(f, eager_rank);
+              resident[f] = 1;
+            }
+        }
+        compare();
+      }
+      fast.end_layer(static_cast<layer_id>(l), fast_rank);
+      eager.end_layer(static_cast<layer_id>(l), eager_rank);
+      compare();
+    }
+    if (steps) {
+      for (double& s : score) s = draw(4) * 0.25;
+      fast.rerank_all(fast_rank);
+      eager.rerank_all(eager_rank);
+      compare();
+    }
+  }
+  return mismatches;
+}
+
+}  // namespace
+
+TEST_CASE("the ranking per layer, with a tree over layers for a shared pool, has the eager ranking's lowest") {
+  for (const capacity_scope scope : {capacity_scope::shared, capacity_scope::per_layer}) {
+    for (const std::uint32_t layers : {1u, 3u, 5u, 8u}) {
+      for (const bool steps : {false, true}) {
+        for (std::uint32_t seed = 0; seed < 4; ++seed) {
+          CAPTURE(layers);
+          CAPTURE(steps);
+          CHECK(ranking_mismatches({.num_layers = layers, .num_experts = 6, .scope = scope}, steps, seed) == 0);
+        }
+      }
+    }
+  }
+}

@@ -65,7 +65,7 @@ class ema_score_policy {
   /// Preconditions: `b.ref.layer` within the shape; ids below `num_experts`; `b.scores`
   /// empty or `tokens × num_experts`; scores and weights finite.
   /// Complexity: O(tokens · num_experts) with scores, O(tokens · k + num_experts) without,
-  /// plus O(num_experts · log n) to re-rank the layer's residents.
+  /// plus O(k · tokens) to shield (the layer's residents are ranked at the next victim).
   void on_layer_begin(const batch_view& b) noexcept {
     const layer_id l = b.ref.layer;
     MOEPOLICY_ASSERT(l < shape_.num_layers);
@@ -99,7 +99,8 @@ class ema_score_policy {
 
   /// Returns: the unshielded resident of pool `part` with the lowest S (ties: least
   /// recently used, then lower key), or nothing when every resident is shielded.
-  /// Complexity: O(1).
+  /// Complexity: O(1) for a pool per layer, O(log L) per layer touched since the last
+  /// victim in a shared pool; O(n) more for a layer whose scores moved since.
   [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
     const auto f = ranking_.top(part, ranker());
     if (!f) return std::nullopt;

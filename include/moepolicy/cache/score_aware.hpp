@@ -130,26 +130,28 @@ struct score_aware_config {
 /// Evicts the resident expert with the lowest windowed average score, never one selected
 /// for the layer in progress.
 ///
-/// Unshielded residents sit in a heap per pool ranked by (average, last use). An average
-/// changes only when its layer's batch arrives or when the window moves; the pools whose
-/// ranks all moved then are marked stale and ranked at their next `victim`, by one O(n)
-/// scan (detail/shielded_ranking.hpp), instead of being re-ranked eagerly at O(E log n)
-/// per batch and O(L · E) per step end as in the first implementation
-/// (cache/detail/score_aware_reference.hpp); the victims are the same.
+/// Unshielded residents sit in a heap per layer ranked by (average, last use); a pool
+/// shared by the layers keeps a tournament tree over its layers' lowest members. An average
+/// changes only when its layer's batch arrives or when the window moves; the layers whose
+/// ranks all moved then are marked stale and ranked when their pool is next asked for a
+/// victim, by one O(n) scan of the layer (detail/shielded_ranking.hpp), instead of being
+/// re-ranked eagerly at O(E log n) per batch and O(L · E) per step end as in the first
+/// implementation (cache/detail/score_aware_reference.hpp); the victims are the same.
 ///
 /// The iteration that leaves the window at a step end is retired from a layer's sums when
 /// the layer is next touched (its next batch, fused with adding the batch's scores, or a
 /// read of one of its averages), not from all L · E sums at the step end.
 ///
-/// In a pool per layer, whose averages share one divisor, the scan ranks by the
-/// fixed-point sums themselves while they are small enough to order the residents exactly
-/// as the rounded averages do (`rank_kind`): no division per resident. Scores become
+/// Within a layer, whose averages share one divisor, the residents are ranked by the
+/// fixed-point sums themselves while they are small enough to order them exactly as the
+/// rounded averages do (`rank_kind`): no division per resident; in a shared pool only each
+/// layer's lowest is ranked by its average among the other layers' lowest. Scores become
 /// fixed point four at a time (`detail::add_fixed_row`).
 ///
-/// Complexity per access, pools per layer of n residents, E experts, k selected per token:
+/// Complexity per access, n residents per layer, L layers, E experts, k selected per token:
 /// O(E) per batch for the scores and the retired iteration (shared by its k·tokens
-/// accesses), O(n) per batch for the first victim of a pool, O(log n) or O(1) per event;
-/// O(pools) per step end.
+/// accesses), O(n) per batch for the first victim after it, O(log n) or O(1) per event,
+/// plus O(log L) per event in a shared pool; O(L) per step end.
 class score_aware_policy {
  public:
   using config_type = score_aware_config;
@@ -178,8 +180,7 @@ class score_aware_policy {
   /// empty or `tokens × num_experts`; scores and weights finite, of magnitude below 2^31
   /// (they are probabilities; sums are kept in 2^-32 fixed point).
   /// Complexity: O(tokens · num_experts) with scores, O(tokens · k) without, plus
-  /// O(k · tokens) to shield when pools are per layer (the layer's pool is ranked at its
-  /// next victim), O(num_experts · log n) to re-rank the layer's residents otherwise.
+  /// O(k · tokens) to shield (the layer's residents are ranked at the next victim).
   void on_layer_begin(const batch_view& b) noexcept {
     const layer_id l = b.ref.layer;
     MOEPOLICY_ASSERT(l < shape_.num_layers);
@@ -236,7 +237,7 @@ class score_aware_policy {
   /// retirement would give. Sums are kept in fixed point (units of 2^-32), so retiring
   /// subtracts exactly: an expert whose scores all left the window averages exactly 0, and
   /// rounding never reorders equal averages.
-  /// Complexity: O(pools); O(num_experts) per layer, paid at its next batch or read.
+  /// Complexity: O(layers); O(num_experts) per layer, paid at its next batch or read.
   void on_step_end() noexcept {
     cur_ = (cur_ + 1) % window_;
     ++steps_;
@@ -250,7 +251,8 @@ class score_aware_policy {
 
   /// Returns: the unshielded resident of pool `part` with the lowest average score (ties:
   /// least recently used, then lower key), or nothing when every resident is shielded.
-  /// Complexity: O(1); O(n) for a pool whose ranks moved since its last victim.
+  /// Complexity: O(1) for a pool per layer, O(log L) per layer touched since the last
+  /// victim in a shared pool; O(n) more for a layer whose ranks moved since.
   [[nodiscard]] std::optional<expert_key> victim(std::size_t part) const noexcept {
     const auto f = ranking_.top(part, ranker());
     if (!f) return std::nullopt;
@@ -297,9 +299,9 @@ class score_aware_policy {
     return n == 0 ? 0.0 : static_cast<double>(sums_[f]) / fixed_one / static_cast<double>(n);
   }
 
-  /// How the residents of a pool are ranked (after `retire` of its layer).
+  /// How the residents of a layer are ranked among themselves (after `retire` of the layer).
   ///
-  /// In a per-layer pool every average has the same divisor n, the layer's tokens, so
+  /// Within a layer every average has the same divisor n, the layer's tokens, so
   /// when every sum of the layer is below 2^51 in magnitude the sums order the residents
   /// exactly as their averages do: sums are integers, exact as doubles; two that differ
   /// differ by at least 1, their quotients by at least 1/n, which is more than the spacing
@@ -308,12 +310,13 @@ class score_aware_policy {
   /// 2^18 only while the layer's window holds fewer than 2^18 values per sum, each below
   /// 2^33 in magnitude (a score or weight below 2). The sum is then the rank, without a
   /// division; a layer whose window saw more, or larger values, is ranked by its averages.
-  /// Ranks only change kind where all of a pool's ranks move at once (its layer's batch,
-  /// a step end), so the ranks held together in a pool are always of one kind.
+  /// Ranks only change kind where all of a layer's ranks move at once (its batch, a step
+  /// end), so the ranks held together in a layer's heap are always of one kind; in a shared
+  /// pool a layer's lowest enters the tree over layers by its average (`ranker_fn::leaf`).
   enum class rank_kind : std::uint8_t { average, sum, zero };
   [[nodiscard]] rank_kind kind_of(std::size_t l) const noexcept {
     if (counts_[l].tokens == 0) return rank_kind::zero;
-    return shape_.scope == capacity_scope::per_layer && counts_[l].bound < big ? rank_kind::sum : rank_kind::average;
+    return counts_[l].bound < big ? rank_kind::sum : rank_kind::average;
   }
   [[nodiscard]] double primary(rank_kind kind, std::size_t l, std::size_t f) const noexcept {
     switch (kind) {
@@ -334,28 +337,31 @@ class score_aware_policy {
       policy->retire(l);
       return {policy->primary(policy->kind_of(l), l, f), policy->ranking_.last_use(f)};
     }
-    /// The ranker of the members of pool `part`, which ranks them all at once: its layer
+    /// The ranker of the members of layer `l`, which ranks them all at once: the layer
     /// retired once, its rank kind read once.
-    [[nodiscard]] auto pool(std::size_t part) const noexcept {
-      struct pool_ranker {
+    [[nodiscard]] auto layer(std::size_t l) const noexcept {
+      struct layer_ranker {
         const score_aware_policy* policy;
-        const std::int64_t* sums;  // null: rank through `ranker_fn`
+        const std::int64_t* sums;
         std::size_t layer;
         rank_kind kind;
         [[nodiscard]] detail::heap_rank operator()(std::size_t f) const noexcept {
-          if (sums != nullptr && kind == rank_kind::sum) {
-            return {static_cast<double>(sums[f]), policy->ranking_.last_use(f)};
-          }
+          if (kind == rank_kind::sum) return {static_cast<double>(sums[f]), policy->ranking_.last_use(f)};
           return rank_other(f);
         }
         [[nodiscard, gnu::noinline]] detail::heap_rank rank_other(std::size_t f) const noexcept {
-          if (sums == nullptr) return ranker_fn{policy}(f);
           return {policy->primary(kind, layer, f), policy->ranking_.last_use(f)};
         }
       };
-      if (policy->shape_.scope != capacity_scope::per_layer) return pool_ranker{policy, nullptr, 0, rank_kind::average};
-      policy->retire(part);
-      return pool_ranker{policy, policy->sums_.data(), part, policy->kind_of(part)};
+      policy->retire(l);
+      return layer_ranker{policy, policy->sums_.data(), l, policy->kind_of(l)};
+    }
+    /// The rank of `f`, layer `l`'s lowest member of rank `r`, among the other layers'
+    /// lowest in a shared pool: by its average where the layer ranks by sums.
+    [[nodiscard]] detail::heap_rank leaf(std::size_t l, std::size_t f, const detail::heap_rank& r) const noexcept {
+      policy->retire(l);
+      if (policy->kind_of(l) != rank_kind::sum) return r;
+      return {policy->average_in(l, f), r.secondary};
     }
   };
   [[nodiscard]] ranker_fn ranker() const noexcept { return {this}; }
