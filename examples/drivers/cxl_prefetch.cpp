@@ -65,15 +65,28 @@ struct size_point {
   std::uint64_t experts = 0;
 };
 
+/// The next uses of the demand replay of `batched`, rebuilt a chunk at a time from an index
+/// of a few bytes per key and chunk (sim/cache_replay.hpp) rather than held whole: 8 bytes
+/// per access, beside the 4 of the access sequence they are computed from, would set the
+/// report's peak on long traces. Belady's positions, and so its hit ratios, are the same.
+next_use_index chunked_next_uses(const routing_trace& batched) {
+  const auto& i = batched.info();
+  const auto keys = static_cast<std::uint64_t>(i.num_layers) * i.num_experts;
+  return next_use_index(batched, cache_replay_config{},
+                        next_use_index::balanced_chunk_accesses(batched.num_rows() * i.top_k, keys));
+}
+
 /// The demand hit ratio of Belady's MIN on the decode accesses of B streams.
 double belady_ratio(const routing_trace& batched, std::uint64_t capacity) {
   const auto& i = batched.info();
+  const next_use_index index = chunked_next_uses(batched);
   return replay_cache<belady_policy>(
-             batched, cache_config{.num_layers = i.num_layers, .num_experts = i.num_experts, .capacity = capacity})
+             batched, cache_config{.num_layers = i.num_layers, .num_experts = i.num_experts, .capacity = capacity},
+             belady_config{}, cache_replay_config{}, index)
       .stats.hit_ratio();
 }
 
-/// The same at several capacities, in one walk (the next uses computed once).
+/// The same at several capacities, in one walk (the next uses indexed once).
 std::vector<double> belady_ratios(const routing_trace& batched, std::span<const size_point> sizes) {
   const auto& i = batched.info();
   std::deque<expert_cache<belady_policy>> caches;
@@ -81,7 +94,8 @@ std::vector<double> belady_ratios(const routing_trace& batched, std::span<const 
     caches.emplace_back(cache_config{.num_layers = i.num_layers, .num_experts = i.num_experts, .capacity = sz.experts},
                         belady_config{});
   }
-  static_cast<void>(replay_caches(batched, cache_replay_config{}, {}, caches));
+  const next_use_index index = chunked_next_uses(batched);
+  static_cast<void>(replay_caches(batched, cache_replay_config{}, index, caches));
   std::vector<double> out;
   for (const auto& c : caches) out.push_back(c.stats().hit_ratio());
   return out;

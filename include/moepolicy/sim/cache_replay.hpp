@@ -943,25 +943,35 @@ requires(expert_cache_range<Ranges>&&...) replay_walk_result
   }
 }
 
-/// Replays the canonical file `t` through every cache of `caches...` in one walk, as above,
-/// the caches that read the future sharing one cursor of `index` (built on `t` for the same
-/// phases: one rebuild of each chunk's next uses for all of them), in memory bounded
-/// however long the file is.
+/// Replays the canonical file or trace `t` through every cache of `caches...` in one walk,
+/// as above, the caches that read the future sharing one cursor of `index` (built on `t`
+/// for the same phases: one rebuild of each chunk's next uses for all of them), holding one
+/// chunk of next uses instead of 8 bytes per access (for a file, in memory bounded however
+/// long it is). The same statistics as with `replay_next_uses(t, rc)`.
 ///
-/// Throws: as above; `invalid_argument` when `index` was built on another file or for other
-/// phases.
-template <class... Ranges>
+/// Throws: as above; `invalid_argument` when `index` was built on another file or trace or
+/// for other phases.
+template <replay_source T, class... Ranges>
 requires(expert_cache_range<Ranges>&&...) replay_walk_result
-    replay_caches(const canonical_file& t, const cache_replay_config& rc, const next_use_index& index,
-                  Ranges&&... caches) {
+    replay_caches(const T& t, const cache_replay_config& rc, const next_use_index& index, Ranges&&... caches) {
   constexpr std::string_view fn = "replay_caches";
-  detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
-  const bool reads = feed.check(t, rc, fn);
-  detail::check_index(t, rc, index, fn);
-  detail::optional_cursor future;
-  if (reads) future.cursor.emplace(index);
   const auto nothing = [](const auto&...) {};
-  return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+  detail::optional_cursor future;
+  if constexpr (std::same_as<T, routing_trace>) {
+    detail::cache_set_tape<std::remove_reference_t<Ranges>...> feed(caches...);
+    const bool reads = feed.check(t, rc, fn);
+    detail::check_index(t, rc, index, fn);
+    if (reads) future.cursor.emplace(index);
+    const replay_walk_result w = detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+    feed.flush();
+    return w;
+  } else {
+    detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
+    const bool reads = feed.check(t, rc, fn);
+    detail::check_index(t, rc, index, fn);
+    if (reads) future.cursor.emplace(index);
+    return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+  }
 }
 
 /// Replays `t` through every cache of `caches...` in one walk, as `replay_caches`, every

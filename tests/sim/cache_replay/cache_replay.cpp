@@ -490,6 +490,12 @@ TEST_CASE("several caches in one walk: each has the hits of its own replay, on t
     const next_use_index ix(f, {}, 1000);
     CHECK(replay_caches(f, {}, ix, mapped.lru, mapped.any, mapped.belady).accesses == 44803);
     check_against_single(mapped, want);
+    // The trace in memory with a chunked index of it: the cursor's chunks (1,000 accesses)
+    // end inside and across the tape's batches.
+    cache_set chunked(points);
+    const next_use_index tix(t, {}, 1000);
+    CHECK(replay_caches(t, {}, tix, chunked.lru, chunked.any, chunked.belady).accesses == 44803);
+    check_against_single(chunked, want);
   }
   {  // Decode alone, each request starting cold (the per-layer cache).
     const cache_replay_config rc{.prefill = false, .reset_between_requests = true};
@@ -498,6 +504,10 @@ TEST_CASE("several caches in one walk: each has the hits of its own replay, on t
     const next_use_index ix(f, rc, 1000);
     static_cast<void>(replay_caches(f, rc, ix, mapped.lru, mapped.any, mapped.belady));
     check_against_single(mapped, single_replays(t, per_layer, rc));
+    cache_set chunked(per_layer);
+    const next_use_index tix(t, rc, 7);
+    static_cast<void>(replay_caches(t, rc, tix, chunked.lru, chunked.any, chunked.belady));
+    check_against_single(chunked, single_replays(t, per_layer, rc));
   }
   // The next uses given are checked against the replay's accesses; a cache smaller than
   // the trace, an index of other phases and a replay of no phase are refused.
@@ -518,6 +528,15 @@ TEST_CASE("several caches in one walk: each has the hits of its own replay, on t
   const next_use_index decode_ix(f, {.prefill = false});
   CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches(f, {}, decode_ix, one)),
                        "moepolicy::replay_caches: the next-use index was built for other phases than the replay keeps",
+                       invalid_argument);
+  const next_use_index decode_tix(t, {.prefill = false}, 1000);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches(t, {}, decode_tix, one)),
+                       "moepolicy::replay_caches: the next-use index was built for other phases than the replay keeps",
+                       invalid_argument);
+  const routing_trace other = test::granite_trace();
+  const next_use_index other_ix(other, {}, 1000);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches(t, {}, other_ix, one)),
+                       "moepolicy::replay_caches: the next-use index was built on another trace than the one replayed",
                        invalid_argument);
   CHECK_THROWS_WITH_AS(static_cast<void>(replay_caches(t, {.prefill = false, .decode = false}, {})),
                        "moepolicy::replay_caches: replay prefill, decode or both", invalid_argument);
