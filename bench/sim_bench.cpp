@@ -135,6 +135,36 @@ void BM_timeline_stream(benchmark::State& state) {
 }
 BENCHMARK(BM_timeline_stream)->Arg(0)->Arg(1);
 
+// Background gap filling, per chunk: a demand operation on a link and another 10 ms later
+// leave an idle gap, and a 32 MiB job (32 chunks of 1 MiB, 31 µs each) ready before the gap
+// is settled into it, as the Edge-MoE replay's prefetches fill the gaps between demand
+// loads. Arg: `timeline_config::fast_paths` (0: every chunk searches the link's idle gaps;
+// 1: the chunks after the first are placed together in the gap).
+void BM_timeline_gap(benchmark::State& state) {
+  timeline tl({.fast_paths = state.range(0) != 0});
+  tl.add_resource("gpu", resource_kind::processor);
+  const resource_id link = tl.add_resource("link", resource_kind::link);
+  constexpr bytes payload = bytes{32} << 20;
+  const std::array<hop, 1> job{{{link, 1e-3, payload}}};
+  for (auto _ : state) {
+    if (tl.horizon() > 1e6) {
+      state.PauseTiming();
+      tl.reset();
+      state.ResumeTiming();
+    }
+    const seconds t = tl.settled_until();
+    tl.run(t, link, 1e-4, cost_kind::demand_fetch);
+    tl.run(t + 1e-2, link, 1e-4, cost_kind::demand_fetch);
+    tl.enqueue(t, job, payload, cost_kind::prefetch, 0);
+    tl.settle(tl.horizon());
+    tl.clear_landed();
+  }
+  state.SetItemsProcessed(state.iterations() * 32);
+  state.SetLabel(state.range(0) != 0 ? "fast paths: one 1 MiB chunk placed in an idle gap of a link"
+                                     : "plain search: one 1 MiB chunk placed in an idle gap of a link");
+}
+BENCHMARK(BM_timeline_gap)->Arg(0)->Arg(1);
+
 // Floor of the streaming: each chunk's cumulative share of the payload, the one division a
 // chunk needs, read from the same job.
 void BM_timeline_stream_floor(benchmark::State& state) {

@@ -361,9 +361,10 @@ struct timeline_config {
   std::size_t reserved_one_hop_jobs = 0;
   /// Whether a background chunk of one hop that cannot end before its resource's last idle
   /// gap ends (a job that streams behind the resource's last operation) is placed without
-  /// searching the gaps. The placements, ledger, log and receipts are the same bit for bit
-  /// either way; false runs the plain search for every chunk, the reference the fast path is
-  /// tested against.
+  /// searching the gaps, and the chunks of one hop that follow a chunk placed in an idle gap
+  /// in that same gap are placed together without searching it again. The placements,
+  /// ledger, log and receipts are the same bit for bit either way; false runs the plain
+  /// search for every chunk, the reference the fast paths are tested against.
   bool fast_paths = true;
 };
 
@@ -769,14 +770,18 @@ class timeline {
     }
   }
 
-  /// Holds [start, start + d) on `r`, carving a gap or extending `free_at`.
-  void hold(resource_id r, seconds start, seconds d) {
+  /// Holds [start, start + d) on `r`, carving a gap or extending `free_at`. Returns the
+  /// index of the gap left after the hold in the gap it was carved from (starting at
+  /// `start + d`), `no_gap` when the hold extended `free_at` or left no idle time after it
+  /// in its gap.
+  static constexpr std::size_t no_gap = std::numeric_limits<std::size_t>::max();
+  std::size_t hold(resource_id r, seconds start, seconds d) {
     state& s = state_[r];
     if (start >= s.free_at) {
       const seconds from = std::max(s.free_at, settled_);
       if (start > from) s.gaps.push_back({from, start});
       s.free_at = start + d;
-      return;
+      return no_gap;
     }
     for (std::size_t i = 0; i < s.gaps.size(); ++i) {
       interval& g = s.gaps[i];
@@ -787,14 +792,17 @@ class timeline {
       const bool keep_right = right.end > right.start;
       if (keep_left && keep_right) {
         s.gaps.insert(s.gaps.begin() + static_cast<std::ptrdiff_t>(i) + 1, right);
-      } else if (!keep_left && keep_right) {
-        g = right;
-      } else if (!keep_left) {
-        s.gaps.erase(s.gaps.begin() + static_cast<std::ptrdiff_t>(i));
+        return i + 1;
       }
-      return;
+      if (!keep_left && keep_right) {
+        g = right;
+        return i;
+      }
+      if (!keep_left) s.gaps.erase(s.gaps.begin() + static_cast<std::ptrdiff_t>(i));
+      return no_gap;
     }
     MOEPOLICY_ASSERT(false);  // earliest_fit found the window
+    return no_gap;
   }
 
   /// The longest idle window of resource `r` within [settled_, until]: in a gap, or from
@@ -1030,7 +1038,7 @@ class timeline {
           c.last ? whole.moved - j.done_moved[0]
                  : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * c.share)) -
                        std::min(j.done_moved[0], whole.moved);
-      if (d > 0.0) hold(r, s, d);
+      const std::size_t rest = d > 0.0 ? hold(r, s, d) : no_gap;
       charge(r, as, d, m);
       log(r, s, d, as, m, true);
       j.done_seconds[0] += d;
@@ -1045,7 +1053,113 @@ class timeline {
       computed = true;
       raw = c.raw;
       set_next(id, j, c);
+      // The chunk went into an idle gap and left idle time after it there: the chunks that
+      // follow it in that gap are placed together.
+      if (config_.fast_paths && rest != no_gap) {
+        if (gap_chunks(id, until, limit, rest, s, c)) return;
+        raw = c.raw;
+      }
     }
+  }
+
+  /// Places the chunks of job `id` (of one hop, pending) that follow, in the same idle gap,
+  /// a chunk the gap search just placed from `s` in a gap whose idle time after that chunk
+  /// is `state_[r].gaps[g]` (it starts where the chunk ends); `c` is the job's next chunk,
+  /// `limit` the bound of `place_chunks_one_hop`. One chunk after another in a tight loop,
+  /// with the arithmetic of `place_chunks_one_hop` in the same order (each chunk's share,
+  /// duration, bytes, its start the previous chunk's end, the busy seconds added chunk by
+  /// chunk), until the job lands or its next chunk does not fit in what is left of the gap;
+  /// the job's and the ledger's figures are stored once at the end, as `stream_chunks`
+  /// stores them, and the gap is shrunk once.
+  ///
+  /// Why the gap search would place each of these chunks at the previous chunk's end `e`:
+  /// its earliest start `s0` is the previous chunk's start `s` (at or after `ready` and
+  /// `settled_`), every gap before the one left in the gap ends by `s`, so a chunk of
+  /// duration `d` with `s + d > s` and `e + d > e` (not below the clock's rounding at `s`
+  /// or `e`) fits in none of them from `s` or `e`, and it fits from `e` in the gap left when
+  /// `e + d` ends by that gap's end (which also keeps `s0 + d` within the last gap, so the
+  /// chunk is not one that streams). `hold` would then leave the gap [e + d, end): after
+  /// the last chunk the gap starts where it ends, or is dropped when it ends at the gap's
+  /// end, as the chunk-by-chunk holds leave it. Any chunk outside these conditions is left
+  /// to `place_chunks_one_hop`, which repeats the tests.
+  ///
+  /// Returns whether the job landed.
+  bool gap_chunks(job_id id, seconds until, seconds limit, std::size_t g, seconds s, one_hop_chunk& c) {
+    job& j = jobs_[id];
+    const hop& whole = j.hops[0];
+    const resource_id r = whole.resource;
+    state& st = state_[r];
+    resource_account& a = ledger_.resources[r];
+    const auto as = static_cast<std::size_t>(whole.charge_as.value_or(j.why));
+    const bool bounded = until < std::numeric_limits<seconds>::infinity();
+    const seconds duration = whole.duration, ready = j.ready, settled = settled_;
+    const bytes moved = whole.moved, payload = j.payload, chunk = config_.chunk_bytes;
+    const double total = static_cast<double>(payload);
+    const seconds gap_end = st.gaps[g].end;
+    seconds e = st.gaps[g].start;  // the previous chunk's end
+    seconds busy = a.busy_by[as], done_s = j.done_seconds[0];
+    seconds last_start = j.last_start, last_end = j.last_end, horizon = ledger_.horizon;
+    bytes done_m = j.done_moved[0], done_b = j.done_bytes, moved_sum = 0;
+    std::size_t ops = 0;
+    seconds least = std::numeric_limits<seconds>::infinity();
+    bool landed = false;
+    for (;;) {
+      const seconds s0 = std::max({ready, last_start, settled});
+      const seconds d = std::max(c.raw, 0.0);
+      const seconds end = e + d;
+      if (!(s0 == s && s0 < until && !(bounded && c.raw > limit) && d > 0.0 && s + d > s && end > e && end <= gap_end &&
+            (e < until || (e == until && !bounded)) && end <= until)) {
+        break;
+      }
+      const bytes m = c.last ? moved - done_m
+                             : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
+                                   std::min(done_m, moved);
+      if (log_ != nullptr) log_->push_back({r, e, end, static_cast<cost_kind>(as), m, true});
+      busy += d;
+      moved_sum += m;
+      ++ops;
+      done_s += d;
+      done_m += m;
+      done_b += c.size;
+      last_start = e;
+      last_end = std::max(last_end, end);
+      horizon = std::max(horizon, end);
+      s = e;
+      e = end;
+      if (c.last) {
+        landed = true;
+        break;
+      }
+      // The next chunk, as `next_one_hop_chunk` computes it.
+      c.size = std::min<bytes>(chunk, payload - done_b);
+      c.last = done_b + c.size == payload;
+      c.share = static_cast<double>(done_b + c.size) / total;
+      c.raw = c.last ? duration - done_s : duration * c.share - done_s;
+      least = std::min(least, c.raw);
+    }
+    if (ops == 0) return false;
+    if (e < gap_end) {
+      st.gaps[g].start = e;
+    } else {
+      st.gaps.erase(st.gaps.begin() + static_cast<std::ptrdiff_t>(g));
+    }
+    a.busy_by[as] = busy;
+    a.bytes_by[as] += moved_sum;
+    a.operations += ops;
+    j.done_seconds[0] = done_s;
+    j.done_moved[0] = done_m;
+    j.done_bytes = done_b;
+    j.last_start = last_start;
+    j.last_end = last_end;
+    ledger_.horizon = horizon;
+    least_raw_[r] = std::min(least_raw_[r], least);
+    if (landed) {
+      land(id, j);
+      next_[id].one_hop = false;
+      return true;
+    }
+    set_next(id, j, c);
+    return false;
   }
 
   /// Places the chunks of job `id` (of one hop, pending) that stream behind its resource's
