@@ -756,3 +756,64 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE("run on one resource is occupy of one hop: the same intervals, gaps, ledger and log") {
+  // `run` is written for one resource; `occupy` of the same hop is the reference (its
+  // errors are checked above, under their messages naming `occupy`). Random
+  // demand operations (some after idle time, some of zero or tiny duration), background jobs
+  // that fill the idle gaps they leave, and settles, on two timelines.
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::uniform_int_distribution<int> pick(0, 9);
+    machine a({.chunk_bytes = 2}), b({.chunk_bytes = 2});
+    std::vector<occupation> log_a, log_b;
+    a.tl.record_into(&log_a);
+    b.tl.record_into(&log_b);
+    double t = 0.0;
+    for (int round = 0; round < 200; ++round) {
+      const auto r = static_cast<resource_id>(pick(rng) % 4);
+      const double ready = t + 3.0 * unit(rng);
+      const double u = unit(rng);
+      const double d = u < 0.05 ? 0.0 : u < 0.1 ? 1e-18 * unit(rng) : 2.0 * unit(rng);
+      const auto why = static_cast<cost_kind>(pick(rng) % 3);
+      switch (pick(rng)) {
+        case 0:
+        case 1:
+        case 2:
+        case 3:
+        case 4: {
+          const hop h{r, d, 0};
+          const interval x = a.tl.run(ready, r, d, why);
+          const interval y = b.tl.occupy(ready, std::span<const hop>(&h, 1), why);
+          CHECK(x.start == y.start);
+          CHECK(x.end == y.end);
+          break;
+        }
+        case 5:
+        case 6: {
+          const std::array<hop, 1> job{{{a.pcie, 3.0 * unit(rng), 7}}};
+          const int priority = pick(rng);
+          CHECK(a.tl.enqueue(ready, job, 7, cost_kind::prefetch, priority, 1) ==
+                b.tl.enqueue(ready, job, 7, cost_kind::prefetch, priority, 1));
+          break;
+        }
+        default:
+          t += 2.0 * unit(rng);
+          a.tl.settle(t);
+          b.tl.settle(t);
+          check_same_receipts(a.tl.landed(), b.tl.landed());
+          a.tl.clear_landed();
+          b.tl.clear_landed();
+      }
+      for (resource_id q = 0; q < 4; ++q) CHECK(a.tl.free_at(q) == b.tl.free_at(q));
+    }
+    a.tl.drain();
+    b.tl.drain();
+    check_same_receipts(a.tl.landed(), b.tl.landed());
+    test::check_same_ledger(a.tl.accounts(), b.tl.accounts());
+    CHECK(a.tl.horizon() == b.tl.horizon());
+    check_same_log(log_a, log_b);
+  }
+}

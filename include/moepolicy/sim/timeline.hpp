@@ -485,12 +485,27 @@ class timeline {
     return {start, end};
   }
 
-  /// A demand operation on one resource.
+  /// A demand operation on one resource: `occupy` of one hop, with its arithmetic in the
+  /// same order, written for one resource (most operations: small enough to be inlined
+  /// where it is called).
   ///
   /// Throws: as `occupy`.
   interval run(seconds ready, resource_id r, seconds duration, cost_kind why) {
     const hop h{r, duration, 0};
-    return occupy(ready, std::span<const hop>(&h, 1), why);
+    check_hops(ready, std::span<const hop>(&h, 1), "timeline::occupy");
+    state& s = state_[r];
+    const seconds start = std::max(ready, s.free_at);
+    if (start > s.free_at) {
+      ledger_.resources[r].stall_seconds += start - s.free_at;
+      const seconds from = std::max(s.free_at, settled_);
+      if (start > from) s.gaps.push_back({from, start});
+    }
+    s.free_at = start + duration;
+    charge(r, why, duration, 0);
+    log(r, start, duration, why, 0, false);
+    const seconds end = std::max(start, start + duration);
+    ledger_.horizon = std::max(ledger_.horizon, end);
+    return {start, end};
   }
 
   /// A demand transfer of `payload` bytes along `hops` (at least one a link), as `occupy`.
@@ -636,12 +651,13 @@ class timeline {
 
   /// Stops job `id`: its remaining chunks are not placed and it never lands. The chunks
   /// already placed stay charged (the bytes they moved were spent). Returns whether it was
-  /// pending. Complexity: O(pending jobs).
+  /// pending. Complexity: O(log(pending jobs)) to find the job, O(pending jobs) to take it
+  /// out of the queue.
   bool cancel(job_id id) noexcept {
     if (!pending(id)) return false;
     jobs_[id].active = false;
     free_slot(id);
-    order_.erase(std::find(order_.begin(), order_.end(), id));
+    order_.erase(queued_at(id));
     return true;
   }
 
@@ -812,6 +828,21 @@ class timeline {
     seconds w = until - std::max(s.free_at, settled_);
     for (const interval& g : s.gaps) w = std::max(w, std::min(g.end, until) - std::max(g.start, settled_));
     return std::max(w, 0.0);
+  }
+
+  /// Where pending job `id` is in the queue. The queue is in placement order, priority then
+  /// first in first out (`seq`, which grows as jobs are queued), and holds only pending jobs
+  /// between `place_queued` passes, so a binary search on (priority, seq) finds the job's
+  /// entry; a linear search stands behind it.
+  [[nodiscard]] std::vector<job_id>::iterator queued_at(job_id id) noexcept {
+    const job& j = jobs_[id];
+    const auto it = std::lower_bound(order_.begin(), order_.end(), id, [&](job_id a, job_id) {
+      const job& x = jobs_[a];
+      return x.priority < j.priority || (x.priority == j.priority && x.seq < j.seq);
+    });
+    if (it != order_.end() && *it == id) return it;
+    MOEPOLICY_ASSERT(false);  // the queue is in placement order
+    return std::find(order_.begin(), order_.end(), id);
   }
 
   /// Places the queued jobs in order (`order_`: priority, then first in first out), then
@@ -1062,6 +1093,16 @@ class timeline {
     }
   }
 
+  /// The bytes a job of one hop has placed after a chunk of cumulative share `share`
+  /// (`last`: the job's last chunk) over a hop that moves `moved` bytes, the sum of the
+  /// chunks' bytes as `place_chunks_one_hop` counts them chunk by chunk: each chunk brings
+  /// the placed bytes to min(moved, moved × its share), the last to `moved` (they start at
+  /// most `moved` and never exceed it). `gap_chunks` and `stream_chunks` count the bytes of
+  /// a run this way, once, when no log needs each chunk's (the same integer sum).
+  [[nodiscard]] static bytes placed_bytes(bytes moved, double share, bool last) noexcept {
+    return last ? moved : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * share));
+  }
+
   /// Places the chunks of job `id` (of one hop, pending) that follow, in the same idle gap,
   /// a chunk the gap search just placed from `s` in a gap whose idle time after that chunk
   /// is `state_[r].gaps[g]` (it starts where the chunk ends); `c` is the job's next chunk,
@@ -1092,34 +1133,43 @@ class timeline {
     resource_account& a = ledger_.resources[r];
     const auto as = static_cast<std::size_t>(whole.charge_as.value_or(j.why));
     const bool bounded = until < std::numeric_limits<seconds>::infinity();
-    const seconds duration = whole.duration, ready = j.ready, settled = settled_;
+    const seconds duration = whole.duration;
     const bytes moved = whole.moved, payload = j.payload, chunk = config_.chunk_bytes;
     const double total = static_cast<double>(payload);
     const seconds gap_end = st.gaps[g].end;
     seconds e = st.gaps[g].start;  // the previous chunk's end
     seconds busy = a.busy_by[as], done_s = j.done_seconds[0];
     seconds last_start = j.last_start, last_end = j.last_end, horizon = ledger_.horizon;
-    bytes done_m = j.done_moved[0], done_b = j.done_bytes, moved_sum = 0;
+    bytes done_m = j.done_moved[0], done_b = j.done_bytes;
+    const bytes done_m0 = done_m;  // the bytes placed before the run
+    MOEPOLICY_ASSERT(done_m0 <= moved);
+    double placed_share = 0.0;  // the last chunk's, when the chunks are not logged
+    bool placed_last = false;
     std::size_t ops = 0;
     seconds least = std::numeric_limits<seconds>::infinity();
     bool landed = false;
     for (;;) {
-      const seconds s0 = std::max({ready, last_start, settled});
+      // The chunk's earliest start is the previous chunk's start `s` (at or after `ready`
+      // and `settled_`), and `s <= e < end <= until` when the test below passes: the tests
+      // of the earliest start (`s0 == s`, `s0 < until`) and of `e` against `until` hold
+      // whenever it does, and are not repeated.
+      MOEPOLICY_ASSERT(std::max({j.ready, last_start, settled_}) == s);
       const seconds d = std::max(c.raw, 0.0);
       const seconds end = e + d;
-      if (!(s0 == s && s0 < until && !(bounded && c.raw > limit) && d > 0.0 && s + d > s && end > e && end <= gap_end &&
-            (e < until || (e == until && !bounded)) && end <= until)) {
-        break;
+      if (!(!(bounded && c.raw > limit) && d > 0.0 && s + d > s && end > e && end <= gap_end && end <= until)) break;
+      if (log_ != nullptr) {
+        const bytes m = c.last ? moved - done_m
+                               : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
+                                     std::min(done_m, moved);
+        log_->push_back({r, e, end, static_cast<cost_kind>(as), m, true});
+        done_m += m;
+      } else {
+        placed_share = c.share;
+        placed_last = c.last;
       }
-      const bytes m = c.last ? moved - done_m
-                             : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
-                                   std::min(done_m, moved);
-      if (log_ != nullptr) log_->push_back({r, e, end, static_cast<cost_kind>(as), m, true});
       busy += d;
-      moved_sum += m;
       ++ops;
       done_s += d;
-      done_m += m;
       done_b += c.size;
       last_start = e;
       last_end = std::max(last_end, end);
@@ -1138,13 +1188,14 @@ class timeline {
       least = std::min(least, c.raw);
     }
     if (ops == 0) return false;
+    if (log_ == nullptr) done_m = placed_bytes(moved, placed_share, placed_last);
     if (e < gap_end) {
       st.gaps[g].start = e;
     } else {
       st.gaps.erase(st.gaps.begin() + static_cast<std::ptrdiff_t>(g));
     }
     a.busy_by[as] = busy;
-    a.bytes_by[as] += moved_sum;
+    a.bytes_by[as] += done_m - done_m0;
     a.operations += ops;
     j.done_seconds[0] = done_s;
     j.done_moved[0] = done_m;
@@ -1193,19 +1244,25 @@ class timeline {
     resource_account& a = ledger_.resources[r];
     const auto as = static_cast<std::size_t>(whole.charge_as.value_or(j.why));
     const bool bounded = until < std::numeric_limits<seconds>::infinity();
-    const seconds duration = whole.duration, ready = j.ready, settled = settled_;
+    const seconds duration = whole.duration, settled = settled_;
     const bytes moved = whole.moved, payload = j.payload, chunk = config_.chunk_bytes;
     const double total = static_cast<double>(payload);
     seconds last_gap_end = st.gaps.empty() ? -std::numeric_limits<seconds>::infinity() : st.gaps.back().end;
     seconds free_at = st.free_at, busy = a.busy_by[as], done_s = j.done_seconds[0];
     seconds last_start = j.last_start, last_end = j.last_end, horizon = ledger_.horizon;
-    bytes done_m = j.done_moved[0], done_b = j.done_bytes, moved_sum = 0;
+    bytes done_m = j.done_moved[0], done_b = j.done_bytes;
+    const bytes done_m0 = done_m;  // the bytes placed before the run
+    MOEPOLICY_ASSERT(done_m0 <= moved);
+    double placed_share = 0.0;  // the last chunk's, when the chunks are not logged
+    bool placed_last = false;
+    bool first = true;  // only the run's first chunk can be the job's first
     std::size_t ops = 0;
     seconds least = std::numeric_limits<seconds>::infinity();
     const auto store = [&] {
+      if (log_ == nullptr && ops != 0) done_m = placed_bytes(moved, placed_share, placed_last);
       st.free_at = free_at;
       a.busy_by[as] = busy;
-      a.bytes_by[as] += moved_sum;
+      a.bytes_by[as] += done_m - done_m0;
       a.operations += ops;
       j.done_seconds[0] = done_s;
       j.done_moved[0] = done_m;
@@ -1223,9 +1280,6 @@ class timeline {
         least_raw_[r] = std::min(least_raw_[r], least);
         return false;
       }
-      const bytes m = c.last ? moved - done_m
-                             : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
-                                   std::min(done_m, moved);
       if (d > 0.0) {
         const seconds from = std::max(free_at, settled);
         if (s > from) {
@@ -1233,19 +1287,29 @@ class timeline {
           last_gap_end = s;
         }
         free_at = s + d;
-        if (log_ != nullptr) log_->push_back({r, s, s + d, static_cast<cost_kind>(as), m, true});
+      }
+      if (log_ != nullptr) {
+        const bytes m = c.last ? moved - done_m
+                               : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
+                                     std::min(done_m, moved);
+        if (d > 0.0) log_->push_back({r, s, s + d, static_cast<cost_kind>(as), m, true});
+        done_m += m;
+      } else {
+        placed_share = c.share;
+        placed_last = c.last;
       }
       busy += d;
-      moved_sum += m;
       ++ops;
       done_s += d;
-      done_m += m;
       const seconds end = std::max(s, s + d);
       done_b += c.size;
-      if (j.first_start < 0.0) {
-        j.first_start = s;
-        started_ring_[started_ % started_history] = {id, j.tag};
-        ++started_;
+      if (first) {
+        first = false;
+        if (j.first_start < 0.0) {
+          j.first_start = s;
+          started_ring_[started_ % started_history] = {id, j.tag};
+          ++started_;
+        }
       }
       last_start = s;
       last_end = std::max(last_end, end);
@@ -1263,9 +1327,12 @@ class timeline {
       c.share = static_cast<double>(done_b + c.size) / total;
       c.raw = c.last ? duration - done_s : duration * c.share - done_s;
       least = std::min(least, c.raw);
-      s0 = std::max({ready, last_start, settled});
+      // The next chunk's earliest start, max(ready, last start, settled), is this chunk's
+      // start `s` (at or after `s0`), which is before `until` (or `until` is infinite).
+      MOEPOLICY_ASSERT(std::max({j.ready, last_start, settled}) == s);
+      s0 = s;
       d = std::max(c.raw, 0.0);
-      const bool stop = s0 >= until || (bounded && c.raw > limit);
+      const bool stop = bounded && c.raw > limit;
       if (stop || (d > 0.0 && !(s0 + d > last_gap_end))) {
         store();
         set_next(id, j, c);
