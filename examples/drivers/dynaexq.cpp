@@ -64,6 +64,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "drivers/dynaexq.hpp"
@@ -97,11 +98,26 @@ struct version_sizes {
   bytes high = 0, low = 0, scale = 1, high_scaled = 0, low_scaled = 0;
 };
 
-// A serving stream: forward passes in serving order.
+// A serving stream: forward passes in serving order, each serving request's steps `repeats`
+// times back to back. The passes are the trace's own steps, walked in place (no copy that
+// grows with the stream).
 struct stream_spec {
   std::string name, description;
-  std::vector<step_ref> passes;
+  std::span<const std::span<const step_ref>> requests;
+  std::size_t repeats = 1;
+  std::size_t passes = 0;
   std::uint64_t selections = 0;
+
+  // Calls `f(p, step)` for every pass p of the stream, in order.
+  template <class F>
+  void for_each_pass(F&& f) const {
+    std::size_t p = 0;
+    for (const std::span<const step_ref> req : requests) {
+      for (std::size_t k = 0; k < repeats; ++k) {
+        for (const step_ref& s : req) f(p++, s);
+      }
+    }
+  }
 };
 
 // The replay's input: forward passes of the calibration, the serving requests, and the
@@ -109,9 +125,10 @@ struct stream_spec {
 struct workload {
   const routing_trace* trace = nullptr;
   std::size_t layers = 0, experts = 0;
-  std::vector<step_ref> calibration;
+  // The trace's steps of each calibration request, and of each serving request (in place).
+  std::vector<std::span<const step_ref>> calibration, serving;
+  std::size_t calibration_passes = 0;
   std::vector<std::string> calibration_names, serving_names;
-  std::vector<std::vector<step_ref>> serving;  // per serving request
   std::vector<double> static_hotness;
 };
 
@@ -158,9 +175,12 @@ struct run_result {
   std::uint64_t admission_waits = 0;
   /// Per update interval of the stream: the share of its activations served at high
   /// precision, the transitions published during it, and the stream time at its end (ms).
-  std::vector<double> interval_high_share;
-  std::vector<std::uint64_t> interval_transitions;
-  std::vector<double> interval_end_ms;
+  /// Kept only for the replays whose series are shown (empty otherwise).
+  struct interval_series {
+    std::vector<double> high_share;
+    std::vector<std::uint64_t> transitions;
+    std::vector<double> end_ms;
+  } intervals;
 };
 
 // The largest power of two dividing `b`, at most 256: a block alignment the pool accepts.
@@ -188,16 +208,17 @@ workload load(const routing_trace& trace) {
     const bool cal = named ? r.name.find("-cal-") != std::string::npos : ri < requests.size() / 2;
     if (named && !cal && r.name.find("-eval-") == std::string::npos) continue;
     (cal ? w.calibration_names : w.serving_names).push_back(r.name);
-    if (!cal) w.serving.emplace_back();
-    for (const step_ref& s : trace.steps_of(r)) {
-      (cal ? w.calibration : w.serving.back()).push_back(s);
-      if (cal) {
+    const std::span<const step_ref> steps = trace.steps_of(r);
+    (cal ? w.calibration : w.serving).push_back(steps);
+    if (cal) {
+      w.calibration_passes += steps.size();
+      for (const step_ref& s : steps) {
         for (const batch_ref& b : trace.batches_of(s)) calibration.observe(b.layer, trace.view(b).experts);
       }
     }
   }
   const bool any_serving = std::any_of(w.serving.begin(), w.serving.end(), [](const auto& s) { return !s.empty(); });
-  if (w.calibration.empty() || !any_serving) {
+  if (w.calibration_passes == 0 || !any_serving) {
     throw std::runtime_error("the trace needs requests named *-cal-* (calibration) and *-eval-* (stream)");
   }
   calibration.end_interval();
@@ -208,11 +229,11 @@ workload load(const routing_trace& trace) {
   return w;
 }
 
-std::uint64_t count_selections(const routing_trace& t, const std::vector<step_ref>& passes) {
+std::uint64_t count_selections(const routing_trace& t, const stream_spec& stream) {
   std::uint64_t n = 0;
-  for (const step_ref& s : passes) {
+  stream.for_each_pass([&](std::size_t, const step_ref& s) {
     for (const batch_ref& b : t.batches_of(s)) n += t.view(b).experts.size();
-  }
+  });
   return n;
 }
 
@@ -224,11 +245,13 @@ std::vector<stream_spec> make_streams(const workload& w, std::size_t repeats) {
   out[1].description = "each serving request replayed " + std::to_string(repeats) +
                        " times back to back, in file order (a phase = one request's " + std::to_string(repeats) +
                        " replays)";
-  for (const auto& req : w.serving) out[0].passes.insert(out[0].passes.end(), req.begin(), req.end());
-  for (const auto& req : w.serving) {
-    for (std::size_t k = 0; k < repeats; ++k) out[1].passes.insert(out[1].passes.end(), req.begin(), req.end());
+  out[0].repeats = 1;
+  out[1].repeats = repeats;
+  for (auto& s : out) {
+    s.requests = w.serving;
+    for (const auto& req : w.serving) s.passes += s.repeats * req.size();
+    s.selections = count_selections(*w.trace, s);
   }
-  for (auto& s : out) s.selections = count_selections(*w.trace, s.passes);
   return out;
 }
 
@@ -378,6 +401,8 @@ struct replay_state {
   /// window that re-resolved it.
   std::vector<std::uint8_t> high;
   std::uint64_t waits_before = 0;
+  /// Whether `r` keeps the per-interval series.
+  bool series = false;
   run_result r;
   std::uint64_t interval_selections = 0, interval_high = 0, interval_transitions = 0;
 };
@@ -388,7 +413,8 @@ struct replay_state {
 // replay keeps its own mechanism and is exactly the replay it would be alone.
 std::vector<run_result> replay_group(const workload& w, const stream_spec& stream, const host_versions& hv,
                                      std::span<const budget_case* const> budgets, std::span<const policy_spec> specs,
-                                     const options& opt, bytes step_cap_scaled) {
+                                     std::span<const std::uint8_t> series, const options& opt,
+                                     bytes step_cap_scaled) {
   const std::size_t L = w.layers, E = w.experts, G = specs.size();
   const policy_spec& spec = specs.front();
   for (const policy_spec& s : specs) {
@@ -396,7 +422,7 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
       throw std::logic_error("replay_group: specs must share online, alpha and interval");
     }
   }
-  const clock_model clk{to_us(opt.step_ms), to_us(spec.interval_ms), w.calibration.size()};
+  const clock_model clk{to_us(opt.step_ms), to_us(spec.interval_ms), w.calibration_passes};
   const auto seconds_at = [&](std::size_t q) { return static_cast<double>(clk.at(q)) * 1e-6; };
   replay_clock::set(0.0);
 
@@ -418,6 +444,24 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
       runs.push_back(std::make_unique<replay_state>(w, hv, *budgets[g], specs[g], opt, step_cap_scaled));
     }
   }
+  // Only the replays whose per-interval series a caller keeps record them (one entry per
+  // interval of the stream: the only state of a replay that grows with the stream).
+  const std::size_t P = stream.passes, C = w.calibration_passes;
+  const auto interval_ends = [&](std::size_t p) {
+    return p + 1 == P || clk.interval_of_stream_pass(p + 1) != clk.interval_of_stream_pass(p);
+  };
+  std::size_t intervals = 0;
+  for (std::size_t p = 0; p < P; ++p) {
+    if (interval_ends(p)) ++intervals;
+  }
+  for (std::size_t g = 0; g < G; ++g) {
+    if (series[g] == 0 || runs[run_of[g]]->series) continue;
+    replay_state& s = *runs[run_of[g]];
+    s.series = true;
+    s.r.intervals.high_share.reserve(intervals);
+    s.r.intervals.transitions.reserve(intervals);
+    s.r.intervals.end_ms.reserve(intervals);
+  }
 
   // The online policies' hotness EMA watches the calibration, in intervals of modelled time
   // (microseconds as its unit, so that interval ends fall exactly on pass starts).
@@ -426,23 +470,24 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
                          .counts = interval_counts::share,
                          .interval_seconds = static_cast<double>(clk.interval_us)});
   if (spec.online) {
-    for (std::size_t q = 0; q < w.calibration.size(); ++q) {
-      static_cast<void>(hot.advance_to(static_cast<double>(clk.at(q))));
-      for (const batch_ref& bt : w.trace->batches_of(w.calibration[q]))
-        hot.observe(bt.layer, w.trace->view(bt).experts);
+    std::size_t q = 0;
+    for (const std::span<const step_ref> req : w.calibration) {
+      for (const step_ref& st : req) {
+        static_cast<void>(hot.advance_to(static_cast<double>(clk.at(q++))));
+        for (const batch_ref& bt : w.trace->batches_of(st)) hot.observe(bt.layer, w.trace->view(bt).experts);
+      }
     }
   }
 
   precision_target_selector ranker(1, E, 0, {.mode = target_hysteresis::none});
-  const std::size_t C = w.calibration.size(), P = stream.passes.size();
   // The pass's routed experts as flat indices, read from the trace once for every replay.
   std::vector<std::uint32_t> cells;
-  for (std::size_t p = 0; p < P; ++p) {
+  stream.for_each_pass([&](const std::size_t p, const step_ref& pass) {
     const std::size_t q = C + p;
     replay_clock::set(seconds_at(q));
     // Intervals that ended by the start of this pass: a new target set for every layer.
     const bool ended = spec.online && hot.advance_to(static_cast<double>(clk.at(q))) > 0;
-    const auto batches = w.trace->batches_of(stream.passes[p]);
+    const auto batches = w.trace->batches_of(pass);
     if (!opt.resolve_each_access) {
       cells.clear();
       for (const batch_ref& bt : batches) {
@@ -503,19 +548,22 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
     if (spec.online) {
       for (const batch_ref& bt : batches) hot.observe(bt.layer, w.trace->view(bt).experts);
     }
-    if (p + 1 == P || clk.interval_of_stream_pass(p + 1) != clk.interval_of_stream_pass(p)) {
+    if (interval_ends(p)) {
       const double end_ms = static_cast<double>(clk.at(q + 1) - clk.at(C)) * 1e-3;
       for (auto& run : runs) {
         replay_state& s = *run;
-        s.r.interval_high_share.push_back(s.interval_selections == 0 ? std::nan("")
-                                                                     : static_cast<double>(s.interval_high) /
-                                                                           static_cast<double>(s.interval_selections));
-        s.r.interval_transitions.push_back(s.interval_transitions);
-        s.r.interval_end_ms.push_back(end_ms);
+        if (s.series) {
+          s.r.intervals.high_share.push_back(s.interval_selections == 0
+                                                ? std::nan("")
+                                                : static_cast<double>(s.interval_high) /
+                                                      static_cast<double>(s.interval_selections));
+          s.r.intervals.transitions.push_back(s.interval_transitions);
+          s.r.intervals.end_ms.push_back(end_ms);
+        }
         s.interval_selections = s.interval_high = s.interval_transitions = 0;
       }
     }
-  }
+  });
   std::vector<run_result> ran;
   ran.reserve(runs.size());
   for (auto& run : runs) {
@@ -544,7 +592,14 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
   }
   std::vector<run_result> out;
   out.reserve(G);
-  for (std::size_t g = 0; g < G; ++g) out.push_back(ran[run_of[g]]);
+  for (std::size_t g = 0; g < G; ++g) {
+    // Each replay of the group gets its run's figures, and the series only where it keeps them.
+    run_result& src = ran[run_of[g]];
+    run_result::interval_series kept = std::exchange(src.intervals, {});
+    out.push_back(src);
+    if (series[g] != 0) out.back().intervals = kept;
+    src.intervals = std::move(kept);
+  }
   return out;
 }
 // Share of the stream's selections that hit each interval's own top-n (the clairvoyant,
@@ -552,11 +607,12 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
 // hindsight).
 struct bound_result {
   double oracle = 0.0, hindsight = 0.0;
-  /// The oracle's share in each interval.
+  /// The oracle's share in each interval (when asked for).
   std::vector<double> interval_oracle;
 };
 
-bound_result bounds(const workload& w, const stream_spec& stream, const clock_model& clk, std::uint32_t n) {
+bound_result bounds(const workload& w, const stream_spec& stream, const clock_model& clk, std::uint32_t n,
+                    bool keep_series) {
   const std::size_t L = w.layers, E = w.experts;
   const auto top_sum = [&](std::vector<std::uint64_t> c) {
     std::sort(c.begin(), c.end(), std::greater<>());
@@ -574,13 +630,15 @@ bound_result bounds(const workload& w, const stream_spec& stream, const clock_mo
       best += top_sum(std::vector<std::uint64_t>(first, first + static_cast<std::ptrdiff_t>(E)));
     }
     oracle += best;
-    series.push_back(in_window == 0 ? std::nan("") : static_cast<double>(best) / static_cast<double>(in_window));
+    if (keep_series) {
+      series.push_back(in_window == 0 ? std::nan("") : static_cast<double>(best) / static_cast<double>(in_window));
+    }
     in_window = 0;
     std::fill(window.begin(), window.end(), std::uint64_t{0});
   };
-  const std::size_t P = stream.passes.size();
-  for (std::size_t p = 0; p < P; ++p) {
-    for (const batch_ref& bt : w.trace->batches_of(stream.passes[p])) {
+  const std::size_t P = stream.passes;
+  stream.for_each_pass([&](const std::size_t p, const step_ref& pass) {
+    for (const batch_ref& bt : w.trace->batches_of(pass)) {
       for (expert_id e : w.trace->view(bt).experts) {
         ++window[static_cast<std::size_t>(bt.layer) * E + e];
         ++whole[static_cast<std::size_t>(bt.layer) * E + e];
@@ -588,7 +646,7 @@ bound_result bounds(const workload& w, const stream_spec& stream, const clock_mo
       }
     }
     if (p + 1 == P || clk.interval_of_stream_pass(p + 1) != clk.interval_of_stream_pass(p)) flush();
-  }
+  });
   for (std::size_t l = 0; l < L; ++l) {
     const auto first = whole.begin() + static_cast<std::ptrdiff_t>(l * E);
     hindsight += top_sum(std::vector<std::uint64_t>(first, first + static_cast<std::ptrdiff_t>(E)));
@@ -688,6 +746,8 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   // the hotness inputs (see `replay_group`); the tables then take the results in order.
   std::vector<const budget_case*> job_budgets;
   std::vector<policy_spec> job_specs;
+  // 1 for the replays whose per-interval series the result keeps.
+  std::vector<std::uint8_t> job_series;
   std::vector<run_result> job_results;
   std::size_t next_job = 0;
   const auto run_jobs = [&](const stream_spec& stream) {
@@ -696,11 +756,13 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
     std::vector<std::size_t> members;
     std::vector<const budget_case*> gb;
     std::vector<policy_spec> gs;
+    std::vector<std::uint8_t> gseries;
     for (std::size_t i = 0; i < job_specs.size(); ++i) {
       if (done[i]) continue;
       members.clear();
       gb.clear();
       gs.clear();
+      gseries.clear();
       for (std::size_t j = i; j < job_specs.size(); ++j) {
         const policy_spec& a = job_specs[i];
         const policy_spec& c = job_specs[j];
@@ -708,10 +770,11 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
           members.push_back(j);
           gb.push_back(job_budgets[j]);
           gs.push_back(c);
+          gseries.push_back(job_series[j]);
           done[j] = true;
         }
       }
-      std::vector<run_result> rs = replay_group(w, stream, hv, gb, gs, opt, step_cap);
+      std::vector<run_result> rs = replay_group(w, stream, hv, gb, gs, gseries, opt, step_cap);
       for (std::size_t k = 0; k < members.size(); ++k) {
         unserved_total += rs[k].left_unserved;
         ++runs;
@@ -731,12 +794,12 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   out << "trace: " << path.string() << '\n'
       << "  model " << shape->name << ", " << w.layers << " layers x " << E << " experts, top-" << trace.info().top_k
       << '\n'
-      << "  calibration: " << w.calibration_names.size() << " requests, " << w.calibration.size() << " forward passes ("
+      << "  calibration: " << w.calibration_names.size() << " requests, " << w.calibration_passes << " forward passes ("
       << w.calibration_names.front() << " .. " << w.calibration_names.back() << ")\n"
       << "  serving streams (every forward pass of a request, its prefill step or a decode step, is one pass; "
          "both follow the calibration):\n";
   for (const auto& s : streams) {
-    out << "    " << s.name << ": " << s.description << ": " << s.passes.size() << " forward passes, " << s.selections
+    out << "    " << s.name << ": " << s.description << ": " << s.passes << " forward passes, " << s.selections
         << " expert activations (" << w.serving_names.front() << " .. " << w.serving_names.back() << ")\n";
   }
   out << "  versions: high FP16 " << v.high << " B, low 4-bit (groups of 128) " << v.low
@@ -792,8 +855,8 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   std::vector<summary_row> summary;
 
   for (const auto& stream : streams) {
-    const clock_model clk{to_us(opt.step_ms), to_us(opt.interval_ms), w.calibration.size()};
-    out << "\n  == stream: " << stream.name << " (" << stream.passes.size() << " passes, " << stream.selections
+    const clock_model clk{to_us(opt.step_ms), to_us(opt.interval_ms), w.calibration_passes};
+    out << "\n  == stream: " << stream.name << " (" << stream.passes << " passes, " << stream.selections
         << " activations)\n";
     out << "  bound: share of activations at high precision\n";
     examples::text_table ot({"budget", "oracle (each interval's own top-n_l)", "best static set in hindsight"});
@@ -803,8 +866,8 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
     sr.interval_ms = opt.interval_ms;
     std::vector<bound_result> brs;
     for (const auto& b : budgets) {
-      brs.push_back(bounds(w, stream, clk, b.n));
-      if (&b == &half) sr.oracle_high_share = brs.back().interval_oracle;
+      brs.push_back(bounds(w, stream, clk, b.n, &b == &half));
+      if (&b == &half) sr.oracle_high_share = std::move(brs.back().interval_oracle);
       ot.add({std::to_string(100 * b.n / E) + "%", fixed(100.0 * brs.back().oracle, 2),
               fixed(100.0 * brs.back().hindsight, 2)});
     }
@@ -820,12 +883,15 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
                                          spec_slack(opt.alpha, opt.slack, opt.interval_ms)};
     job_budgets.clear();
     job_specs.clear();
-    const auto plan = [&](const budget_case& b, policy_spec s) {
+    job_series.clear();
+    const auto plan = [&](const budget_case& b, policy_spec s, bool series = false) {
       job_budgets.push_back(&b);
       job_specs.push_back(std::move(s));
+      job_series.push_back(series ? 1 : 0);
     };
+    // The main table's replays at the 50% budget give the per-interval series.
     for (const budget_case& b : budgets) {
-      for (const policy_spec& s : specs) plan(b, s);
+      for (const policy_spec& s : specs) plan(b, s, &b == &half);
     }
     for (double m : opt.sweep_margins) plan(half, spec_margin(opt.alpha, m, opt.interval_ms));
     for (double a : opt.sweep_alphas) {
@@ -856,9 +922,9 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
         pt.add(std::move(cells));
         (si == 0 ? row.static_share : si == 1 ? row.none : si == 2 ? row.margin : row.slack) = share(rr);
         if (&b == &half) {
-          if (sr.interval_end_ms.empty()) sr.interval_end_ms = rr.interval_end_ms;
+          if (sr.interval_end_ms.empty()) sr.interval_end_ms = rr.intervals.end_ms;
           sr.policies.push_back(
-              {s.label, std::move(rr.interval_high_share), std::move(rr.interval_transitions), share(rr)});
+              {s.label, std::move(rr.intervals.high_share), std::move(rr.intervals.transitions), share(rr)});
         }
       }
       summary.push_back(row);
