@@ -23,6 +23,7 @@
 #include "drivers/cxl_prefetch.hpp"
 
 #include "common/model_match.hpp"
+#include "common/next_uses.hpp"
 #include "common/table.hpp"
 #include "moepolicy/cache/belady.hpp"
 #include "moepolicy/cost/roofline.hpp"
@@ -64,17 +65,6 @@ struct size_point {
   std::string label;
   std::uint64_t experts = 0;
 };
-
-/// The next uses of the demand replay of `batched`, rebuilt a chunk at a time from an index
-/// of a few bytes per key and chunk (sim/cache_replay.hpp) rather than held whole: 8 bytes
-/// per access, beside the 4 of the access sequence they are computed from, would set the
-/// report's peak on long traces. Belady's positions, and so its hit ratios, are the same.
-next_use_index chunked_next_uses(const routing_trace& batched) {
-  const auto& i = batched.info();
-  const auto keys = static_cast<std::uint64_t>(i.num_layers) * i.num_experts;
-  return next_use_index(batched, cache_replay_config{},
-                        next_use_index::balanced_chunk_accesses(batched.num_rows() * i.top_k, keys));
-}
 
 /// The demand hit ratio of Belady's MIN on the decode accesses of B streams.
 double belady_ratio(const routing_trace& batched, std::uint64_t capacity) {
