@@ -902,6 +902,22 @@ class cache_set_tape {
   bool cut_ = false;  // the last item's batch continues on the next tape
 };
 
+/// Runs `walk(feed)` (one walk of the replay) over the caches `caches...` fed as one set:
+/// a typed tape of events played a block at a time for a trace in memory (flushed after
+/// the walk), the caches called event by event for a canonical file.
+template <class T, class Walk, class... Ranges>
+replay_walk_result with_cache_set(Walk&& walk, Ranges&... caches) {
+  if constexpr (std::same_as<T, routing_trace>) {
+    cache_set_tape<Ranges...> feed(caches...);
+    const replay_walk_result w = walk(feed);
+    feed.flush();
+    return w;
+  } else {
+    cache_set_feed<Ranges...> feed{{caches...}};
+    return walk(feed);
+  }
+}
+
 }  // namespace detail
 
 /// Replays `t` through every cache of `caches...` in one walk: any number of caches, of
@@ -928,19 +944,13 @@ requires(expert_cache_range<Ranges>&&...) replay_walk_result
   constexpr std::string_view fn = "replay_caches";
   const auto nothing = [](const auto&...) {};
   std::vector<std::uint64_t> storage;
-  if constexpr (std::same_as<T, routing_trace>) {
-    detail::cache_set_tape<std::remove_reference_t<Ranges>...> feed(caches...);
-    const bool reads = feed.check(t, rc, fn);
-    const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
-    const replay_walk_result w = detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
-    feed.flush();
-    return w;
-  } else {
-    detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
-    const bool reads = feed.check(t, rc, fn);
-    const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
-    return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
-  }
+  return detail::with_cache_set<T>(
+      [&](auto& feed) {
+        const bool reads = feed.check(t, rc, fn);
+        const detail::span_future future = detail::set_future(t, rc, reads, next_use, storage, fn);
+        return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+      },
+      caches...);
 }
 
 /// Replays the canonical file or trace `t` through every cache of `caches...` in one walk,
@@ -956,22 +966,15 @@ requires(expert_cache_range<Ranges>&&...) replay_walk_result
     replay_caches(const T& t, const cache_replay_config& rc, const next_use_index& index, Ranges&&... caches) {
   constexpr std::string_view fn = "replay_caches";
   const auto nothing = [](const auto&...) {};
-  detail::optional_cursor future;
-  if constexpr (std::same_as<T, routing_trace>) {
-    detail::cache_set_tape<std::remove_reference_t<Ranges>...> feed(caches...);
-    const bool reads = feed.check(t, rc, fn);
-    detail::check_index(t, rc, index, fn);
-    if (reads) future.cursor.emplace(index);
-    const replay_walk_result w = detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
-    feed.flush();
-    return w;
-  } else {
-    detail::cache_set_feed<std::remove_reference_t<Ranges>...> feed{{caches...}};
-    const bool reads = feed.check(t, rc, fn);
-    detail::check_index(t, rc, index, fn);
-    if (reads) future.cursor.emplace(index);
-    return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
-  }
+  return detail::with_cache_set<T>(
+      [&](auto& feed) {
+        const bool reads = feed.check(t, rc, fn);
+        detail::check_index(t, rc, index, fn);
+        detail::optional_cursor future;
+        if (reads) future.cursor.emplace(index);
+        return detail::replay_walk(t, rc, future, feed, nothing, nothing, nothing, nothing);
+      },
+      caches...);
 }
 
 /// Replays `t` through every cache of `caches...` in one walk, as `replay_caches`, every

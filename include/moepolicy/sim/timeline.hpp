@@ -1007,12 +1007,27 @@ class timeline {
     seconds raw = 0.0;
   };
   [[nodiscard]] one_hop_chunk next_one_hop_chunk(const job& j) const noexcept {
+    return chunk_after(config_.chunk_bytes, j.payload, static_cast<double>(j.payload), j.hops[0].duration,
+                       j.done_bytes, j.done_seconds[0]);
+  }
+  /// The next chunk of a job of one hop of `payload` bytes (`total` as a double) lasting
+  /// `duration`, in chunks of `chunk` bytes, once `done_bytes` and `done_seconds` are placed.
+  [[nodiscard]] static one_hop_chunk chunk_after(bytes chunk, bytes payload, double total, seconds duration,
+                                                 bytes done_bytes, seconds done_seconds) noexcept {
     one_hop_chunk c;
-    c.size = std::min<bytes>(config_.chunk_bytes, j.payload - j.done_bytes);
-    c.last = j.done_bytes + c.size == j.payload;
-    c.share = static_cast<double>(j.done_bytes + c.size) / static_cast<double>(j.payload);
-    c.raw = c.last ? j.hops[0].duration - j.done_seconds[0] : j.hops[0].duration * c.share - j.done_seconds[0];
+    c.size = std::min<bytes>(chunk, payload - done_bytes);
+    c.last = done_bytes + c.size == payload;
+    c.share = static_cast<double>(done_bytes + c.size) / total;
+    c.raw = c.last ? duration - done_seconds : duration * c.share - done_seconds;
     return c;
+  }
+  /// The bytes chunk `c` of a job of one hop moves, over a hop that moves `moved` bytes of
+  /// which `done` are placed: the rest on the last chunk, else up to min(moved, moved × its
+  /// cumulative share).
+  [[nodiscard]] static bytes chunk_moved(bytes moved, bytes done, const one_hop_chunk& c) noexcept {
+    return c.last ? moved - done
+                  : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
+                        std::min(done, moved);
   }
 
   /// `place_chunks` for a job of one hop (a prefetch over one link), with the same
@@ -1065,10 +1080,7 @@ class timeline {
       const bool fits = (s < until || (s == until && !bounded)) && s + d <= until;
       if (!fits) return;
       if (!computed) c = next_one_hop_chunk(j);
-      const bytes m =
-          c.last ? whole.moved - j.done_moved[0]
-                 : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * c.share)) -
-                       std::min(j.done_moved[0], whole.moved);
+      const bytes m = chunk_moved(whole.moved, j.done_moved[0], c);
       const std::size_t rest = d > 0.0 ? hold(r, s, d) : no_gap;
       charge(r, as, d, m);
       log(r, s, d, as, m, true);
@@ -1095,12 +1107,13 @@ class timeline {
 
   /// The bytes a job of one hop has placed after a chunk of cumulative share `share`
   /// (`last`: the job's last chunk) over a hop that moves `moved` bytes, the sum of the
-  /// chunks' bytes as `place_chunks_one_hop` counts them chunk by chunk: each chunk brings
-  /// the placed bytes to min(moved, moved × its share), the last to `moved` (they start at
-  /// most `moved` and never exceed it). `gap_chunks` and `stream_chunks` count the bytes of
-  /// a run this way, once, when no log needs each chunk's (the same integer sum).
-  [[nodiscard]] static bytes placed_bytes(bytes moved, double share, bool last) noexcept {
-    return last ? moved : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * share));
+  /// chunks' bytes as `chunk_moved` counts them chunk by chunk: each chunk brings the placed
+  /// bytes to min(moved, moved × its share), the last to `moved` (they start at most `moved`
+  /// and never exceed it), which is `chunk_moved` from none placed. `gap_chunks` and
+  /// `stream_chunks` count the bytes of a run this way, once, when no log needs each
+  /// chunk's (the same integer sum).
+  [[nodiscard]] static bytes bytes_placed_after(bytes moved, double share, bool last) noexcept {
+    return chunk_moved(moved, 0, {.last = last, .share = share});
   }
 
   /// Places the chunks of job `id` (of one hop, pending) that follow, in the same idle gap,
@@ -1158,9 +1171,7 @@ class timeline {
       const seconds end = e + d;
       if (!(!(bounded && c.raw > limit) && d > 0.0 && s + d > s && end > e && end <= gap_end && end <= until)) break;
       if (log_ != nullptr) {
-        const bytes m = c.last ? moved - done_m
-                               : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
-                                     std::min(done_m, moved);
+        const bytes m = chunk_moved(moved, done_m, c);
         log_->push_back({r, e, end, static_cast<cost_kind>(as), m, true});
         done_m += m;
       } else {
@@ -1180,15 +1191,11 @@ class timeline {
         landed = true;
         break;
       }
-      // The next chunk, as `next_one_hop_chunk` computes it.
-      c.size = std::min<bytes>(chunk, payload - done_b);
-      c.last = done_b + c.size == payload;
-      c.share = static_cast<double>(done_b + c.size) / total;
-      c.raw = c.last ? duration - done_s : duration * c.share - done_s;
+      c = chunk_after(chunk, payload, total, duration, done_b, done_s);
       least = std::min(least, c.raw);
     }
     if (ops == 0) return false;
-    if (log_ == nullptr) done_m = placed_bytes(moved, placed_share, placed_last);
+    if (log_ == nullptr) done_m = bytes_placed_after(moved, placed_share, placed_last);
     if (e < gap_end) {
       st.gaps[g].start = e;
     } else {
@@ -1259,7 +1266,7 @@ class timeline {
     std::size_t ops = 0;
     seconds least = std::numeric_limits<seconds>::infinity();
     const auto store = [&] {
-      if (log_ == nullptr && ops != 0) done_m = placed_bytes(moved, placed_share, placed_last);
+      if (log_ == nullptr && ops != 0) done_m = bytes_placed_after(moved, placed_share, placed_last);
       st.free_at = free_at;
       a.busy_by[as] = busy;
       a.bytes_by[as] += done_m - done_m0;
@@ -1289,9 +1296,7 @@ class timeline {
         free_at = s + d;
       }
       if (log_ != nullptr) {
-        const bytes m = c.last ? moved - done_m
-                               : std::min<bytes>(moved, static_cast<bytes>(static_cast<double>(moved) * c.share)) -
-                                     std::min(done_m, moved);
+        const bytes m = chunk_moved(moved, done_m, c);
         if (d > 0.0) log_->push_back({r, s, s + d, static_cast<cost_kind>(as), m, true});
         done_m += m;
       } else {
@@ -1321,11 +1326,7 @@ class timeline {
         next_[id].one_hop = false;
         return false;
       }
-      // The next chunk, as `next_one_hop_chunk` computes it.
-      c.size = std::min<bytes>(chunk, payload - done_b);
-      c.last = done_b + c.size == payload;
-      c.share = static_cast<double>(done_b + c.size) / total;
-      c.raw = c.last ? duration - done_s : duration * c.share - done_s;
+      c = chunk_after(chunk, payload, total, duration, done_b, done_s);
       least = std::min(least, c.raw);
       // The next chunk's earliest start, max(ready, last start, settled), is this chunk's
       // start `s` (at or after `s0`), which is before `until` (or `until` is infinite).
