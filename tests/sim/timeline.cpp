@@ -498,6 +498,75 @@ TEST_CASE("the queue keeps placement order across cancels, landings and reused j
   CHECK(m.tl.pending_jobs() == 0);
 }
 
+TEST_CASE("the queue lands jobs in (priority, queue order) through many cancels and reused slots, as a plain list") {
+  // One link; every job is one chunk of 1 s queued at the last settle, so each settle to T
+  // lands the pending jobs one after another from max(the link's end, the last settle) in
+  // (priority, queue order) while they end by T. The model is a plain list of the pending
+  // jobs; the timeline keeps a cancelled job's entry in its queue until a pass drops it, and
+  // its slot may take a new job meanwhile.
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> op(0, 9), pri(0, 3), step(0, 3);
+    machine m({.reserved_jobs = static_cast<std::size_t>(2 + seed % 7), .reserved_hops = 1});
+    const std::array<hop, 1> one{{{m.pcie, 1.0, 1}}};
+    struct pending_job {
+      int priority;
+      std::uint64_t order, tag;
+      timeline::job_id id;
+    };
+    std::vector<pending_job> model;  // in queue order
+    std::vector<std::pair<timeline::job_id, std::uint64_t>> known;  // every job queued, and its tag
+    double settled = 0.0, end = 0.0;
+    std::uint64_t tags = 0, cancels = 0;
+    for (int round = 0; round < 400; ++round) {
+      const int o = op(rng);
+      if (o < 5) {
+        const int q = pri(rng);
+        const auto id = m.tl.enqueue(settled, one, 1, cost_kind::prefetch, q, tags);
+        model.push_back({q, tags, tags, id});
+        known.emplace_back(id, tags);
+        ++tags;
+      } else if (o < 8) {
+        if (known.empty()) continue;
+        const auto [id, tag] = known[std::uniform_int_distribution<std::size_t>(0, known.size() - 1)(rng)];
+        const auto it = std::find_if(model.begin(), model.end(), [&](const pending_job& p) { return p.tag == tag; });
+        // A slot reused by a later job answers for that job: cancel only jobs still pending
+        // in the model, or ids that no pending job holds.
+        const bool held = std::any_of(model.begin(), model.end(), [&](const pending_job& p) { return p.id == id; });
+        if (it == model.end() && held) continue;
+        CHECK(m.tl.cancel(id) == (it != model.end()));
+        if (it != model.end()) {
+          model.erase(it);
+          ++cancels;
+        }
+      } else {
+        const double until = settled + step(rng);
+        m.tl.settle(until);
+        std::stable_sort(model.begin(), model.end(),
+                         [](const pending_job& a, const pending_job& b) { return a.priority < b.priority; });
+        double at = std::max(end, settled);
+        std::vector<std::uint64_t> expected;
+        while (!model.empty() && at + 1.0 <= until) {
+          expected.push_back(model.front().tag);
+          model.erase(model.begin());
+          at += 1.0;
+        }
+        end = std::max(end, at);
+        std::sort(model.begin(), model.end(),
+                  [](const pending_job& a, const pending_job& b) { return a.order < b.order; });
+        std::vector<std::uint64_t> got;
+        for (const auto& r : m.tl.landed()) got.push_back(r.tag());
+        CHECK(got == expected);
+        m.tl.clear_landed();
+        settled = until;
+      }
+      CHECK(m.tl.pending_jobs() == model.size());
+    }
+    CHECK(cancels > 5);
+  }
+}
+
 TEST_CASE("a settle that can place nothing skips the queue, and a later shorter or multi-hop job is still placed") {
   machine m({.chunk_bytes = 4});
   const std::array<hop, 1> act{{{m.pcie, 1.0, 1}}};

@@ -448,7 +448,9 @@ class timeline {
       s.gaps.clear();
     }
     for (auto& j : jobs_) j.active = false;
+    for (auto& n : next_) n.one_hop = false;
     order_.clear();
+    cancelled_ = 0;
     fill_free_slots();
     landed_.clear();
     std::fill(least_raw_.begin(), least_raw_.end(), std::numeric_limits<seconds>::infinity());
@@ -608,18 +610,22 @@ class timeline {
     j.done_seconds.assign(hops.size(), 0.0);
     j.done_moved.assign(hops.size(), 0);
     if (next_.size() < jobs_.size()) next_.resize(jobs_.size());
+    next_[id].seq = j.seq;
     refresh_next(id);
     if (hops.size() > 1) ++multi_hop_;
     // The queue stays in placement order (priority, then first in first out): this job is
     // the newest, so it goes after every job of its priority — at the end when no queued
     // job has a higher priority value (a replay that queues each pass's prefetches after
     // the last), else where a search finds.
-    if (order_.empty() || jobs_[order_.back()].priority <= priority) {
-      order_.push_back(id);
+    // A full queue drops its cancelled entries before it grows.
+    if (order_.size() == order_.capacity() && cancelled_ != 0) drop_cancelled();
+    const queued e{priority, id, j.seq};
+    if (order_.empty() || order_.back().priority <= priority) {
+      order_.push_back(e);
     } else {
       order_.insert(std::upper_bound(order_.begin(), order_.end(), priority,
-                                     [&](int p, job_id b) { return p < jobs_[b].priority; }),
-                    id);
+                                     [](int p, const queued& b) { return p < b.priority; }),
+                    e);
     }
     return id;
   }
@@ -651,13 +657,16 @@ class timeline {
 
   /// Stops job `id`: its remaining chunks are not placed and it never lands. The chunks
   /// already placed stay charged (the bytes they moved were spent). Returns whether it was
-  /// pending. Complexity: O(log(pending jobs)) to find the job, O(pending jobs) to take it
-  /// out of the queue.
+  /// pending. Complexity: amortised O(1): the job's entry stays in the queue, told apart by
+  /// the job's state (`live`), until a pass over the queue drops it, or until cancelled
+  /// entries outnumber the others.
   bool cancel(job_id id) noexcept {
     if (!pending(id)) return false;
     jobs_[id].active = false;
+    next_[id].one_hop = false;
     free_slot(id);
-    order_.erase(queued_at(id));
+    ++cancelled_;
+    if (2 * cancelled_ > order_.size()) drop_cancelled();
     return true;
   }
 
@@ -711,6 +720,14 @@ class timeline {
     std::vector<hop> hops;
     std::vector<seconds> done_seconds;
     std::vector<bytes> done_moved;
+  };
+  /// A queue entry: the job, and its priority and `seq` when it was queued. The entry keeps
+  /// them so that the queue stays in order after the job is cancelled and its slot reused
+  /// (`live` tells such an entry from the new job's).
+  struct queued {
+    int priority = 0;
+    job_id id = 0;
+    std::uint64_t seq = 0;
   };
 
   /// Throws what `check_hops_in_full` throws; an operation of one valid hop (most of them)
@@ -830,19 +847,22 @@ class timeline {
     return std::max(w, 0.0);
   }
 
-  /// Where pending job `id` is in the queue. The queue is in placement order, priority then
-  /// first in first out (`seq`, which grows as jobs are queued), and holds only pending jobs
-  /// between `place_queued` passes, so a binary search on (priority, seq) finds the job's
-  /// entry; a linear search stands behind it.
-  [[nodiscard]] std::vector<job_id>::iterator queued_at(job_id id) noexcept {
-    const job& j = jobs_[id];
-    const auto it = std::lower_bound(order_.begin(), order_.end(), id, [&](job_id a, job_id) {
-      const job& x = jobs_[a];
-      return x.priority < j.priority || (x.priority == j.priority && x.seq < j.seq);
-    });
-    if (it != order_.end() && *it == id) return it;
-    MOEPOLICY_ASSERT(false);  // the queue is in placement order
-    return std::find(order_.begin(), order_.end(), id);
+  /// Whether queue entry `e` is its job's and the job is pending: a job's entry outlives its
+  /// cancellation (`cancel`), and its slot may hold a newer job since, whose `seq` differs.
+  /// A job of one hop is pending while `next_[id].one_hop` (read first: it is compact).
+  [[nodiscard]] bool live(const queued& e) const noexcept {
+    const next_chunk& n = next_[e.id];
+    return n.seq == e.seq && (n.one_hop || jobs_[e.id].active);
+  }
+
+  /// Drops the entries of cancelled jobs from the queue (in order).
+  void drop_cancelled() noexcept {
+    std::size_t w = 0;
+    for (const queued& e : order_) {
+      if (live(e)) order_[w++] = e;
+    }
+    order_.resize(w);
+    cancelled_ = 0;
   }
 
   /// Places the queued jobs in order (`order_`: priority, then first in first out), then
@@ -869,7 +889,9 @@ class timeline {
     std::fill(least_raw_.begin(), least_raw_.end(), std::numeric_limits<seconds>::infinity());
     std::size_t multi = 0;
     const std::size_t landed_before = landed_.size();
-    for (job_id id : order_) {
+    for (const queued& e : order_) {
+      if (!live(e)) continue;  // a cancelled job's entry
+      const job_id id = e.id;
       // The tests `place_chunks_one_hop` starts with, on compact data.
       const next_chunk& c = next_[id];
       if (bounded && c.one_hop &&
@@ -903,13 +925,9 @@ class timeline {
       }
     }
     multi_hop_ = multi;
-    // Only a job that landed here left the queue (`cancel` takes a job out itself).
+    // The jobs that landed here, and those cancelled before, leave the queue.
     if (landed_.size() == landed_before) return;
-    std::size_t w = 0;
-    for (job_id id : order_) {
-      if (next_[id].one_hop || jobs_[id].active) order_[w++] = id;
-    }
-    order_.resize(w);
+    drop_cancelled();
   }
 
   /// The bookkeeping of job `id` (`j`) once a chunk of `size` bytes is placed from `s` to
@@ -1382,8 +1400,11 @@ class timeline {
   std::vector<job_id> free_jobs_;
   /// The free slots of one hop (`timeline_config::reserved_one_hop_jobs`).
   std::vector<job_id> free_one_hop_;
-  /// The pending jobs in placement order: priority, then first in first out.
-  std::vector<job_id> order_;
+  /// The pending jobs in placement order, priority then first in first out, and the entries
+  /// of jobs cancelled since the last pass that dropped them.
+  std::vector<queued> order_;
+  /// Cancelled entries in `order_`, at most (a job that landed also leaves an entry).
+  std::size_t cancelled_ = 0;
   std::vector<hop> chunk_;
   /// Per resource, the longest idle window of the current `place_queued` pass.
   std::vector<seconds> window_;
@@ -1402,6 +1423,7 @@ class timeline {
   struct next_chunk {
     bool one_hop = false;
     resource_id resource = 0;
+    std::uint64_t seq = 0;  // the job's, for `live`
     seconds earliest = 0.0;  // max(ready, last_start)
     seconds raw = 0.0;       // the next chunk's duration before clamping at 0
   };
