@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "bundled_trace.hpp"
@@ -180,6 +181,51 @@ void BM_timeline_stream_floor(benchmark::State& state) {
   state.SetLabel("floor: each chunk's share of the job, per chunk");
 }
 BENCHMARK(BM_timeline_stream_floor);
+
+// Stopping queued work, as a timed cache stops a prefetch it no longer wants: per iteration
+// one of `state.range(0)` pending jobs (of one priority, never settled) is cancelled and a new
+// one queued in its place; the job cancelled is drawn once, in advance. Per pair.
+struct cancel_draws {
+  std::vector<std::size_t> pick;
+  explicit cancel_draws(std::size_t n) : pick(4096) {
+    std::mt19937_64 rng(7);
+    for (auto& p : pick) p = static_cast<std::size_t>(rng() % n);
+  }
+};
+
+void BM_timeline_cancel(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const cancel_draws draws(n);
+  timeline tl = machine();
+  const std::array<hop, 1> job{{{2, 1e-4, 4 << 20}}};
+  std::vector<timeline::job_id> ids;
+  for (std::size_t i = 0; i < n; ++i) ids.push_back(tl.enqueue(0.0, job, 4 << 20, cost_kind::prefetch, 0));
+  std::size_t k = 0;
+  for (auto _ : state) {
+    const std::size_t i = draws.pick[k++ % draws.pick.size()];
+    tl.cancel(ids[i]);
+    ids[i] = tl.enqueue(0.0, job, 4 << 20, cost_kind::prefetch, 0);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(std::to_string(n) + " pending jobs: one cancelled and one queued, per pair");
+}
+BENCHMARK(BM_timeline_cancel)->Arg(64)->Arg(256)->Arg(1024);
+
+// Floor of the above: read the job to cancel and its id.
+void BM_timeline_cancel_floor(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const cancel_draws draws(n);
+  std::vector<timeline::job_id> ids(n);
+  for (std::size_t i = 0; i < n; ++i) ids[i] = static_cast<timeline::job_id>(i);
+  std::size_t k = 0;
+  for (auto _ : state) {
+    const std::size_t i = draws.pick[k++ % draws.pick.size()];
+    benchmark::DoNotOptimize(ids[i]);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel("floor: the job to cancel, per pair");
+}
+BENCHMARK(BM_timeline_cancel_floor)->Arg(64)->Arg(256)->Arg(1024);
 
 // The whole Context-Aware GPU-NDP replay on the bundled Granite trace (11 measured requests,
 // 176 decoded tokens, 24 layers), per decoded token, for one system.

@@ -401,6 +401,26 @@ TEST_CASE("reserved job slots: enqueueing and settling allocate nothing") {
   CHECK(m.tl.pending_jobs() == 0);
 }
 
+TEST_CASE("reserved job slots: cancelling jobs and queueing others in their slots allocate nothing") {
+  // A cancelled job's entry stays in the queue until a pass or a later cancel drops it: the
+  // queue the constructor reserved holds the reserved slots' jobs and as many cancelled ones.
+  if (!test::allocation_counting) return;
+  machine m({.chunk_bytes = 1, .reserved_jobs = 8, .reserved_hops = 1});
+  const std::array<hop, 1> job{{{m.pcie, 2.0, 2}}};
+  std::array<timeline::job_id, 8> ids{};
+  test::allocation_counter count;
+  for (auto& id : ids) id = m.tl.enqueue(0.0, job, 2, cost_kind::prefetch, 0);
+  std::mt19937_64 rng(5);
+  for (int k = 0; k < 1000; ++k) {
+    auto& id = ids[rng() % ids.size()];
+    CHECK(m.tl.cancel(id));
+    id = m.tl.enqueue(0.0, job, 2, cost_kind::prefetch, static_cast<int>(rng() % 3));
+  }
+  m.tl.settle(1.0);
+  CHECK(count.count() == 0);
+  CHECK(m.tl.pending_jobs() == 8);
+}
+
 TEST_CASE("one-hop job slots: one-hop jobs take them first, and the same placements as wide slots") {
   // Per round: 2 jobs of 2 hops and 6 of one hop in flight at once, against 2 slots of 2
   // hops and 6 of one hop; and the same jobs on a timeline whose 8 slots all hold 2 hops.

@@ -390,7 +390,8 @@ class timeline {
     free_jobs_.reserve(config_.reserved_jobs);
     free_one_hop_.reserve(config_.reserved_one_hop_jobs);
     fill_free_slots();
-    order_.reserve(slots);
+    // Cancelled entries are at most half the queue (`cancel`), so twice the slots hold it.
+    order_.reserve(2 * slots + 1);
     landed_.reserve(slots);
     chunk_.reserve(config_.reserved_hops);
   }
@@ -570,7 +571,8 @@ class timeline {
   /// Throws: as `occupy`; `invalid_argument` when `payload` is 0 or `ready` is before
   /// `settled_until()`.
   /// Complexity: O(hops + pending jobs); allocates only for a new job slot, more hops than
-  /// the slot held, or more pending jobs than ever before.
+  /// the slot held, or a queue longer than ever before (its pending jobs and at most as many
+  /// cancelled ones: the reserved slots' jobs fit in what the constructor reserves).
   job_id enqueue(seconds ready, std::span<const hop> hops, bytes payload, cost_kind why, int priority,
                  std::uint64_t tag = 0) {
     constexpr std::string_view fn = "timeline::enqueue";
@@ -617,8 +619,6 @@ class timeline {
     // the newest, so it goes after every job of its priority — at the end when no queued
     // job has a higher priority value (a replay that queues each pass's prefetches after
     // the last), else where a search finds.
-    // A full queue drops its cancelled entries before it grows.
-    if (order_.size() == order_.capacity() && cancelled_ != 0) drop_cancelled();
     const queued e{priority, id, j.seq};
     if (order_.empty() || order_.back().priority <= priority) {
       order_.push_back(e);
