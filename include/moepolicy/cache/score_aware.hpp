@@ -271,8 +271,12 @@ class score_aware_policy {
   /// every row of the layer is retired. Logically const: the sums are those of eager
   /// retirement.
   void retire(std::size_t l) const noexcept {
+    if (retired_[l] != steps_) retire_rows(l);
+  }
+  /// `retire` of a layer that has rows to retire (out of line: once per layer and step,
+  /// where `retire` is asked once per rank).
+  [[gnu::noinline]] void retire_rows(std::size_t l) const noexcept {
     const std::uint64_t behind = steps_ - retired_[l];
-    if (behind == 0) return;
     retired_[l] = steps_;
     const std::size_t E = shape_.num_experts, slots = shape_.slots(), L = shape_.num_layers;
     const std::size_t base = l * E;

@@ -423,14 +423,14 @@ class edge_run final : public edge_run_steps {
         cache_(tl_, to_gpu_, gpu, static_cast<std::uint32_t>(L_), static_cast<std::uint32_t>(E_), cache_experts,
                policy_of(sys), gpu.footprint_bytes({0, 0}, fp16)),
         tape_(tape),
-        loads_(E_, 0) {
-    order_.reserve(E_);
+        loads_(E_, 0),
+        order_(E_, 0),
+        sides_(E_, balance_side::load),
+        order_of_(E_, 0),
+        load_t_(E_, 0.0),
+        cpu_t_(E_, 0.0),
+        ratio_(E_, 0.0) {
     missing_.reserve(E_);
-    sides_.reserve(E_);
-    order_of_.reserve(E_);
-    load_t_.reserve(E_);
-    cpu_t_.reserve(E_);
-    ratio_.reserve(E_);
     ops_.reserve(E_);
     const std::size_t rows = static_cast<std::size_t>(d.num_streams()) * d.rows_per_token() * k_;
     ids_.resize(rows);
@@ -531,16 +531,16 @@ class edge_run final : public edge_run_steps {
       routed.weights = std::span<const float>(weights_).first(m);
     }
     cache_.begin_layer(routed);
-    for (expert_id e : order_) loads_[e] = 0;
-    order_.clear();
+    for (expert_id e : std::span<const expert_id>(order_).first(distinct_)) loads_[e] = 0;
+    distinct_ = 0;
     for (expert_id e : routed.experts) {
-      if (loads_[e]++ == 0) order_.push_back(e);
+      if (loads_[e]++ == 0) order_[distinct_++] = e;
     }
     // Hits are served; the others are missing, a started prefetch with only its remaining
     // bytes to load.
     ops_.clear();
     missing_.clear();
-    for (expert_id e : order_) {
+    for (expert_id e : std::span<const expert_id>(order_).first(distinct_)) {
       const expert_key k = key(l, e);
       const bytes rest = cache_.remaining(k, t0);
       if (rest == 0 && cache_.state(k, t0) == copy_state::usable) {
@@ -552,7 +552,7 @@ class edge_run final : public edge_run_steps {
     split();
     // Loads, in the split's order (largest CPU time per load time first), so that they
     // stream while the GPU computes the hits.
-    for (std::size_t i : order_of_) {
+    for (const std::size_t i : std::span<const std::size_t>(order_of_).first(missing_.size())) {
       if (sides_[i] != balance_side::load) continue;
       const timed_access a = cache_.serve(missing_[i].key, t0);
       ops_.push_back({missing_[i].key.expert, a.ready});
@@ -622,15 +622,13 @@ class edge_run final : public edge_run_steps {
   /// Splits `missing_` between loads and the CPU by the system's rule, as
   /// `cost_balancer` does (order: CPU time per load time descending, then tokens, then
   /// input order) but with each item's own load time, so that a started prefetch enters with
-  /// the time of its remaining bytes.
+  /// the time of its remaining bytes. The split's arrays hold one entry per expert of a
+  /// layer from construction; the first `missing_.size()` are this layer's.
   void split() {
     const std::size_t n = missing_.size();
-    sides_.assign(n, balance_side::load);
-    order_of_.resize(n);
-    load_t_.resize(n);
-    cpu_t_.resize(n);
-    ratio_.resize(n);
+    MOEPOLICY_ASSERT(n <= E_);
     for (std::size_t i = 0; i < n; ++i) {
+      sides_[i] = balance_side::load;
       order_of_[i] = i;
       load_t_[i] = missing_[i].load_seconds;
       cpu_t_[i] = missing_[i].cpu_seconds;
@@ -639,42 +637,59 @@ class edge_run final : public edge_run_steps {
                   : cpu_t_[i] > 0.0 ? std::numeric_limits<double>::infinity()
                                     : 0.0;
     }
+    const std::span<std::size_t> order = std::span<std::size_t>(order_of_).first(n);
+    const std::span<const double> load_t = std::span<const double>(load_t_).first(n);
+    const std::span<const double> cpu_t = std::span<const double>(cpu_t_).first(n);
+    const std::span<balance_side> sides = std::span<balance_side>(sides_).first(n);
     // The order decides which items load first; when every item runs on the CPU nothing
     // loads and the CPU takes them in input order, so no order is needed. The comparison
-    // is a total order (ties end on the index), so the result is unique.
+    // is a total order (ties end on the index), so the result is unique, whichever sort
+    // gives it: insertion for the few items of a layer, else `std::sort`.
     if (sys_.misses != edge_miss_rule::cpu_all) {
-      std::sort(order_of_.begin(), order_of_.end(), [&](std::size_t a, std::size_t b) {
+      const auto before = [&](std::size_t a, std::size_t b) {
         const double ra = ratio_[a], rb = ratio_[b];
         if (ra != rb) return ra > rb;
         if (missing_[a].tokens != missing_[b].tokens) return missing_[a].tokens > missing_[b].tokens;
         return a < b;
-      });
+      };
+      if (n <= insertion_sort_max) {
+        for (std::size_t j = 1; j < n; ++j) {
+          const std::size_t x = order[j];
+          std::size_t p = j;
+          for (; p > 0 && before(x, order[p - 1]); --p) order[p] = order[p - 1];
+          order[p] = x;
+        }
+      } else {
+        std::sort(order.begin(), order.end(), before);
+      }
     }
     switch (sys_.misses) {
       case edge_miss_rule::load_all:
         break;
       case edge_miss_rule::cpu_all:
-        std::fill(sides_.begin(), sides_.end(), balance_side::cpu);
+        std::fill(sides.begin(), sides.end(), balance_side::cpu);
         break;
       case edge_miss_rule::balance:
-        static_cast<void>(detail::two_pointer_split(order_of_, load_t_, cpu_t_, sides_));
+        static_cast<void>(detail::two_pointer_split(order, load_t, cpu_t, sides));
         break;
       case edge_miss_rule::best_prefix: {
         double cpu_rest = 0.0;
-        for (double c : cpu_t_) cpu_rest += c;
+        for (double c : cpu_t) cpu_rest += c;
         double load = 0.0, best = cpu_rest;
         std::size_t best_j = 0;
         for (std::size_t j = 1; j <= n; ++j) {
-          const std::size_t i = order_of_[j - 1];
-          load += load_t_[i];
-          cpu_rest -= cpu_t_[i];
+          const std::size_t i = order[j - 1];
+          load += load_t[i];
+          cpu_rest -= cpu_t[i];
           if (std::max(load, cpu_rest) < best) best = std::max(load, cpu_rest), best_j = j;
         }
-        for (std::size_t p = 0; p < n; ++p) sides_[order_of_[p]] = p < best_j ? balance_side::load : balance_side::cpu;
+        for (std::size_t p = 0; p < n; ++p) sides[order[p]] = p < best_j ? balance_side::load : balance_side::cpu;
         break;
       }
     }
   }
+  /// The most items `split` orders by insertion.
+  static constexpr std::size_t insertion_sort_max = 16;
 
   const Cpu& cpu_dev_;
   const edge_prices<Gpu, Cpu>& prices_;
@@ -689,7 +704,8 @@ class edge_run final : public edge_run_steps {
   const edge_prediction_tape* tape_;
   seconds now_ = 0.0;
   std::vector<std::uint32_t> loads_;
-  std::vector<expert_id> order_;
+  std::vector<expert_id> order_;  // the layer's distinct experts, first seen first: the first `distinct_`
+  std::size_t distinct_ = 0;
   std::vector<item> missing_;
   std::vector<balance_side> sides_;
   std::vector<std::size_t> order_of_;

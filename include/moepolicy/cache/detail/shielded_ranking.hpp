@@ -107,7 +107,7 @@ class shielded_ranking {
     // them (they leave it if `top` restores the heap before their layer ends).
     stale_[l] = 1;
     scans_[l] = 0;
-    touch(l);
+    touch_held(l);
     shield_.shield(base, selected, [](std::size_t) {});
   }
 
@@ -117,7 +117,7 @@ class shielded_ranking {
     shield_.release(l, [&](std::size_t f) {
       if (resident_[f] != 0 && !heap_.contains(f)) add(f, rank);
     });
-    touch(l);  // the shielded members a stale layer kept count again
+    touch_held(l);  // the shielded members a stale layer kept count again
   }
 
   /// Re-ranks every ranked resident (all scores moved at once): marks every layer stale.
@@ -126,7 +126,7 @@ class shielded_ranking {
   void rerank_all(Rank&&) noexcept {
     std::fill(stale_.begin(), stale_.end(), std::uint8_t{1});
     std::fill(scans_.begin(), scans_.end(), std::uint8_t{0});
-    for (std::size_t l = 0; l < stale_.size(); ++l) touch(l);
+    for (std::size_t l = 0; l < stale_.size(); ++l) touch_held(l);
   }
 
   /// The lowest-ranked unshielded resident of pool `part`, or nothing. Ranks stale layers
@@ -181,6 +181,12 @@ class shielded_ranking {
     if (!shared() || dirty_[l] != 0) return;
     dirty_[l] = 1;
     dirty_list_[dirty_count_++] = static_cast<std::uint32_t>(l);
+  }
+  /// `touch` of a layer whose ranks all moved, where it has members: a layer without any
+  /// has had none since its last refresh (every change of its members touches it), so its
+  /// leaf is empty already and stays so.
+  void touch_held(std::size_t l) noexcept {
+    if (heap_.size(l) != 0) touch(l);
   }
   /// Of the leaves' layers `a` and `b` (or `no_slot`), the one whose lowest member comes
   /// first: rank, then slot.
