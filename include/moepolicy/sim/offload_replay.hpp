@@ -65,6 +65,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -429,6 +430,8 @@ class prediction_tape {
     std::span<const float> scores;
     /// The `depth` best of `scores`, best first (empty when `predicting` is 0).
     std::span<const queued_expert> plan;
+    /// When a layer has at most 64 experts: bit e set when `scores[e] > 0` (else 0).
+    std::uint64_t positive = 0;
   };
 
   prediction_tape(const offload_prefetch_config& c, const trace_info& info, const decode_streams& d,
@@ -457,6 +460,7 @@ class prediction_tape {
     const std::size_t cells = window_ * step_cells_;
     predicting_.assign(cells, 0);
     plan_sizes_.assign(cells, 0);
+    positive_.assign(cells, 0);
     scores_.assign(cells * E_, 0.0f);
     plans_.assign(cells * E_, queued_expert{});
   }
@@ -521,10 +525,17 @@ class prediction_tape {
   /// Layer `l`'s prediction in segment `seg` of step `s`, one of the last `window()` steps
   /// recorded.
   [[nodiscard]] layer_prediction at(std::size_t s, std::size_t seg, std::size_t l) const noexcept {
+    return at_slot(slot(s), seg, l);
+  }
+  /// Where step `s` (one of the last `window()` recorded) is held: a pass reads its layers
+  /// with `at_slot`, the window's position computed once per pass.
+  [[nodiscard]] std::size_t slot(std::size_t s) const noexcept { return (s % window_) * step_cells_; }
+  /// `at(s, seg, l)` for `w = slot(s)`.
+  [[nodiscard]] layer_prediction at_slot(std::size_t w, std::size_t seg, std::size_t l) const noexcept {
     MOEPOLICY_ASSERT(seg * L_ + l < step_cells_);
-    const std::size_t c = (s % window_) * step_cells_ + seg * L_ + l;
+    const std::size_t c = w + seg * L_ + l;
     return {predicting_[c], std::span<const float>(scores_).subspan(c * E_, E_),
-            std::span<const queued_expert>(plans_).subspan(c * E_, plan_sizes_[c])};
+            std::span<const queued_expert>(plans_).subspan(c * E_, plan_sizes_[c]), positive_[c]};
   }
 
  private:
@@ -543,6 +554,11 @@ class prediction_tape {
     const std::span<float> scores = std::span<float>(scores_).subspan(c * E_, E_);
     predictors_.combined(scores);
     predicting_[c] = predicting;
+    std::uint64_t positive = 0;
+    if (E_ <= 64) {
+      for (std::size_t e = 0; e < E_; ++e) positive |= static_cast<std::uint64_t>(scores[e] > 0.0f) << e;
+    }
+    positive_[c] = positive;
     plan_sizes_[c] = 0;
     if (predicting == 0) return;
     const std::size_t per = static_cast<std::size_t>(config_.horizon) * k_;
@@ -564,6 +580,7 @@ class prediction_tape {
   stream_predictors predictors_;
   prefetch_queue queue_;
   std::vector<std::size_t> predicting_, plan_sizes_;
+  std::vector<std::uint64_t> positive_;
   std::vector<float> scores_;
   std::vector<queued_expert> plans_;
 };
@@ -665,15 +682,17 @@ class pass_price_tape {
 
   /// The router and the output head of step `s`'s pass (one of the last `window()`
   /// recorded).
-  [[nodiscard]] seconds router(std::size_t s) const noexcept { return steps_[s % window_].router; }
-  [[nodiscard]] seconds output_head(std::size_t s) const noexcept { return steps_[s % window_].head; }
+  [[nodiscard]] seconds router(std::size_t s) const noexcept { return steps_[slot(s)].router; }
+  [[nodiscard]] seconds output_head(std::size_t s) const noexcept { return steps_[slot(s)].head; }
   /// Dense layer `i` of step `s`'s pass.
-  [[nodiscard]] seconds dense_layer(std::size_t s, std::size_t i) const noexcept {
-    return dense_[(s % window_) * D_ + i];
-  }
+  [[nodiscard]] seconds dense_layer(std::size_t s, std::size_t i) const noexcept { return dense_[slot(s) * D_ + i]; }
   /// MoE layer `l` of step `s`'s pass.
-  [[nodiscard]] layer_price at(std::size_t s, std::size_t l) const noexcept {
-    const std::size_t w = s % window_;
+  [[nodiscard]] layer_price at(std::size_t s, std::size_t l) const noexcept { return at_slot(slot(s), l); }
+  /// Where step `s` (one of the last `window()` recorded) is held: a pass reads its layers
+  /// with `at_slot`, the window's position computed once per pass.
+  [[nodiscard]] std::size_t slot(std::size_t s) const noexcept { return s % window_; }
+  /// `at(s, l)` for `w = slot(s)`.
+  [[nodiscard]] layer_price at_slot(std::size_t w, std::size_t l) const noexcept {
     const cell& c = layers_[w * L_ + l];
     return {c.attention, c.shared, c.batch, std::span<const expert_id>(order_).subspan(w * cap_ + c.first, c.count),
             std::span<const seconds>(compute_).subspan(w * cap_ + c.first, c.count)};
@@ -747,6 +766,7 @@ class offload_run final : public offload_run_steps {
         order_(),
         scores_(info.num_experts, 0.0f),
         stored_(static_cast<std::size_t>(info.num_layers) * info.num_experts, 0.0f),
+        stored_bits_(info.num_experts <= 64 ? info.num_layers : 0, 0),
         wanted_(info.num_experts, 0),
         queue_(info.num_experts) {
     order_.reserve(E_);
@@ -858,9 +878,17 @@ class offload_run final : public offload_run_steps {
     } else {
       tl_.settle(t0);
       cache_->collect();
-      for (std::size_t e = 0; e < E_; ++e) {
-        const float s = stored_[l * E_ + e];
-        if (s > 0.0f) cache_->hint(key(l, e), s);
+      if (!stored_bits_.empty()) {
+        // The experts whose stored score is > 0, in expert order.
+        for (std::uint64_t m = stored_bits_[l]; m != 0; m &= m - 1) {
+          const auto e = static_cast<std::size_t>(std::countr_zero(m));
+          cache_->hint(key(l, e), stored_[l * E_ + e]);
+        }
+      } else {
+        for (std::size_t e = 0; e < E_; ++e) {
+          const float s = stored_[l * E_ + e];
+          if (s > 0.0f) cache_->hint(key(l, e), s);
+        }
       }
       for (const batch_view& v : views) cache_->begin_layer(v);
       // Transfers first (in order of first selection), so that they stream while the GPU
@@ -888,7 +916,17 @@ class offload_run final : public offload_run_steps {
   void prefetch_layer(std::size_t l, seconds ready, int priority, const prediction_tape::layer_prediction& p,
                       bool replace) {
     float* stored = stored_.data() + l * E_;
-    for (std::size_t e = 0; e < E_; ++e) stored[e] = replace ? p.scores[e] : std::max(stored[e], p.scores[e]);
+    if (replace) {
+      std::copy(p.scores.begin(), p.scores.end(), stored);
+      if (!stored_bits_.empty()) stored_bits_[l] = p.positive;
+    } else {
+      std::uint64_t positive = 0;
+      for (std::size_t e = 0; e < E_; ++e) {
+        stored[e] = std::max(stored[e], p.scores[e]);
+        positive |= static_cast<std::uint64_t>(stored[e] > 0.0f) << (e & 63);
+      }
+      if (!stored_bits_.empty()) stored_bits_[l] = positive;
+    }
     std::fill(wanted_.begin(), wanted_.end(), std::uint8_t{0});
     if (p.predicting > 0) {
       // Experts already resident or on their way first (the policy hears of them), so that a
@@ -965,9 +1003,10 @@ class offload_run final : public offload_run_steps {
       t = tl_.run(t, gpu_, prices_.dense_layer(s, i), cost_kind::dense).end;
     }
     const seconds router = prices_.router(s);
+    const std::size_t pw = prices_.slot(s), tw = tape_ != nullptr ? tape_->slot(s) : 0;
     for (std::size_t l = 0; l < L_; ++l) {
       const auto model_layer = static_cast<std::uint32_t>(shape_.num_dense_layers + l);
-      const auto p = prices_.at(s, l);
+      const auto p = prices_.at_slot(pw, l);
       t = tl_.run(t, gpu_, p.attention, cost_kind::attention).end;
       if (!shape_.is_linear_attention_layer(model_layer)) write_kv(t, n);
       t = tl_.run(t, gpu_, router, cost_kind::dense).end;
@@ -979,7 +1018,7 @@ class offload_run final : public offload_run_steps {
       } else {
         t = moe_layer(l, t0, {}, p.order, p.compute, p.shared, true, out);
       }
-      if (tape_ != nullptr) prefetch_layer(l, t0, priority(s + 1, l), tape_->at(s, seg, l), true);
+      if (tape_ != nullptr) prefetch_layer(l, t0, priority(s + 1, l), tape_->at_slot(tw, seg, l), true);
     }
     return tl_.run(t, gpu_, prices_.output_head(s), cost_kind::dense).end;
   }
@@ -1019,6 +1058,8 @@ class offload_run final : public offload_run_steps {
   std::vector<float> scores_;
   /// The last prediction of each layer (hints before its next accesses).
   std::vector<float> stored_;
+  /// When a layer has at most 64 experts: per layer, bit e set when `stored_` of e is > 0.
+  std::vector<std::uint64_t> stored_bits_;
   std::vector<std::uint8_t> wanted_;
   prefetch_queue queue_;
   bytes kv_layer_bytes_ = 0;

@@ -61,6 +61,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -204,6 +205,7 @@ class timed_expert_cache {
         cost_(std::move(link_cost)),
         E_(num_experts),
         size_(checked_size(expert_size)),
+        whole_seconds_(cost_.transfer_seconds(size_)),
         bits_(bits),
         cache_(cache_config{.num_layers = num_layers,
                             .num_experts = num_experts,
@@ -218,7 +220,8 @@ class timed_expert_cache {
         listed_(static_cast<std::size_t>(num_layers) * num_experts, 0),
         fresh_(static_cast<std::size_t>(num_layers) * num_experts, 0),
         seq_(static_cast<std::size_t>(num_layers) * num_experts, 0),
-        marked_(static_cast<std::size_t>(num_layers) * num_experts, 0) {
+        marked_(static_cast<std::size_t>(num_layers) * num_experts, 0),
+        pending_bits_(num_experts <= 64 ? num_layers : 0, 0) {
     for (std::uint32_t l = 0; l < num_layers; ++l) {
       for (std::uint32_t e = 0; e < num_experts; ++e) res_.preload(key(l, e), memory_tier, bits_);
     }
@@ -310,7 +313,7 @@ class timed_expert_cache {
       const auto j = static_cast<timeline::job_id>(job_[f]);
       const bytes placed = tl_->placed_bytes(j);
       tl_->cancel(j);
-      job_[f] = no_job;
+      clear_job(f, k);
       slot_[f] = 0;
       note_stop(f);
       const bytes rest = size_ - placed;
@@ -328,7 +331,7 @@ class timed_expert_cache {
       // Queued, never started: the whole expert crosses on demand, and the policy decides
       // whether the copy stays, as for a miss.
       tl_->cancel(static_cast<timeline::job_id>(job_[f]));
-      job_[f] = no_job;
+      clear_job(f, k);
       note_stop(f);
       const transfer_receipt r = demand(t0, size_, k);
       const access_outcome o = cache_.get(k, info);
@@ -394,8 +397,9 @@ class timed_expert_cache {
         return false;
       }
     }
-    const std::array<hop, 1> h{{{link_, cost_.transfer_seconds(size_), size_}}};
+    const std::array<hop, 1> h{{{link_, whole_seconds_, size_}}};
     job_[f] = tl_->enqueue(ready, h, size_, cost_kind::prefetch, priority, f);
+    if (!pending_bits_.empty()) pending_bits_[k.layer] |= std::uint64_t{1} << k.expert;
     score_[f] = score;
     slot_[f] = 0;
     if (listed_[f] == 0) {
@@ -414,11 +418,24 @@ class timed_expert_cache {
   template <class Keep>
   std::size_t cancel_pending(layer_id layer, Keep&& keep) {
     std::size_t n = 0;
+    if (!pending_bits_.empty()) {
+      // The layer's pending jobs, in expert order, as the loop below visits them.
+      for (std::uint64_t m = pending_bits_[layer]; m != 0; m &= m - 1) {
+        const auto e = static_cast<std::uint32_t>(std::countr_zero(m));
+        if (keep(static_cast<expert_id>(e))) continue;
+        const std::size_t f = static_cast<std::size_t>(layer) * E_ + e;
+        const bool held = slot_[f] != 0;
+        stop(f, key(layer, e));
+        if (held) static_cast<void>(cache_.erase(key(layer, e)));
+        ++n;
+      }
+      return n;
+    }
     for (std::uint32_t e = 0; e < E_; ++e) {
       const std::size_t f = static_cast<std::size_t>(layer) * E_ + e;
       if (job_[f] == no_job || keep(static_cast<expert_id>(e))) continue;
       const bool held = slot_[f] != 0;
-      stop(f);
+      stop(f, key(layer, e));
       if (held) static_cast<void>(cache_.erase(key(layer, e)));
       ++n;
     }
@@ -430,7 +447,7 @@ class timed_expert_cache {
     for (std::size_t f = 0; f < job_.size(); ++f) {
       if (job_[f] == no_job) continue;
       const bool held = slot_[f] != 0;
-      stop(f);
+      stop(f, key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_)));
       if (held) {
         static_cast<void>(cache_.erase(key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_))));
       }
@@ -466,9 +483,9 @@ class timed_expert_cache {
       if (!r.crossed_link() || r.why() != cost_kind::prefetch) continue;
       const auto f = static_cast<std::size_t>(r.tag());
       if (f >= job_.size() || job_[f] == no_job || slot_[f] == 0) continue;
-      job_[f] = no_job;
-      slot_[f] = 0;
       const expert_key k = key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_));
+      clear_job(f, k);
+      slot_[f] = 0;
       res_.install(k, gpu_tier, bits_, size_, r);
       ++stats_.prefetches_landed;
       stats_.prefetch_bytes += r.size();
@@ -551,7 +568,7 @@ class timed_expert_cache {
         slot_[f] = 1;
         ++stats_.prefetches_started;
       } else {
-        stop(f);  // no slot could be freed, or the policy refused the prefetch
+        stop(f, k);  // no slot could be freed, or the policy refused the prefetch
       }
     }
   }
@@ -567,8 +584,14 @@ class timed_expert_cache {
     }
   }
 
+  /// Expert `f` (`k`) no longer has a prefetch job.
+  void clear_job(std::size_t f, expert_key k) noexcept {
+    job_[f] = no_job;
+    if (!pending_bits_.empty()) pending_bits_[k.layer] &= ~(std::uint64_t{1} << k.expert);
+  }
+
   transfer_receipt demand(seconds t0, bytes n, expert_key k) {
-    const std::array<hop, 1> h{{{link_, cost_.transfer_seconds(n), n}}};
+    const std::array<hop, 1> h{{{link_, n == size_ ? whole_seconds_ : cost_.transfer_seconds(n), n}}};
     return tl_->transfer(t0, h, n, cost_kind::demand_fetch, flat(k));
   }
 
@@ -578,7 +601,7 @@ class timed_expert_cache {
   void sync_victim(expert_key v) noexcept {
     MOEPOLICY_ASSERT(!cache_.contains(v));
     const std::size_t f = flat(v);
-    if (job_[f] != no_job) stop(f);
+    if (job_[f] != no_job) stop(f, v);
     res_.drop(v, gpu_tier);
     if (fresh_[f] != 0) {
       ++stats_.prefetches_unused;
@@ -588,11 +611,11 @@ class timed_expert_cache {
   }
   /// Stops the job of `f`: what it placed is wasted; it no longer holds a slot (the caller
   /// gives the cache's slot back when it held one).
-  void stop(std::size_t f) noexcept {
+  void stop(std::size_t f, expert_key k) noexcept {
     const auto j = static_cast<timeline::job_id>(job_[f]);
     stats_.wasted_bytes += tl_->placed_bytes(j);
     tl_->cancel(j);
-    job_[f] = no_job;
+    clear_job(f, k);
     slot_[f] = 0;
     note_stop(f);
     ++stats_.prefetches_cancelled;
@@ -603,6 +626,8 @@ class timed_expert_cache {
   Link cost_;
   std::uint32_t E_;
   bytes size_;
+  /// The link's time for one whole expert (`cost_.transfer_seconds(size_)`, computed once).
+  seconds whole_seconds_;
   bitwidth bits_;
   expert_cache<Policy> cache_;
   timed_residency res_;
@@ -625,6 +650,9 @@ class timed_expert_cache {
   std::uint64_t stops_ = 0;
   std::uint64_t started_seen_ = 0;
   std::vector<std::uint32_t> candidates_;
+  /// Per layer, when a layer has at most 64 experts: bit e set when expert e has a
+  /// prefetch job (`job_` is not `no_job`), so that `cancel_pending` visits only those.
+  std::vector<std::uint64_t> pending_bits_;
   timed_cache_stats stats_;
 };
 
