@@ -549,7 +549,9 @@ TEST_CASE("the queue lands jobs in (priority, queue order) through many cancels 
         ++tags;
       } else if (o < 8) {
         if (known.empty()) continue;
-        const auto [id, tag] = known[std::uniform_int_distribution<std::size_t>(0, known.size() - 1)(rng)];
+        const auto drawn = known[std::uniform_int_distribution<std::size_t>(0, known.size() - 1)(rng)];
+        const timeline::job_id id = drawn.first;
+        const std::uint64_t tag = drawn.second;
         const auto it = std::find_if(model.begin(), model.end(), [&](const pending_job& p) { return p.tag == tag; });
         // A slot reused by a later job answers for that job: cancel only jobs still pending
         // in the model, or ids that no pending job holds.
