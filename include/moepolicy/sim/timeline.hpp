@@ -1403,7 +1403,7 @@ class timeline {
   /// The pending jobs in placement order, priority then first in first out, and the entries
   /// of jobs cancelled since the last pass that dropped them.
   std::vector<queued> order_;
-  /// Cancelled entries in `order_`, at most (a job that landed also leaves an entry).
+  /// The entries in `order_` of jobs cancelled since cancelled entries were last dropped.
   std::size_t cancelled_ = 0;
   std::vector<hop> chunk_;
   /// Per resource, the longest idle window of the current `place_queued` pass.
