@@ -653,12 +653,7 @@ class edge_run final : public edge_run_steps {
         return a < b;
       };
       if (n <= insertion_sort_max) {
-        for (std::size_t j = 1; j < n; ++j) {
-          const std::size_t x = order[j];
-          std::size_t p = j;
-          for (; p > 0 && before(x, order[p - 1]); --p) order[p] = order[p - 1];
-          order[p] = x;
-        }
+        detail::stable_insertion_sort(order, before);
       } else {
         std::sort(order.begin(), order.end(), before);
       }

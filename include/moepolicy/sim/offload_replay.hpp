@@ -422,6 +422,15 @@ class stream_predictors {
 /// beside a system's own state): the replay records a window, then runs each system
 /// through all of it before the next system, so that a system's timeline and cache stay
 /// in the processor's caches for the window's steps instead of one.
+/// Bit e set where `scores[e] > 0`, for a layer of at most 64 experts; 0 for a wider one
+/// (whose users keep a loop over the layer's experts).
+[[nodiscard]] inline std::uint64_t positive_scores(std::span<const float> scores) noexcept {
+  std::uint64_t m = 0;
+  if (scores.size() > 64) return m;
+  for (std::size_t e = 0; e < scores.size(); ++e) m |= static_cast<std::uint64_t>(scores[e] > 0.0f) << e;
+  return m;
+}
+
 class prediction_tape {
  public:
   struct layer_prediction {
@@ -554,11 +563,7 @@ class prediction_tape {
     const std::span<float> scores = std::span<float>(scores_).subspan(c * E_, E_);
     predictors_.combined(scores);
     predicting_[c] = predicting;
-    std::uint64_t positive = 0;
-    if (E_ <= 64) {
-      for (std::size_t e = 0; e < E_; ++e) positive |= static_cast<std::uint64_t>(scores[e] > 0.0f) << e;
-    }
-    positive_[c] = positive;
+    positive_[c] = positive_scores(scores);
     plan_sizes_[c] = 0;
     if (predicting == 0) return;
     const std::size_t per = static_cast<std::size_t>(config_.horizon) * k_;
@@ -920,12 +925,8 @@ class offload_run final : public offload_run_steps {
       std::copy(p.scores.begin(), p.scores.end(), stored);
       if (!stored_bits_.empty()) stored_bits_[l] = p.positive;
     } else {
-      std::uint64_t positive = 0;
-      for (std::size_t e = 0; e < E_; ++e) {
-        stored[e] = std::max(stored[e], p.scores[e]);
-        positive |= static_cast<std::uint64_t>(stored[e] > 0.0f) << (e & 63);
-      }
-      if (!stored_bits_.empty()) stored_bits_[l] = positive;
+      for (std::size_t e = 0; e < E_; ++e) stored[e] = std::max(stored[e], p.scores[e]);
+      if (!stored_bits_.empty()) stored_bits_[l] = positive_scores(std::span<const float>(stored, E_));
     }
     std::fill(wanted_.begin(), wanted_.end(), std::uint8_t{0});
     if (p.predicting > 0) {

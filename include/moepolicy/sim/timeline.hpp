@@ -86,14 +86,14 @@ namespace moepolicy {
 
 namespace detail {
 
-/// Sorts `v` by `less`, equal elements keeping their order (as `std::stable_sort`), by
-/// insertion: for the few operations of one layer, without the buffer `std::stable_sort`
-/// allocates on every call. Complexity: O(n + inversions); no allocation.
-template <class T, class Less>
-void stable_insertion_sort(std::vector<T>& v, Less less) {
+/// Sorts `v` (a vector or a span) by `less`, equal elements keeping their order (as
+/// `std::stable_sort`), by insertion: for the few items of one layer, without the buffer
+/// `std::stable_sort` allocates on every call. Complexity: O(n + inversions); no allocation.
+template <class Range, class Less>
+void stable_insertion_sort(Range&& v, Less less) {
   for (std::size_t i = 1; i < v.size(); ++i) {
     if (!less(v[i], v[i - 1])) continue;
-    T x = std::move(v[i]);
+    auto x = std::move(v[i]);
     std::size_t j = i;
     for (; j > 0 && less(x, v[j - 1]); --j) v[j] = std::move(v[j - 1]);
     v[j] = std::move(x);
