@@ -468,6 +468,24 @@ class timeline {
   /// Complexity: O(hops); allocates only when a resource's gap list outgrows its reserve.
   interval occupy(seconds ready, std::span<const hop> hops, cost_kind why) {
     check_hops(ready, hops, "timeline::occupy");
+    if (hops.size() == 1) {
+      // One hop (most operations): the loops below for one resource, arithmetic in order.
+      const hop& h = hops[0];
+      state& s = state_[h.resource];
+      const seconds start = std::max(ready, s.free_at);
+      if (start > s.free_at) {
+        ledger_.resources[h.resource].stall_seconds += start - s.free_at;
+        const seconds from = std::max(s.free_at, settled_);
+        if (start > from) s.gaps.push_back({from, start});
+      }
+      s.free_at = start + h.duration;
+      const cost_kind as = h.charge_as.value_or(why);
+      charge(h.resource, as, h.duration, h.moved);
+      log(h.resource, start, h.duration, as, h.moved, false);
+      const seconds end = std::max(start, start + h.duration);
+      ledger_.horizon = std::max(ledger_.horizon, end);
+      return {start, end};
+    }
     seconds start = ready;
     for (const hop& h : hops) start = std::max(start, state_[h.resource].free_at);
     seconds end = start;
@@ -494,8 +512,10 @@ class timeline {
   ///
   /// Throws: as `occupy`.
   interval run(seconds ready, resource_id r, seconds duration, cost_kind why) {
-    const hop h{r, duration, 0};
-    check_hops(ready, std::span<const hop>(&h, 1), "timeline::occupy");
+    constexpr seconds inf = std::numeric_limits<seconds>::infinity();
+    if (!(ready >= 0.0 && ready < inf && r < state_.size() && duration >= 0.0 && duration < inf)) [[unlikely]] {
+      reject_run(ready, r, duration);
+    }
     state& s = state_[r];
     const seconds start = std::max(ready, s.free_at);
     if (start > s.free_at) {
@@ -608,9 +628,16 @@ class timeline {
     j.crosses_link = false;
     for (const hop& h : hops)
       j.crosses_link = j.crosses_link || ledger_.resources[h.resource].kind == resource_kind::link;
-    j.hops.assign(hops.begin(), hops.end());
-    j.done_seconds.assign(hops.size(), 0.0);
-    j.done_moved.assign(hops.size(), 0);
+    if (hops.size() == 1 && j.hops.size() == 1) {
+      // A slot of one hop reused for a job of one hop (most jobs): written in place.
+      j.hops[0] = hops[0];
+      j.done_seconds[0] = 0.0;
+      j.done_moved[0] = 0;
+    } else {
+      j.hops.assign(hops.begin(), hops.end());
+      j.done_seconds.assign(hops.size(), 0.0);
+      j.done_moved.assign(hops.size(), 0);
+    }
     if (next_.size() < jobs_.size()) next_.resize(jobs_.size());
     next_[id].seq = j.seq;
     refresh_next(id);
@@ -680,6 +707,9 @@ class timeline {
     place_queued(until);
     settled_ = std::max(settled_, until);
     for (auto& s : state_) {
+      // Gaps are sorted and disjoint: when the first starts after `settled_`, every one
+      // does, and each stays as it is.
+      if (s.gaps.empty() || s.gaps.front().start > settled_) continue;
       std::size_t w = 0;
       for (const interval& g : s.gaps) {
         if (g.end <= settled_) continue;
@@ -775,7 +805,20 @@ class timeline {
   }
 
   void log(resource_id r, seconds start, seconds d, cost_kind why, bytes moved, bool background) {
-    if (log_ != nullptr && d > 0.0) log_->push_back({r, start, start + d, why, moved, background});
+    if (log_ != nullptr && d > 0.0) [[unlikely]] append_log(r, start, d, why, moved, background);
+  }
+  /// `log` into a log (tests and drawings only): apart, so that the operations' paths stay
+  /// small enough to be inlined.
+  [[gnu::noinline]] void append_log(resource_id r, seconds start, seconds d, cost_kind why, bytes moved,
+                                    bool background) {
+    log_->push_back({r, start, start + d, why, moved, background});
+  }
+
+  /// `run`'s `check_hops` when an argument is out of range: throws as `check_hops` does.
+  [[noreturn, gnu::noinline]] void reject_run(seconds ready, resource_id r, seconds duration) const {
+    const hop h{r, duration, 0};
+    check_hops_in_full(ready, std::span<const hop>(&h, 1), "timeline::occupy");
+    detail::throw_invalid("timeline::occupy", "an operation out of range on resource", r);  // not reached
   }
 
   /// The earliest start >= `from` of a window of `d` seconds on `r`: in a gap, or after
@@ -871,22 +914,24 @@ class timeline {
     // The longest idle window of each resource within [settled_, until]. Placing a chunk
     // only takes idle time away, so a chunk longer than this on any of its hops cannot be
     // placed in this pass: `place_chunks` skips it without searching the gaps.
-    window_.resize(state_.size());
-    for (std::size_t r = 0; r < state_.size(); ++r) window_[r] = longest_window(r, until);
+    const std::size_t resources = state_.size();
     const bool bounded = until < std::numeric_limits<seconds>::infinity();
+    const bool may_stop = bounded && multi_hop_ == 0;
     // When every pending job has one hop and no resource's longest window holds the
     // shortest next chunk queued on it, the loop below would skip every job by its first
     // test (`least_raw_` is at most each job's `raw`): nothing is placed, nothing lands.
-    if (bounded && multi_hop_ == 0) {
-      bool none = true;
-      for (std::size_t r = 0; r < state_.size() && none; ++r) none = least_raw_[r] > window_[r] + 1e-12 * until;
-      if (none) return;
+    bool none = may_stop;
+    for (std::size_t r = 0; r < resources; ++r) {
+      window_[r] = longest_window(r, until);
+      none = none && least_raw_[r] > window_[r] + 1e-12 * until;
     }
+    if (none) return;
     // Measured again exactly over the jobs that stay pending (refresh_next lowers them as
     // chunks are placed); `bound_` keeps the bound of the jobs not yet visited.
-    const bool may_stop = bounded && multi_hop_ == 0;
-    std::copy(least_raw_.begin(), least_raw_.end(), bound_.begin());
-    std::fill(least_raw_.begin(), least_raw_.end(), std::numeric_limits<seconds>::infinity());
+    for (std::size_t r = 0; r < resources; ++r) {
+      bound_[r] = least_raw_[r];
+      least_raw_[r] = std::numeric_limits<seconds>::infinity();
+    }
     std::size_t multi = 0;
     const std::size_t landed_before = landed_.size();
     for (const queued& e : order_) {
@@ -915,7 +960,7 @@ class timeline {
         // When no window left holds the shortest chunk of the jobs not yet visited, each of
         // them would be skipped by the first test: the pass ends here.
         if (may_stop) {
-          bool none = true;
+          none = true;
           for (std::size_t r = 0; r < state_.size() && none; ++r) none = bound_[r] > window_[r] + 1e-12 * until;
           if (none) {
             for (std::size_t r = 0; r < state_.size(); ++r) least_raw_[r] = std::min(least_raw_[r], bound_[r]);
