@@ -928,7 +928,6 @@ class offload_run final : public offload_run_steps {
       for (std::size_t e = 0; e < E_; ++e) stored[e] = std::max(stored[e], p.scores[e]);
       if (!stored_bits_.empty()) stored_bits_[l] = positive_scores(std::span<const float>(stored, E_));
     }
-    std::fill(wanted_.begin(), wanted_.end(), std::uint8_t{0});
     if (p.predicting > 0) {
       // Experts already resident or on their way first (the policy hears of them), so that a
       // new prefetch cannot evict a predicted expert already there.
@@ -945,6 +944,10 @@ class offload_run final : public offload_run_steps {
       }
     }
     if (replace) cache_->cancel_pending(static_cast<layer_id>(l), [&](expert_id e) { return wanted_[e] != 0; });
+    // Cleared where set (the plan's experts), for the next layer.
+    if (p.predicting > 0) {
+      for (const queued_expert& q : p.plan) wanted_[q.key.expert] = 0;
+    }
   }
 
   /// The prefill of one sequence's request as a pass of its prompt, segment `seg` of the

@@ -389,25 +389,7 @@ class timed_expert_cache {
       score_[f] = std::max(score_[f], score);
       return false;
     }
-    if constexpr (policy_traits<Policy>::admits_prefetches) {
-      const access_info info{.confidence = score, .prefetch = true};
-      const bool must_evict = cache_.used(cache_.shape().partition_of(k)) + 1 > cache_.capacity();
-      if (!cache_.policy().admit_prefetch(k, info, must_evict)) {
-        ++stats_.prefetches_refused;
-        return false;
-      }
-    }
-    const std::array<hop, 1> h{{{link_, whole_seconds_, size_}}};
-    job_[f] = tl_->enqueue(ready, h, size_, cost_kind::prefetch, priority, f);
-    if (!pending_bits_.empty()) pending_bits_[k.layer] |= std::uint64_t{1} << k.expert;
-    score_[f] = score;
-    slot_[f] = 0;
-    if (listed_[f] == 0) {
-      listed_[f] = 1;
-      seq_[f] = next_seq_++;
-    }
-    ++stats_.prefetches;
-    return true;
+    return queue_prefetch(k, f, score, ready, priority);
   }
 
   /// A predictor flags `k` as likely needed (prediction-gated admission, CXL-MoE §3).
@@ -525,6 +507,31 @@ class timed_expert_cache {
     return {static_cast<layer_id>(l), static_cast<expert_id>(e)};
   }
   [[nodiscard]] std::size_t flat(expert_key k) const noexcept { return k.flat(E_); }
+
+  /// `prefetch` of `k` (slot `f`), neither resident nor on its way: queues its job unless
+  /// the policy refuses it. Apart from `prefetch`, whose other outcomes (most calls) then
+  /// need no stack frame.
+  [[gnu::noinline]] bool queue_prefetch(expert_key k, std::size_t f, float score, seconds ready, int priority) {
+    if constexpr (policy_traits<Policy>::admits_prefetches) {
+      const access_info info{.confidence = score, .prefetch = true};
+      const bool must_evict = cache_.used(cache_.shape().partition_of(k)) + 1 > cache_.capacity();
+      if (!cache_.policy().admit_prefetch(k, info, must_evict)) {
+        ++stats_.prefetches_refused;
+        return false;
+      }
+    }
+    const std::array<hop, 1> h{{{link_, whole_seconds_, size_}}};
+    job_[f] = tl_->enqueue(ready, h, size_, cost_kind::prefetch, priority, f);
+    if (!pending_bits_.empty()) pending_bits_[k.layer] |= std::uint64_t{1} << k.expert;
+    score_[f] = score;
+    slot_[f] = 0;
+    if (listed_[f] == 0) {
+      listed_[f] = 1;
+      seq_[f] = next_seq_++;
+    }
+    ++stats_.prefetches;
+    return true;
+  }
 
   /// Gives a slot to every waiting prefetch whose copy has started; drops the stopped ones.
   /// The waiting prefetches are the listed experts, in the order they were listed (`seq_`);
