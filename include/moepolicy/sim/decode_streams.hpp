@@ -386,6 +386,16 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
     cols.reserve(rows, info.top_k, info.has_scores ? info.num_experts : 0);
   }
   out.offsets_.push_back(0);
+  // A step's tokens' batches, each token's in layer order (those of one layer in the order
+  // the source gives them), read once per token; `next[i]`: token i's first batch not yet
+  // written.
+  struct token_batch {
+    layer_id layer;
+    std::size_t first;
+    std::uint32_t count;
+  };
+  std::vector<token_batch> batches;
+  std::vector<std::size_t> starts, next;
   for (std::size_t s = 0; s + 1 < step_start.size(); ++s) {
     const std::span<const slot_token> step(slots.data() + step_start[s], step_start[s + 1] - step_start[s]);
     const std::size_t before = cols.layer.size();
@@ -399,12 +409,25 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
           {x.stream, current[x.stream], x.request, x.index, out.prompts_[x.request] + x.index, x.first});
     }
     out.offsets_.push_back(out.tokens_.size());
+    batches.clear();
+    starts.clear();
+    for (const slot_token& x : step) {
+      starts.push_back(batches.size());
+      src.for_each_batch(*decode[x.request][x.index], [&](layer_id bl, std::size_t first, std::uint32_t count) {
+        batches.push_back({bl, first, count});
+      });
+      const auto by_layer = [](const token_batch& a, const token_batch& b) { return a.layer < b.layer; };
+      const auto from = batches.begin() + static_cast<std::ptrdiff_t>(starts.back());
+      if (!std::is_sorted(from, batches.end(), by_layer)) std::stable_sort(from, batches.end(), by_layer);
+    }
+    next = starts;
+    starts.push_back(batches.size());
     // Rows: layer-major, tokens in stream order within a layer.
     for (std::size_t l = 0; l < L; ++l) {
       for (std::size_t i = 0; i < step.size(); ++i) {
-        const slot_token& x = step[i];
-        src.for_each_batch(*decode[x.request][x.index], [&](layer_id bl, std::size_t first, std::uint32_t count) {
-          if (bl != l) return;
+        for (; next[i] < starts[i + 1] && batches[next[i]].layer == l; ++next[i]) {
+          const std::size_t first = batches[next[i]].first;
+          const std::uint32_t count = batches[next[i]].count;
           for (std::uint32_t j = 0; j < count; ++j) {
             const std::size_t r = first + j;
             cols.request.push_back(0);
@@ -421,7 +444,7 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
               cols.scores.insert(cols.scores.end(), sc.begin(), sc.end());
             }
           }
-        });
+        }
       }
     }
     src.gathered(cols.layer.size() - before);
