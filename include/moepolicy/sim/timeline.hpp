@@ -1219,8 +1219,6 @@ class timeline {
     bytes done_m = j.done_moved[0], done_b = j.done_bytes;
     const bytes done_m0 = done_m;  // the bytes placed before the run
     MOEPOLICY_ASSERT(done_m0 <= moved);
-    double placed_share = 0.0;  // the last chunk's, when the chunks are not logged
-    bool placed_last = false;
     std::size_t ops = 0;
     seconds least = std::numeric_limits<seconds>::infinity();
     bool landed = false;
@@ -1237,17 +1235,12 @@ class timeline {
         const bytes m = chunk_moved(moved, done_m, c);
         log_->push_back({r, e, end, static_cast<cost_kind>(as), m, true});
         done_m += m;
-      } else {
-        placed_share = c.share;
-        placed_last = c.last;
       }
       busy += d;
       ++ops;
       done_s += d;
       done_b += c.size;
       last_start = e;
-      last_end = std::max(last_end, end);
-      horizon = std::max(horizon, end);
       s = e;
       e = end;
       if (c.last) {
@@ -1258,7 +1251,12 @@ class timeline {
       least = std::min(least, c.raw);
     }
     if (ops == 0) return false;
-    if (log_ == nullptr) done_m = bytes_placed_after(moved, placed_share, placed_last);
+    // Each chunk ends after the one before (`end > e`), so the last placed ends last: the
+    // largest end is taken once. The last chunk's cumulative share is the bytes placed over
+    // the payload (as `chunk_after` computed it), and it was the job's last when it landed.
+    last_end = std::max(last_end, e);
+    horizon = std::max(horizon, e);
+    if (log_ == nullptr) done_m = bytes_placed_after(moved, static_cast<double>(done_b) / total, landed);
     if (e < gap_end) {
       st.gaps[g].start = e;
     } else {
@@ -1323,13 +1321,19 @@ class timeline {
     bytes done_m = j.done_moved[0], done_b = j.done_bytes;
     const bytes done_m0 = done_m;  // the bytes placed before the run
     MOEPOLICY_ASSERT(done_m0 <= moved);
-    double placed_share = 0.0;  // the last chunk's, when the chunks are not logged
-    bool placed_last = false;
+    // The latest end of the run's chunks, for the job's `last_end` and the ledger's horizon.
+    seconds latest = -std::numeric_limits<seconds>::infinity();
     bool first = true;  // only the run's first chunk can be the job's first
     std::size_t ops = 0;
     seconds least = std::numeric_limits<seconds>::infinity();
     const auto store = [&] {
-      if (log_ == nullptr && ops != 0) done_m = bytes_placed_after(moved, placed_share, placed_last);
+      // The last chunk placed: its cumulative share is the bytes placed over the payload (as
+      // `chunk_after` computed it), and it was the job's last when they are the payload.
+      if (log_ == nullptr && ops != 0) {
+        done_m = bytes_placed_after(moved, static_cast<double>(done_b) / total, done_b == payload);
+      }
+      last_end = std::max(last_end, latest);
+      horizon = std::max(horizon, latest);
       st.free_at = free_at;
       a.busy_by[as] = busy;
       a.bytes_by[as] += done_m - done_m0;
@@ -1362,9 +1366,6 @@ class timeline {
         const bytes m = chunk_moved(moved, done_m, c);
         if (d > 0.0) log_->push_back({r, s, s + d, static_cast<cost_kind>(as), m, true});
         done_m += m;
-      } else {
-        placed_share = c.share;
-        placed_last = c.last;
       }
       busy += d;
       ++ops;
@@ -1380,8 +1381,7 @@ class timeline {
         }
       }
       last_start = s;
-      last_end = std::max(last_end, end);
-      horizon = std::max(horizon, end);
+      latest = std::max(latest, end);
       if (c.last) {
         store();
         least_raw_[r] = std::min(least_raw_[r], least);
