@@ -6,7 +6,7 @@
 # written, and its access sequence (README, "Traces at scale") is written in libCacheSim's
 # oracleGeneral binary format by bench/cachesim_trace.cpp (24 bytes per access, the next
 # uses included, so cachesim's Belady reads the same future). Then, each measured with GNU
-# time (wall, user + system CPU, peak resident memory):
+# time (wall, user + system CPU, peak resident memory in MB of 10^6 bytes):
 #   moepolicy replay TRACE --policy lru --capacity 64 128   (LRU at both capacities, with
 #       its Belady and exact-LRU columns: the work the command does by default)
 #   moepolicy replay TRACE --policy lru --capacity 64 128 --reference none   (LRU alone,
@@ -44,7 +44,7 @@ timed() {  # timed OUTFILE CMD...: runs CMD (stdout to OUTFILE), prints "wall cp
   shift
   /usr/bin/time -o "$out.time" -f "%e %U %S %M" "$@" > "$out" 2> /dev/null
   read -r wall user sys kb < "$out.time"
-  printf '%.2f %.2f %.1f' "$wall" "$(echo "$user + $sys" | bc)" "$(echo "scale=1; $kb / 1024" | bc)"
+  printf '%.2f %.2f %.1f' "$wall" "$(echo "$user + $sys" | bc)" "$(echo "scale=1; $kb * 1024 / 1000000" | bc)"
 }
 
 echo "| rows | accesses | command | wall s | CPU s | peak MB | LRU hit ratio 64 / 128 | Belady 64 / 128 |"

@@ -73,9 +73,10 @@ def main():
     print(f"trace {trace}: {file_mb:.1f} MB")
     print("| stage | peak MB | × file | peak so far MB | × file |")
     print("|---|---:|---:|---:|---:|")
-    so_far = (first_stage_peak or 0) / 1e3
+    # /proc/PID/status gives kB of 1024 bytes; MB here are 10^6 bytes, as the file's size.
+    so_far = (first_stage_peak or 0) * 1024 / 1e6
     for i in sorted(peak):
-        mb = peak[i] / 1e3
+        mb = peak[i] * 1024 / 1e6
         so_far = max(so_far, mb)
         print(f"| {names[i]} | {mb:.1f} | {mb / file_mb:.2f} | {so_far:.1f} | {so_far / file_mb:.2f} |")
 

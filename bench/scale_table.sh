@@ -2,8 +2,9 @@
 # bench/scale_table.sh BUILD_DIR [ROWS...]: the scale table of the README — for synthetic
 # Mixtral-shaped canonical traces (bench/scale_trace.cpp) of each size, the file size and,
 # per command, the wall time, the CPU time (user + system) and the peak resident memory
-# (GNU time's %M) of `moepolicy inspect`, `moepolicy replay --policy lru --capacity 64 128`
-# (with its Belady and exact-LRU columns) and `moepolicy convert` (canonical to canonical).
+# (GNU time's %M, in kB of 1024 bytes, printed in MB of 10^6 bytes like the file size) of
+# `moepolicy inspect`, `moepolicy replay --policy lru --capacity 64 128` (with its Belady
+# and exact-LRU columns) and `moepolicy convert` (canonical to canonical).
 # BASE=path/to/an/older/moepolicy adds that binary's figures for the same commands.
 # The traces are written to SCALE_DIR (default: BUILD_DIR/scale) and removed after each size.
 # Default sizes: 10^5 to 10^8 rows (10^8 rows: a 2.7 GB file).
@@ -23,7 +24,7 @@ measure() {  # measure LABEL BIN ARGS...: one table row
   out=$( { /usr/bin/time -f "%e %U %S %M" "$bin" "$@" > /dev/null; } 2>&1 | tail -1)
   read -r wall user sys kb <<< "$out"
   printf '| %s | %s | %s | %.2f | %.2f | %.1f |\n' "$rows" "$size_mb" "$label" "$wall" \
-    "$(echo "$user + $sys" | bc)" "$(echo "scale=1; $kb / 1024" | bc)"
+    "$(echo "$user + $sys" | bc)" "$(echo "scale=1; $kb * 1024 / 1000000" | bc)"
 }
 echo "| rows | file MB | command | wall s | CPU s | peak MB |"
 echo "|---:|---:|---|---:|---:|---:|"
