@@ -386,9 +386,8 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
     cols.reserve(rows, info.top_k, info.has_scores ? info.num_experts : 0);
   }
   out.offsets_.push_back(0);
-  // A step's tokens' batches, each token's in layer order (those of one layer in the order
-  // the source gives them), read once per token; `next[i]`: token i's first batch not yet
-  // written.
+  // A step's tokens' batches, each token's in layer order, read once per token; `next[i]`:
+  // token i's first batch not yet written.
   struct token_batch {
     layer_id layer;
     std::size_t first;
@@ -416,9 +415,10 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
       src.for_each_batch(*decode[x.request][x.index], [&](layer_id bl, std::size_t first, std::uint32_t count) {
         batches.push_back({bl, first, count});
       });
-      const auto by_layer = [](const token_batch& a, const token_batch& b) { return a.layer < b.layer; };
-      const auto from = batches.begin() + static_cast<std::ptrdiff_t>(starts.back());
-      if (!std::is_sorted(from, batches.end(), by_layer)) std::stable_sort(from, batches.end(), by_layer);
+      // A step's rows are sorted by layer (`routing_trace::from_sorted`, which a canonical
+      // file's rows pass too), so a token's batches come in layer order.
+      MOEPOLICY_ASSERT(std::is_sorted(batches.begin() + static_cast<std::ptrdiff_t>(starts.back()), batches.end(),
+                                      [](const token_batch& a, const token_batch& b) { return a.layer < b.layer; }));
     }
     next = starts;
     starts.push_back(batches.size());
