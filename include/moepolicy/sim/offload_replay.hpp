@@ -411,6 +411,15 @@ class stream_predictors {
   return q.starts_request && prefills[q.request].tokens > 0;
 }
 
+/// Bit e set where `scores[e] > 0`, for a layer of at most 64 experts; 0 for a wider one
+/// (whose users keep a loop over the layer's experts).
+[[nodiscard]] inline std::uint64_t positive_scores(std::span<const float> scores) noexcept {
+  std::uint64_t m = 0;
+  if (scores.size() > 64) return m;
+  for (std::size_t e = 0; e < scores.size(); ++e) m |= static_cast<std::uint64_t>(scores[e] > 0.0f) << e;
+  return m;
+}
+
 /// The predictions of one prefetch configuration, step by step. A predictor's state
 /// depends only on the routing it observes (never on a cache or a timeline), so every
 /// cached system with the same predictor, m, n, decay and depth hears the same combined
@@ -422,15 +431,6 @@ class stream_predictors {
 /// beside a system's own state): the replay records a window, then runs each system
 /// through all of it before the next system, so that a system's timeline and cache stay
 /// in the processor's caches for the window's steps instead of one.
-/// Bit e set where `scores[e] > 0`, for a layer of at most 64 experts; 0 for a wider one
-/// (whose users keep a loop over the layer's experts).
-[[nodiscard]] inline std::uint64_t positive_scores(std::span<const float> scores) noexcept {
-  std::uint64_t m = 0;
-  if (scores.size() > 64) return m;
-  for (std::size_t e = 0; e < scores.size(); ++e) m |= static_cast<std::uint64_t>(scores[e] > 0.0f) << e;
-  return m;
-}
-
 class prediction_tape {
  public:
   struct layer_prediction {

@@ -429,10 +429,9 @@ class timed_expert_cache {
     for (std::size_t f = 0; f < job_.size(); ++f) {
       if (job_[f] == no_job) continue;
       const bool held = slot_[f] != 0;
-      stop(f, key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_)));
-      if (held) {
-        static_cast<void>(cache_.erase(key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_))));
-      }
+      const expert_key k = key(static_cast<std::uint32_t>(f / E_), static_cast<std::uint32_t>(f % E_));
+      stop(f, k);
+      if (held) static_cast<void>(cache_.erase(k));
     }
   }
 

@@ -507,8 +507,9 @@ class timeline {
   }
 
   /// A demand operation on one resource: `occupy` of one hop, with its arithmetic in the
-  /// same order, written for one resource (most operations: small enough to be inlined
-  /// where it is called).
+  /// same order, written for one resource (most operations). `occupy`'s path for one hop is
+  /// the same code with the hop's bytes and `charge_as`; the two sharing one helper counted
+  /// 1.3–1.5% more instructions in the timed replays (g++ 12), so each keeps its own.
   ///
   /// Throws: as `occupy`.
   interval run(seconds ready, resource_id r, seconds duration, cost_kind why) {
@@ -805,7 +806,9 @@ class timeline {
   }
 
   void log(resource_id r, seconds start, seconds d, cost_kind why, bytes moved, bool background) {
-    if (log_ != nullptr && d > 0.0) [[unlikely]] append_log(r, start, d, why, moved, background);
+    if (log_ != nullptr && d > 0.0) [[unlikely]] {
+      append_log(r, start, d, why, moved, background);
+    }
   }
   /// `log` into a log (tests and drawings only): apart, so that the operations' paths stay
   /// small enough to be inlined.
@@ -961,9 +964,9 @@ class timeline {
         // them would be skipped by the first test: the pass ends here.
         if (may_stop) {
           none = true;
-          for (std::size_t r = 0; r < state_.size() && none; ++r) none = bound_[r] > window_[r] + 1e-12 * until;
+          for (std::size_t r = 0; r < resources && none; ++r) none = bound_[r] > window_[r] + 1e-12 * until;
           if (none) {
-            for (std::size_t r = 0; r < state_.size(); ++r) least_raw_[r] = std::min(least_raw_[r], bound_[r]);
+            for (std::size_t r = 0; r < resources; ++r) least_raw_[r] = std::min(least_raw_[r], bound_[r]);
             break;
           }
         }
@@ -1070,8 +1073,8 @@ class timeline {
     seconds raw = 0.0;
   };
   [[nodiscard]] one_hop_chunk next_one_hop_chunk(const job& j) const noexcept {
-    return chunk_after(config_.chunk_bytes, j.payload, static_cast<double>(j.payload), j.hops[0].duration,
-                       j.done_bytes, j.done_seconds[0]);
+    return chunk_after(config_.chunk_bytes, j.payload, static_cast<double>(j.payload), j.hops[0].duration, j.done_bytes,
+                       j.done_seconds[0]);
   }
   /// The next chunk of a job of one hop of `payload` bytes (`total` as a double) lasting
   /// `duration`, in chunks of `chunk` bytes, once `done_bytes` and `done_seconds` are placed.
@@ -1468,7 +1471,7 @@ class timeline {
   struct next_chunk {
     bool one_hop = false;
     resource_id resource = 0;
-    std::uint64_t seq = 0;  // the job's, for `live`
+    std::uint64_t seq = 0;   // the job's, for `live`
     seconds earliest = 0.0;  // max(ready, last_start)
     seconds raw = 0.0;       // the next chunk's duration before clamping at 0
   };
