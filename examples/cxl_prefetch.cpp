@@ -39,6 +39,11 @@ int main(int argc, char** argv) {
   app.add_option("--predictor", predictor, "CXL-MoE's predictor: frequency or markov")
       ->capture_default_str()
       ->check(CLI::IsMember({"frequency", "markov"}));
+  opt.jobs = examples::default_jobs();
+  app.add_option("--jobs", opt.jobs,
+                 "Threads the systems of each lockstep replay share (default: the machine's hardware threads); the "
+                 "output does not depend on it")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   CLI11_PARSE(app, argc, argv);
   opt.predictor = predictor == "markov" ? offload_predictor::markov : offload_predictor::frequency;
   if (traces.empty()) {

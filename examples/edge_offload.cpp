@@ -31,6 +31,11 @@ int main(int argc, char** argv) {
   app.add_option("--fraction", opt.fractions,
                  "Cache sizes, as fractions of all experts, for a model that fits the GPU whole (default: 0.25 0.5)")
       ->check(CLI::Range(0.0, 1.0));
+  opt.jobs = examples::default_jobs();
+  app.add_option("--jobs", opt.jobs,
+                 "Threads the systems of each lockstep replay share (default: the machine's hardware threads); the "
+                 "output does not depend on it")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   CLI11_PARSE(app, argc, argv);
   if (traces.empty()) {
     traces = examples::bundled_and_shared(

@@ -2,14 +2,23 @@
 // trace and a shared one when ../shared is present) and running over each trace.
 #pragma once
 
+#include <cstddef>
 #include <exception>
 #include <filesystem>
 #include <iostream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace moepolicy::examples {
+
+/// The threads a driver's replays share unless told otherwise: the machine's hardware
+/// threads (1 when unknown). The outputs are the same for every count.
+inline std::size_t default_jobs() noexcept {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<std::size_t>(n);
+}
 
 /// The bundled Granite trace below the source tree `here`.
 inline std::filesystem::path bundled_granite(const std::filesystem::path& here) {

@@ -269,7 +269,7 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   for (const size_point& sz : sizes) points.push_back({sz.experts, sweep});
   points.push_back({ps.experts, rest});
   std::vector<offload_replay_result> by_size =
-      replay_offload_sweep(trace, one, gpu, *shape, points, {.progress = opt.progress});
+      replay_offload_sweep(trace, one, gpu, *shape, points, {.progress = opt.progress, .jobs = opt.jobs});
   offload_replay_result at = std::move(by_size.back());
   by_size.pop_back();
 
@@ -343,8 +343,9 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
         opt.progress->total.fetch_sub(rows1 * served.size(), std::memory_order_relaxed);
       }
       const offload_sweep_point point{ps.experts, served};
-      by_b.push_back(std::move(
-          replay_offload_sweep(trace, *formed, gpu, *shape, std::span(&point, 1), {.progress = opt.progress}).front()));
+      by_b.push_back(std::move(replay_offload_sweep(trace, *formed, gpu, *shape, std::span(&point, 1),
+                                                    {.progress = opt.progress, .jobs = opt.jobs})
+                                   .front()));
     }
     const offload_replay_result& r = by_b.back();
     if (r.steps == 0) {

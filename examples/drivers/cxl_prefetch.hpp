@@ -39,6 +39,9 @@ struct options {
   device_spec pcie_gpu = presets::h100_host_pcie5();
   /// When set, the timed replays' rows go to it, and `run` plans their total first.
   replay_progress* progress = nullptr;
+  /// Threads each lockstep replay's systems share (`offload_replay_config::jobs`): the output is
+  /// the same for every value.
+  std::size_t jobs = 1;
   /// When set, forms the B decode streams the replays run (`streams(B)`) in place of
   /// `make_decode_streams(trace, {.streams = B})`; it must return those same streams. Then
   /// `trace` need hold no more than its info, requests and recorded prefills (the report

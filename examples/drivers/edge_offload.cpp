@@ -246,8 +246,8 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
         const std::size_t si = p / per_setting;
         points.push_back({&gpus[si], cap.per_setting[si], system_sets[p]});
       }
-      const std::vector<edge_replay_result> swept =
-          replay_edge_sweep<roofline_cost>(d, cpu, *shape, points, {.streams = B, .progress = opt.progress});
+      const std::vector<edge_replay_result> swept = replay_edge_sweep<roofline_cost>(
+          d, cpu, *shape, points, {.streams = B, .progress = opt.progress, .jobs = opt.jobs});
       for (std::size_t si = 0; si < settings.size(); ++si) {
         const auto& set = settings[si];
         const roofline_cost& gpu = gpus[si];

@@ -65,6 +65,7 @@
 #include "../common/table.hpp"
 #include "commands.hpp"
 #include "common/data_dir.hpp"
+#include "common/driver_main.hpp"
 #include "drivers/context_aware_ndp.hpp"
 #include "drivers/cxl_prefetch.hpp"
 #include "drivers/dynaexq.hpp"
@@ -154,6 +155,8 @@ struct report_options {
   bool skip_timed = false;
   /// Seconds between the periodic progress lines of a running stage (0: none).
   double progress_every = 2.0;
+  /// Threads the systems of the CXL-MoE and Edge-MoE lockstep replays share.
+  std::size_t jobs = examples::default_jobs();
 };
 
 /// Progress on stderr: one line per stage with its elapsed time and, for a stage longer
@@ -890,6 +893,7 @@ void run_report(const report_options& o) {
       if (!o.skip_timed) streams.release_whole_trace(trace, scratch ? scratch->path() : canonical_path(path));
       examples::cxl_prefetch::options cxl = dev.cxl;
       cxl.progress = &bar.meter();
+      cxl.jobs = o.jobs;
       cxl.streams = streams.former();
       const section_text c =
           timed("cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, *trace, cxl, os); });
@@ -899,6 +903,7 @@ void run_report(const report_options& o) {
     bar.stage(name + ": caching on the edge", [&] {
       examples::edge_offload::options edge = dev.edge;
       edge.progress = &bar.meter();
+      edge.jobs = o.jobs;
       edge.streams = streams.former();
       const section_text e = timed("edge_offload", [&](std::ostream& os) {
         examples::edge_offload::print_settings(edge, os);
@@ -937,6 +942,10 @@ void add_report(CLI::App& app) {
                   "done and planned, rows per second); 0 prints none")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--jobs", opt->jobs,
+                  "Threads the systems of the CXL-MoE and Edge-MoE replays share (default: the machine's hardware "
+                  "threads); the report does not depend on it")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   cmd->add_flag(
       "--skip-timed", opt->skip_timed,
       "Leave out the families priced on the timed model (timed prefetch, TriMoE, Context-Aware GPU-NDP, CXL-MoE, "

@@ -225,6 +225,46 @@ TEST_CASE("a sweep in lockstep equals each system replayed alone, on every GPU, 
       invalid_argument);
 }
 
+TEST_CASE("a sweep on several threads equals the sweep on one, system by system") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 3);
+  const roofline_cost small{presets::rtx_4060_ti_16gb(), m};
+  const roofline_cost big{presets::rtx_a6000(), m};
+  const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
+  // Two tapes (the transition predictor's, the oracle's) and two price tables (one per GPU)
+  // recorded in parallel; systems of every kind stepping in parallel.
+  const std::vector<edge_system_config> all{
+      {"lru", lru_config{}, edge_miss_rule::load_all},
+      {"static", lru_config{}, edge_miss_rule::cpu_all, false, 0.3, edge_predictor::none, true},
+      {"ours", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::transition},
+      {"oracle", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::oracle},
+      {"prefix", score_aware_config{}, edge_miss_rule::best_prefix, true, 0.1, edge_predictor::transition},
+  };
+  const decode_streams d = make_decode_streams(t, {.streams = 3});
+  const std::array<edge_sweep_point<roofline_cost>, 2> points{{{&small, 96, all}, {&big, 32, all}}};
+  replay_progress one_progress;
+  const std::vector<edge_replay_result> one =
+      replay_edge_sweep<roofline_cost>(d, cpu, m, points, {.progress = &one_progress, .block_steps = 5, .jobs = 1});
+  // 2 and 3 threads, and more threads than systems (one per system).
+  for (std::size_t jobs : {2u, 3u, 64u}) {
+    CAPTURE(jobs);
+    replay_progress progress;
+    const std::vector<edge_replay_result> many =
+        replay_edge_sweep<roofline_cost>(d, cpu, m, points, {.progress = &progress, .block_steps = 5, .jobs = jobs});
+    CHECK(progress.rows == one_progress.rows);
+    REQUIRE(many.size() == one.size());
+    for (std::size_t p = 0; p < points.size(); ++p) {
+      REQUIRE(many[p].systems.size() == one[p].systems.size());
+      for (std::size_t i = 0; i < one[p].systems.size(); ++i) check_same(many[p].systems[i], one[p].systems[i]);
+    }
+  }
+  CHECK(one[0].systems[0].token_seconds != one[0].systems[2].token_seconds);  // not trivially equal
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_edge_sweep<roofline_cost>(d, cpu, m, points, {.jobs = 0})),
+                       "moepolicy::replay_edge_sweep: jobs must be >= 1, got 0", invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_edge(d, small, cpu, m, all, {.jobs = 0})),
+                       "moepolicy::replay_edge: jobs must be >= 1, got 0", invalid_argument);
+}
+
 TEST_CASE("a one-layer-ahead prefetch lands only in idle link time, a late one loads the rest") {
   const model_shape m = toy_shape();
   const roofline_cost gpu{presets::rtx_3080_ti(), m};

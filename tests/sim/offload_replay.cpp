@@ -327,6 +327,48 @@ TEST_CASE("a sweep in lockstep equals each system replayed alone, at every size 
   }
 }
 
+TEST_CASE("a sweep on several threads equals the sweep on one, system by system") {
+  const model_shape m = models::granite_3_1_1b_a400m();
+  const routing_trace t = test::first_requests(test::granite_trace(), 3);
+  const roofline_cost gpu = h100(m);
+  offload_system_config markov = cxl_moe_system("markov");
+  markov.prefetch.predictor = offload_predictor::markov;
+  markov.prefetch.history = 1;
+  offload_system_config oracle = cxl_moe_system("oracle");
+  oracle.prefetch.predictor = offload_predictor::oracle;
+  // Three tapes (CXL-MoE's, Markov's, the oracle's) recorded in parallel, and systems of
+  // every kind stepping in parallel.
+  const std::vector<offload_system_config> all{cxl_moe_system(),
+                                               cpu_offload_system(),
+                                               lru_system(offload_predictor::none),
+                                               markov,
+                                               oracle,
+                                               {"hbm", offload_system_kind::hbm_only}};
+  const decode_streams d = make_decode_streams(t, {.streams = 4});
+  const std::array<offload_sweep_point, 2> points{{{48, all}, {96, all}}};
+  replay_progress one_progress;
+  const std::vector<offload_replay_result> one =
+      replay_offload_sweep(t, d, gpu, m, points, {.progress = &one_progress, .jobs = 1});
+  // 2 and 3 threads, and more threads than systems (one per system).
+  for (std::size_t jobs : {2u, 3u, 64u}) {
+    CAPTURE(jobs);
+    replay_progress progress;
+    const std::vector<offload_replay_result> many =
+        replay_offload_sweep(t, d, gpu, m, points, {.progress = &progress, .jobs = jobs});
+    CHECK(progress.rows == one_progress.rows);
+    REQUIRE(many.size() == one.size());
+    for (std::size_t p = 0; p < points.size(); ++p) {
+      REQUIRE(many[p].systems.size() == one[p].systems.size());
+      for (std::size_t i = 0; i < one[p].systems.size(); ++i) check_same(many[p].systems[i], one[p].systems[i]);
+    }
+  }
+  CHECK(one[0].systems[0].decode_hits != one[0].systems[2].decode_hits);  // not trivially equal
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload_sweep(t, d, gpu, m, points, {.jobs = 0})),
+                       "moepolicy::replay_offload_sweep: jobs must be >= 1, got 0", invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload(t, gpu, m, all, {.jobs = 0})),
+                       "moepolicy::replay_offload: jobs must be >= 1, got 0", invalid_argument);
+}
+
 TEST_CASE("the price tape holds each decode pass's prices as the pass computes them, window after window") {
   const model_shape m = models::granite_3_1_1b_a400m();
   const routing_trace t = test::first_requests(test::granite_trace(), 3);

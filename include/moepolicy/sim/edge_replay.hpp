@@ -78,6 +78,7 @@
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/core/units.hpp"
 #include "moepolicy/cost/concepts.hpp"
+#include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/predict/oracle_predictor.hpp"
 #include "moepolicy/predict/prefetch_queue.hpp"
 #include "moepolicy/predict/transition_predictor.hpp"
@@ -149,6 +150,11 @@ struct edge_replay_config {
   /// the processor's caches (24 systems stepping one step at a time ran about 50% slower
   /// than one after another). Any value >= 1 gives the same results.
   std::size_t block_steps = 64;
+  /// Threads a replay's systems share, the caller's included (at most one per system):
+  /// each block's predictions and prices are recorded in parallel, one tape per thread,
+  /// then the systems step through the block in parallel, each on its own timeline and
+  /// cache. The results are the same for every value.
+  std::size_t jobs = 1;
 };
 
 /// What one system did.
@@ -833,6 +839,7 @@ requires DenseComputeCost<Gpu>
   std::vector<edge_step_inputs> inputs(block);
   std::vector<std::size_t> context_at(block + 1), view_at(block + 1);
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
+  task_pool pool(std::max<std::size_t>(1, std::min(cfg.jobs, runs.size())));
   for (std::size_t s0 = 0; s0 < d.num_steps(); s0 += block) {
     const std::size_t n = std::min(block, d.num_steps() - s0);
     contexts.clear();
@@ -861,12 +868,20 @@ requires DenseComputeCost<Gpu>
       in.contexts = std::span<const std::uint64_t>(contexts).subspan(context_at[i], context_at[i + 1] - context_at[i]);
       in.reads = decode_cached_reads(in.contexts);
       in.batches = std::span<const batch_view>(views).subspan(view_at[i], view_at[i + 1] - view_at[i]);
-      for (auto& t : tapes) t->record(i, in.batches);
-      for (auto& q : prices) q->price_step(i, in.contexts.size(), in.reads);
     }
-    for (std::size_t r = 0; r < runs.size(); ++r) {
+    // The tapes and the price tables (each one task), then the systems (each one task).
+    pool.for_each(tapes.size() + prices.size(), [&](std::size_t t) {
+      for (std::size_t i = 0; i < n; ++i) {
+        if (t < tapes.size()) {
+          tapes[t]->record(i, inputs[i].batches);
+        } else {
+          prices[t - tapes.size()]->price_step(i, inputs[i].contexts.size(), inputs[i].reads);
+        }
+      }
+    });
+    pool.for_each(runs.size(), [&](std::size_t r) {
       for (std::size_t i = 0; i < n; ++i) runs[r]->step(s0 + i, inputs[i], *outs[r]);
-    }
+    });
   }
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->finish(*outs[r]);
   return results;
@@ -882,8 +897,7 @@ requires DenseComputeCost<Gpu>
 /// contexts, batches and predictions (one tape per predictor: it hears only the recorded
 /// routing) are made once for every system.
 ///
-/// Throws: as `replay_edge`, naming `replay_edge_sweep`; also when a point has no GPU or
-/// `cfg.block_steps` is 0.
+/// Throws: as `replay_edge`, naming `replay_edge_sweep`; also when a point has no GPU.
 /// Complexity: O(systems × the timed replay of `d`'s steps); `d` is not copied.
 template <DeviceCost Gpu, DeviceCost Cpu>
 requires DenseComputeCost<Gpu>
@@ -893,6 +907,7 @@ requires DenseComputeCost<Gpu>
                                                                 const edge_replay_config& cfg = {}) {
   constexpr std::string_view fn = "replay_edge_sweep";
   if (cfg.block_steps == 0) detail::throw_invalid(fn, "block_steps must be >= 1", cfg.block_steps);
+  if (cfg.jobs == 0) detail::throw_invalid(fn, "jobs must be >= 1", cfg.jobs);
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (points[i].gpu == nullptr) detail::throw_invalid(fn, "point " + std::to_string(i) + " has no GPU");
     detail::check_edge_systems(d.batched().info(), shape, points[i].systems, fn);
@@ -911,7 +926,8 @@ requires DenseComputeCost<Gpu>
 /// Throws: `invalid_argument` naming `replay_edge` when `d`'s layers or experts differ from
 /// the shape's MoE layers and experts, the shape does not describe its forward pass, a
 /// system uses Belady's policy, routes a trace of fewer than 2 experts or has an `alpha`
-/// outside [0, 1], or `cfg.block_steps` is 0.
+/// outside [0, 1], or `cfg.block_steps` or `cfg.jobs` is 0; `std::system_error` when a
+/// thread cannot start.
 /// Complexity: O(systems × the timed replay of `d`'s steps); `d` is not copied.
 template <DeviceCost Gpu, DeviceCost Cpu>
 requires DenseComputeCost<Gpu>
@@ -920,6 +936,7 @@ requires DenseComputeCost<Gpu>
                                              const edge_replay_config& cfg = {}) {
   detail::check_edge_systems(d.batched().info(), shape, systems, "replay_edge");
   if (cfg.block_steps == 0) detail::throw_invalid("replay_edge", "block_steps must be >= 1", cfg.block_steps);
+  if (cfg.jobs == 0) detail::throw_invalid("replay_edge", "jobs must be >= 1", cfg.jobs);
   const edge_sweep_point<Gpu> point{&gpu, cfg.cache_experts, systems};
   return std::move(detail::replay_edge_points(d, cpu, shape, std::span(&point, 1), cfg).front());
 }
@@ -931,7 +948,8 @@ requires DenseComputeCost<Gpu>
 /// Throws: `invalid_argument` naming `replay_edge` when the trace's layers or experts differ
 /// from the shape's MoE layers and experts, the shape does not describe its forward pass, a
 /// system uses Belady's policy, routes a trace of fewer than 2 experts or has an `alpha`
-/// outside [0, 1]; what the stream formation throws.
+/// outside [0, 1], or `cfg.block_steps` or `cfg.jobs` is 0; what the stream formation throws;
+/// `std::system_error` when a thread cannot start.
 template <DeviceCost Gpu, DeviceCost Cpu>
 requires DenseComputeCost<Gpu>
 [[nodiscard]] edge_replay_result replay_edge(const routing_trace& trace, const Gpu& gpu, const Cpu& cpu,

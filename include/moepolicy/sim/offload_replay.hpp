@@ -91,6 +91,7 @@
 #include "moepolicy/cost/concepts.hpp"
 #include "moepolicy/cost/device_spec.hpp"
 #include "moepolicy/cost/presets.hpp"
+#include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/predict/markov_predictor.hpp"
 #include "moepolicy/predict/oracle_predictor.hpp"
 #include "moepolicy/predict/prefetch_queue.hpp"
@@ -201,6 +202,11 @@ struct offload_replay_config {
   bytes chunk_bytes = bytes{8} << 20;
   /// When set, each system's steps add their rows to it (a progress line).
   replay_progress* progress = nullptr;
+  /// Threads a replay's systems share, the caller's included (at most one per system):
+  /// each window of steps' predictions and prices are recorded in parallel, one tape per
+  /// thread, then the systems step through the window in parallel, each on its own
+  /// timeline and cache. The results are the same for every value.
+  std::size_t jobs = 1;
 };
 
 /// How a system's replay ended.
@@ -1192,21 +1198,26 @@ requires DenseComputeCost<Gpu>
   }
   // Lockstep by windows of steps: each step's predictions and prices once, then every
   // system's passes of the window's steps, each on its own timeline and cache (a system's
-  // state stays in the processor's caches for the window).
+  // state stays in the processor's caches for the window). With `jobs` threads, the tapes
+  // (each one task) and then the systems (each one task) of a window run in parallel.
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
   std::size_t window = prices.window();
   for (const auto& t : tapes) window = std::min(window, t->window());
-  for (std::size_t first = 0; first < d.num_steps(); first += window) {
+  task_pool pool(std::max<std::size_t>(1, std::min(cfg.jobs, runs.size())));
+  for (std::size_t first = 0; first < d.num_steps() && !runs.empty(); first += window) {
     const std::size_t last = std::min(d.num_steps(), first + window);
-    for (auto& t : tapes) {
-      for (std::size_t s = first; s < last; ++s) t->record(s);
-    }
-    if (!runs.empty()) {
-      for (std::size_t s = first; s < last; ++s) prices.record(s);
-    }
-    for (std::size_t r = 0; r < runs.size(); ++r) {
+    pool.for_each(tapes.size() + 1, [&](std::size_t i) {
+      for (std::size_t s = first; s < last; ++s) {
+        if (i < tapes.size()) {
+          tapes[i]->record(s);
+        } else {
+          prices.record(s);
+        }
+      }
+    });
+    pool.for_each(runs.size(), [&](std::size_t r) {
       for (std::size_t s = first; s < last; ++s) runs[r]->step(s, *outs[r]);
-    }
+    });
   }
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->finish(*outs[r]);
   return results;
@@ -1220,8 +1231,9 @@ requires DenseComputeCost<Gpu>
 ///
 /// Throws: `invalid_argument` naming `replay_offload` when the trace's layers or experts
 /// differ from the shape's MoE layers and experts, the shape does not describe its forward
-/// pass, a cached system uses Belady's policy or a predictor's configuration is bad; what
-/// the stream formation throws.
+/// pass, a cached system uses Belady's policy, a predictor's configuration is bad or
+/// `cfg.jobs` is 0; what the stream formation throws; `std::system_error` when a thread
+/// cannot start.
 template <DeviceCost Gpu>
 requires DenseComputeCost<Gpu>
 [[nodiscard]] offload_replay_result replay_offload(const routing_trace& trace, const Gpu& gpu, const model_shape& shape,
@@ -1231,6 +1243,7 @@ requires DenseComputeCost<Gpu>
   const trace_info& info = trace.info();
   detail::require_trace_matches(info.num_layers, info.num_experts, shape, fn);
   detail::check_offload_systems(systems, fn);
+  if (cfg.jobs == 0) detail::throw_invalid(fn, "jobs must be >= 1", cfg.jobs);
   const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation});
   const offload_sweep_point point{cfg.cache_experts, systems};
   return std::move(detail::replay_offload_points(trace, d, gpu, shape, std::span(&point, 1), cfg).front());
@@ -1258,6 +1271,7 @@ requires DenseComputeCost<Gpu>
   const trace_info& info = trace.info();
   detail::require_trace_matches(info.num_layers, info.num_experts, shape, fn);
   for (const offload_sweep_point& p : points) detail::check_offload_systems(p.systems, fn);
+  if (cfg.jobs == 0) detail::throw_invalid(fn, "jobs must be >= 1", cfg.jobs);
   const trace_info& di = d.batched().info();
   if (d.num_steps() > 0 && (di.num_layers != info.num_layers || di.num_experts != info.num_experts)) {
     detail::throw_invalid(fn, "the decode streams' layers x experts must match the trace's " +
