@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-prefetch", no_prefetch, "Skip the prefetching table");
   app.add_flag("--no-timed", no_timed, "Skip the timed prefetching table");
   app.add_flag("--no-bytes", no_bytes, "Skip the byte-capacity table");
+  opt.jobs = examples::default_jobs();
+  app.add_option("--jobs", opt.jobs,
+                 "Threads the timed prefetching table's walks share (default: the machine's hardware threads); the "
+                 "output does not depend on it")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   CLI11_PARSE(app, argc, argv);
   opt.per_layer = scope != "shared";
   opt.shared = scope != "per-layer";

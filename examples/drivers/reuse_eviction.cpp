@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdio>
 #include <span>
 #include <string>
@@ -27,6 +28,7 @@
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
+#include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/markov_predictor.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
@@ -218,8 +220,10 @@ std::string fixed_str(double x, int digits) {
   return buf;
 }
 
-/// The timed prefetching table (see the header).
-void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_layer, std::ostream& out) {
+/// The timed prefetching table (see the header); its eight walks (below) are independent and
+/// run on `jobs` threads.
+void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_layer, std::size_t jobs,
+               std::ostream& out) {
   const std::uint32_t L = t.info().num_layers, E = t.info().num_experts, k = t.info().top_k;
   std::vector<std::uint64_t> caps;
   for (std::uint64_t c : {std::uint64_t{E / 8}, std::uint64_t{E / 4}, std::uint64_t{E / 2}}) {
@@ -237,6 +241,8 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
   const model_layer_cost cost{forward_pass_cost<roofline_cost>(roofline_cost(gpu, *shape), *shape),
                               shape->num_dense_layers, L};
   const bytes size = expert_bytes(*shape, fp16);
+  // Eight independent walks, each a task (the timed ones, the longest, first); their
+  // results are printed once all are done, so they do not depend on `jobs`.
   // The untimed demand replays of LRU and pred-reuse at every capacity, in one walk that
   // also counts the accesses.
   std::vector<expert_cache<lru_policy>> lru_demand;
@@ -248,7 +254,7 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
     lru_demand.emplace_back(cc);
     reuse_demand.emplace_back(cc);
   }
-  const std::uint64_t accesses = replay_caches(t, {}, {}, lru_demand, reuse_demand).accesses;
+  std::uint64_t accesses = 0;
   const short_horizon_config sh = cxl_moe_short_horizon(L, E, k);
   const markov_config mk{.num_layers = L, .num_experts = E, .top_k = k};
   const transition_config tr{.num_layers = L, .num_experts = E, .top_k = k};
@@ -270,22 +276,7 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
     static_cast<void>(replay_caches_with_prefetch(t, predictor, {}, {}, u.lru, u.gated));
     return u;
   };
-  const untimed_prefetch short_horizon = untimed(short_horizon_predictor(sh));
-  const untimed_prefetch markov = untimed(markov_predictor(mk));
-  const untimed_prefetch transition = untimed(transition_predictor(tr));
-  out << "  timed prefetching, per-layer pools (sim/timed_cache.hpp): " << shape->name << " on " << gpu.name
-      << ", experts at FP16 (" << size << " B) over its host link (" << fixed_str(gpu.weight_link.bandwidth / 1e9, 0)
-      << " GB/s, " << fixed_str(gpu.weight_link.latency_seconds * 1e6, 1)
-      << " us a transfer); the same walk and predictions as the untimed table, but every prefetch and every miss "
-         "is a transfer on the link, a prefetch is usable only once landed and gets only the link time demand "
-         "misses leave (it is queued at the previous layer's router output; late: its rest crosses on demand), "
-         "and each layer's attention, router, experts and shared experts run on the GPU (roofline). Stall: the "
-         "GPU's idle time waiting for weights. Of "
-      << accesses << " demand accesses:\n";
-  out << "  left out: the KV cache's and activations' traffic, kernel launch overheads, overlap of a layer's "
-         "experts with the next layer's attention, the predictor's own compute, batching of several sequences, "
-         "and pinned-memory or DMA setup; a prefetch never delays a demand transfer (it gets only idle link time, "
-         "in 1 MiB chunks, as a DMA engine that yields at chunk grain).\n";
+  untimed_prefetch short_horizon, markov, transition;
   text_table table({"capacity", "predictor", "policy", "hits untimed", "hits timed", "late prefetches",
                     "prefetched untimed", "prefetched timed", "wasted untimed", "wasted prefetch MB timed", "stall s",
                     "link busy s", "total s", "decode ms/step"});
@@ -316,11 +307,49 @@ void run_timed(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
   const auto timed = [&](auto predictor) {
     return replay_timed_prefetch_lockstep(t, cost, std::span<const timed_prefetch_config>(prefetch_cfgs), &predictor);
   };
-  const std::vector<timed_prefetch_result> demand_timed =
-      replay_timed_prefetch_lockstep(t, cost, std::span<const timed_prefetch_config>(demand_cfgs));
-  const std::vector<timed_prefetch_result> short_horizon_timed = timed(short_horizon_predictor(sh));
-  const std::vector<timed_prefetch_result> markov_timed = timed(markov_predictor(mk));
-  const std::vector<timed_prefetch_result> transition_timed = timed(transition_predictor(tr));
+  std::vector<timed_prefetch_result> demand_timed, short_horizon_timed, markov_timed, transition_timed;
+  detail::task_pool pool(std::min<std::size_t>(jobs, 8));
+  pool.for_each(8, [&](std::size_t i) {
+    switch (i) {
+      case 0:
+        short_horizon_timed = timed(short_horizon_predictor(sh));
+        break;
+      case 1:
+        markov_timed = timed(markov_predictor(mk));
+        break;
+      case 2:
+        transition_timed = timed(transition_predictor(tr));
+        break;
+      case 3:
+        demand_timed = replay_timed_prefetch_lockstep(t, cost, std::span<const timed_prefetch_config>(demand_cfgs));
+        break;
+      case 4:
+        accesses = replay_caches(t, {}, {}, lru_demand, reuse_demand).accesses;
+        break;
+      case 5:
+        short_horizon = untimed(short_horizon_predictor(sh));
+        break;
+      case 6:
+        markov = untimed(markov_predictor(mk));
+        break;
+      default:
+        transition = untimed(transition_predictor(tr));
+        break;
+    }
+  });
+  out << "  timed prefetching, per-layer pools (sim/timed_cache.hpp): " << shape->name << " on " << gpu.name
+      << ", experts at FP16 (" << size << " B) over its host link (" << fixed_str(gpu.weight_link.bandwidth / 1e9, 0)
+      << " GB/s, " << fixed_str(gpu.weight_link.latency_seconds * 1e6, 1)
+      << " us a transfer); the same walk and predictions as the untimed table, but every prefetch and every miss "
+         "is a transfer on the link, a prefetch is usable only once landed and gets only the link time demand "
+         "misses leave (it is queued at the previous layer's router output; late: its rest crosses on demand), "
+         "and each layer's attention, router, experts and shared experts run on the GPU (roofline). Stall: the "
+         "GPU's idle time waiting for weights. Of "
+      << accesses << " demand accesses:\n";
+  out << "  left out: the KV cache's and activations' traffic, kernel launch overheads, overlap of a layer's "
+         "experts with the next layer's attention, the predictor's own compute, batching of several sequences, "
+         "and pinned-memory or DMA setup; a prefetch never delays a demand transfer (it gets only idle link time, "
+         "in 1 MiB chunks, as a DMA engine that yields at chunk grain).\n";
   for (std::size_t i = 0; i < caps.size(); ++i) {
     const std::uint64_t c = caps[i];
     add(c, "-", "LRU, no prefetch", lru_demand[i].stats(), demand_timed[2 * i]);
@@ -534,7 +563,7 @@ void run(const routing_trace& t, const std::string& label, const options& opt, s
   if (opt.per_layer) run_scope(t, capacity_scope::per_layer, caps, opt, out);
   if (opt.shared) run_scope(t, capacity_scope::shared, caps, opt, out);
   if (opt.prefetch) run_prefetch(t, caps, out);
-  if (opt.timed) run_timed(t, caps, out);
+  if (opt.timed) run_timed(t, caps, opt.jobs, out);
   if (opt.byte_capacity) run_bytes(t, caps, out);
 }
 

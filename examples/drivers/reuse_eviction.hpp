@@ -53,6 +53,9 @@ struct options {
   bool prefetch = true;
   bool timed = true;
   bool byte_capacity = true;
+  /// Threads the timed prefetching table's eight walks share: the output is the same for
+  /// every value.
+  std::size_t jobs = 1;
 };
 
 /// Reads the trace at `path` with `io::read_trace` (the WARP OLMoE and Kimi-Linear decode

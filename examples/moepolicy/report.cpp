@@ -73,6 +73,7 @@
 #include "drivers/reuse_eviction.hpp"
 #include "drivers/trimoe.hpp"
 #include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/io/machine_json.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
@@ -155,7 +156,8 @@ struct report_options {
   bool skip_timed = false;
   /// Seconds between the periodic progress lines of a running stage (0: none).
   double progress_every = 2.0;
-  /// Threads the systems of the CXL-MoE and Edge-MoE lockstep replays share.
+  /// Threads the independent replays of a stage share: the hit-ratio walks, the timed
+  /// prefetching walks, and the systems of the CXL-MoE and Edge-MoE lockstep replays.
   std::size_t jobs = examples::default_jobs();
 };
 
@@ -441,7 +443,7 @@ bool caches_misses_with_room(const typename P::config_type& c) {
   }
 }
 
-hit_ratio_data hit_ratios(const routing_trace& t) {
+hit_ratio_data hit_ratios(const routing_trace& t, std::size_t jobs) {
   const trace_info& info = t.info();
   hit_ratio_data d;
   d.capacities = capacity_points(info.num_experts);
@@ -469,7 +471,6 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
   // layer, for a policy that caches every miss with room (`caches_misses_with_room`), and
   // size-aware at its defaults, which with every expert weighing one slot decides exactly
   // as pred-reuse (cache/size_aware_reuse.hpp; its test checks the two replays agree).
-  const hit_curve lru = lru_hit_curve(t, cache_shape{info.num_layers, info.num_experts, capacity_scope::per_layer});
   const auto sticky = [](std::string_view name) { return name == "sticky-lru" || name == "gated-prefetch"; };
   constexpr std::size_t num_policies = std::variant_size_v<any_eviction_config>;
   constexpr std::size_t size_aware = 9, pred_reuse = 7;
@@ -479,14 +480,19 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
   const auto& pr = std::get<pred_reuse>(eviction_policies[pred_reuse].defaults);
   const bool size_aware_as_pred_reuse = sa.footprints.empty() && sa.smoothing == pr.smoothing && !pr.bypass;
   std::array<std::vector<bool>, num_policies> replayed;  // [policy][capacity]
-  caches_by_policy plain, hinted;
+  // The policies that hear no hints in two walks of about the same length: Belady's (the only
+  // one that reads the next uses) with the score-keeping policies and LFU, and the rest.
+  const auto first_walk = [](std::string_view name) {
+    return name == "belady" || name == "score-aware" || name == "ema-score" || name == "lfu";
+  };
+  caches_by_policy plain, plain_rest, hinted;
   const auto fill = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
     const auto& e = eviction_policies[I];
     replayed[I].assign(d.capacities.size(), false);
     if (e.name == "lru" || (I == size_aware && size_aware_as_pred_reuse)) return;
     using policy = std::variant_alternative_t<I, any_eviction_policy::variant_type>;
     const bool with_room = caches_misses_with_room<policy>(std::get<I>(e.defaults));
-    auto& set = std::get<I>(sticky(e.name) ? hinted : plain);
+    auto& set = std::get<I>(sticky(e.name) ? hinted : first_walk(e.name) ? plain : plain_rest);
     for (std::size_t i = 0; i < d.capacities.size(); ++i) {
       const std::uint64_t c = d.capacities[i];
       if (with_room && c >= info.num_experts) continue;
@@ -495,13 +501,29 @@ hit_ratio_data hit_ratios(const routing_trace& t) {
     }
   };
   for_each_policy_index(fill);
-  std::apply([&](auto&... set) { static_cast<void>(replay_caches(t, {}, next_uses, set...)); }, plain);
-  short_horizon_predictor p(hints);
-  std::apply([&](auto&... set) { static_cast<void>(replay_caches_with_hints(t, {}, {}, p, set...)); }, hinted);
+  // The four walks are independent: each a task on `jobs` threads (the longest first).
+  hit_curve lru;
+  detail::task_pool pool(std::min<std::size_t>(jobs, 4));
+  pool.for_each(4, [&](std::size_t i) {
+    if (i == 0) {
+      std::apply([&](auto&... set) { static_cast<void>(replay_caches(t, {}, next_uses, set...)); }, plain);
+    } else if (i == 1) {
+      std::apply(
+          [&](auto&... set) {
+            static_cast<void>(replay_caches(t, {}, std::span<const std::uint64_t>{}, set...));  // none reads ahead
+          },
+          plain_rest);
+    } else if (i == 2) {
+      short_horizon_predictor p(hints);
+      std::apply([&](auto&... set) { static_cast<void>(replay_caches_with_hints(t, {}, {}, p, set...)); }, hinted);
+    } else {
+      lru = lru_hit_curve(t, cache_shape{info.num_layers, info.num_experts, capacity_scope::per_layer});
+    }
+  });
   std::array<std::vector<double>, num_policies> by_policy;
   for_each_policy_index([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
     std::vector<double> ran;
-    for (const auto* set : {&std::get<I>(plain), &std::get<I>(hinted)}) {
+    for (const auto* set : {&std::get<I>(plain), &std::get<I>(plain_rest), &std::get<I>(hinted)}) {
       for (const auto& c : *set) ran.push_back(c.stats().hit_ratio());
     }
     std::size_t next = 0;
@@ -792,7 +814,7 @@ void run_report(const report_options& o) {
 
     // Caching.
     bar.stage(name + ": hit ratio against capacity", [&] {
-      const hit_ratio_data h = hit_ratios(*trace);
+      const hit_ratio_data h = hit_ratios(*trace, o.jobs);
       svg::line_chart_spec spec;
       spec.title = "Demand hit ratio against cache capacity (one pool per layer)";
       spec.x_label = "capacity, experts per layer (of " + std::to_string(info.num_experts) + ")";
@@ -839,6 +861,7 @@ void run_report(const report_options& o) {
       examples::reuse_eviction::options opt;
       opt.capacities = {std::max<std::uint64_t>(1, info.num_experts / 4)};
       opt.per_layer = opt.shared = opt.prefetch = opt.byte_capacity = false;
+      opt.jobs = o.jobs;
       const section_text s = timed("reuse_eviction", [&](std::ostream& os) {
         examples::reuse_eviction::run(*trace, path.filename().string(), opt, os);
       });
@@ -943,8 +966,9 @@ void add_report(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--jobs", opt->jobs,
-                  "Threads the systems of the CXL-MoE and Edge-MoE replays share (default: the machine's hardware "
-                  "threads); the report does not depend on it")
+                  "Threads the independent replays of a stage share (the hit-ratio and timed prefetching walks, the "
+                  "systems of the CXL-MoE and Edge-MoE replays; default: the machine's hardware threads); the report "
+                  "does not depend on it")
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   cmd->add_flag(
       "--skip-timed", opt->skip_timed,
