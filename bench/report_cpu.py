@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""bench/report_cpu.py MOEPOLICY TRACE ROWS [OUT_DIR]: the CPU time of each stage of
-`moepolicy report --trace TRACE` (one report family per stage), as seconds and microseconds
-per routing row, for the scale table of the README.
+"""bench/report_cpu.py MOEPOLICY TRACE ROWS [OUT_DIR] [--jobs N]: the CPU time and the wall
+time of each stage of `moepolicy report --trace TRACE [--jobs N]` (one report family per
+stage), as seconds and microseconds per routing row, for the scale table of the README.
+Without --jobs the report uses its default (the machine's hardware threads); --jobs 1 gives
+each stage's CPU time on one thread.
 
 The report prints a line on stderr as each stage starts and ends (after periodic progress
 lines, which begin "report:   [", the stage's line is repeated whole with its time); this
 script reads the child's user + system time from /proc/PID/stat as each line arrives (10 ms
-resolution), so the figures are CPU time, not wall time, and hold on a loaded machine.
-Linux only.
+resolution), so the CPU figures hold on a loaded machine; the wall time of a stage is read from a
+monotonic clock as the same lines arrive. Linux only.
 """
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def cpu_seconds(pid):
@@ -24,19 +27,29 @@ def cpu_seconds(pid):
 
 
 def main():
-    if len(sys.argv) not in (4, 5):
+    args = sys.argv[1:]
+    jobs = []
+    if "--jobs" in args:
+        i = args.index("--jobs")
+        if i + 1 >= len(args):
+            sys.exit(__doc__)
+        jobs = ["--jobs", args[i + 1]]
+        del args[i:i + 2]
+    if len(args) not in (3, 4):
         sys.exit(__doc__)
-    tool, trace, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    out = sys.argv[4] if len(sys.argv) == 5 else tempfile.mkdtemp(prefix="report-cpu-")
-    p = subprocess.Popen([tool, "report", "--trace", trace, "--out", out, "--force"],
+    tool, trace, rows = args[0], args[1], int(args[2])
+    out = args[3] if len(args) == 4 else tempfile.mkdtemp(prefix="report-cpu-")
+    p = subprocess.Popen([tool, "report", "--trace", trace, "--out", out, "--force"] + jobs,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     text, start, end, names = "", {}, {}, {}
+    wall_start, wall_end = {}, {}
     pattern = re.compile(r"report: \[(\d+)/\d+\] (.*?) \.\.\.( [0-9.]+ s)?")
     last = 0.0
     while True:
         chunk = os.read(p.stderr.fileno(), 65536)
         if not chunk:
             break
+        now = time.monotonic()
         try:
             last = cpu_seconds(p.pid)
         except OSError:
@@ -46,18 +59,21 @@ def main():
             i = int(m.group(1))
             names[i] = m.group(2)
             start.setdefault(i, last)
+            wall_start.setdefault(i, now)
             if m.group(3):
                 end.setdefault(i, last)
+                wall_end.setdefault(i, now)
     p.wait()
     if p.returncode != 0:
         sys.exit(f"report_cpu: {tool} report exited with {p.returncode}")
-    stages = [(names[i], end[i] - start[i]) for i in sorted(end)]
-    total = sum(s for _, s in stages)
-    print(f"| stage | CPU s | us per row |")
-    print(f"|---|---:|---:|")
-    for name, s in stages:
-        print(f"| {name} | {s:.2f} | {1e6 * s / rows:.2f} |")
-    print(f"| all stages | {total:.2f} | {1e6 * total / rows:.2f} |")
+    stages = [(names[i], end[i] - start[i], wall_end[i] - wall_start[i]) for i in sorted(end)]
+    total = sum(s for _, s, _ in stages)
+    total_wall = sum(w for _, _, w in stages)
+    print(f"| stage | CPU s | us CPU per row | wall s | us wall per row |")
+    print(f"|---|---:|---:|---:|---:|")
+    for name, s, w in stages:
+        print(f"| {name} | {s:.2f} | {1e6 * s / rows:.2f} | {w:.2f} | {1e6 * w / rows:.2f} |")
+    print(f"| all stages | {total:.2f} | {1e6 * total / rows:.2f} | {total_wall:.2f} | {1e6 * total_wall / rows:.2f} |")
 
 
 if __name__ == "__main__":
