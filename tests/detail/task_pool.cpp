@@ -1,11 +1,12 @@
 // The lockstep replays' thread pool: every index of a batch runs exactly once, batches after
 // batches on the same workers, the threads do run at the same time, the first exception a
-// task throws reaches the caller and leaves the pool usable, and a pool of 0 threads is an
-// error.
+// task throws reaches the caller and leaves the pool usable, a pool of 0 threads or with
+// workers' stacks below 64 KiB is an error, and workers run on the stack size asked.
 #include "moepolicy/detail/task_pool.hpp"
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -84,6 +85,19 @@ TEST_CASE("the first exception a task throws reaches the caller, and the pool st
   CHECK(alone_ran == 4);
 }
 
-TEST_CASE("a pool needs at least one thread") {
+TEST_CASE("a pool needs at least one thread, and workers a stack of at least 64 KiB") {
   CHECK_THROWS_WITH_AS(task_pool(0), "moepolicy::task_pool: threads must be >= 1, got 0", moepolicy::invalid_argument);
+  CHECK_THROWS_WITH_AS(task_pool(2, 4096), "moepolicy::task_pool: a worker's stack must be >= 65536 bytes, got 4096",
+                       moepolicy::invalid_argument);
+  // Workers on a stack of their own size run tasks that use some of it.
+  task_pool pool(3, std::size_t{256} << 10);
+  std::vector<int> sums(6, 0);
+  pool.for_each(sums.size(), [&](std::size_t i) {
+    std::array<int, 4096> local{};  // 16 KiB of the worker's stack
+    for (std::size_t j = 0; j < local.size(); ++j) local[j] = static_cast<int>(i + j);
+    int s = 0;
+    for (int x : local) s += x % 7;
+    sums[i] = s;
+  });
+  for (std::size_t i = 1; i < sums.size(); ++i) CHECK(sums[i] != 0);
 }

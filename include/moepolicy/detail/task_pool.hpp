@@ -10,6 +10,13 @@
 // construction (`f` is called through a pointer, never copied). The first exception a task
 // throws stops the batch from handing out further indices and is rethrown by `for_each`
 // once every thread has left the batch.
+//
+// On POSIX systems each worker gets a stack of `stack_bytes` (1 MiB by default) rather than
+// the process's default for threads (RLIMIT_STACK, typically 8 MiB): a thread's stack is a
+// private writable mapping, so a process that runs under a limit on its data segment
+// (`prlimit --data`, as the memory tests run the tool) pays the whole reservation per
+// worker, and the C library keeps the stacks of joined threads mapped for reuse. The
+// replays' tasks hold their state on the heap; none recurses.
 #pragma once
 
 #include <algorithm>
@@ -20,9 +27,15 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#define MOEPOLICY_TASK_POOL_PTHREADS 1
+#endif
 
 #include "moepolicy/core/error.hpp"
 
@@ -30,16 +43,21 @@ namespace moepolicy::detail {
 
 class task_pool {
  public:
+  /// The stack each worker gets where the platform lets a pool choose it (POSIX).
+  static constexpr std::size_t default_stack_bytes = std::size_t{1} << 20;
+
   /// A pool of `threads` threads in all, the caller of `for_each` included: `threads - 1`
-  /// workers (none for 1).
+  /// workers (none for 1), each with a stack of `stack_bytes` on POSIX systems.
   ///
-  /// Throws: `invalid_argument` naming `task_pool` when `threads` is 0; `std::system_error`
-  /// when a thread cannot start.
-  explicit task_pool(std::size_t threads) {
+  /// Throws: `invalid_argument` naming `task_pool` when `threads` is 0 or `stack_bytes` is
+  /// below 64 KiB; `std::system_error` when a thread cannot start.
+  explicit task_pool(std::size_t threads, std::size_t stack_bytes = default_stack_bytes) {
     if (threads == 0) detail::throw_invalid("task_pool", "threads must be >= 1", threads);
+    if (stack_bytes < (std::size_t{64} << 10))
+      detail::throw_invalid("task_pool", "a worker's stack must be >= 65536 bytes", stack_bytes);
     workers_.reserve(threads - 1);
     try {
-      for (std::size_t i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+      for (std::size_t i = 1; i < threads; ++i) start_worker(stack_bytes);
     } catch (...) {
       stop();
       throw;
@@ -122,19 +140,54 @@ class task_pool {
     }
   }
 
+#ifdef MOEPOLICY_TASK_POOL_PTHREADS
+  using worker_type = pthread_t;
+
+  static void* worker_entry(void* pool) {
+    static_cast<task_pool*>(pool)->work();
+    return nullptr;
+  }
+
+  void start_worker(std::size_t stack_bytes) {
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+      rc = pthread_attr_setstacksize(&attr, stack_bytes);
+      pthread_t t{};
+      if (rc == 0) rc = pthread_create(&t, &attr, &task_pool::worker_entry, this);
+      pthread_attr_destroy(&attr);
+      if (rc == 0) {
+        workers_.push_back(t);
+        return;
+      }
+    }
+    throw std::system_error(rc, std::generic_category(), "moepolicy::task_pool: cannot start a worker thread");
+  }
+
+  static void join(worker_type& t) noexcept { pthread_join(t, nullptr); }
+#else
+  using worker_type = std::thread;
+
+  void start_worker(std::size_t) {
+    workers_.emplace_back([this] { work(); });
+  }
+
+  static void join(worker_type& t) noexcept {
+    if (t.joinable()) t.join();
+  }
+#endif
+
   void stop() noexcept {
     {
       const std::lock_guard lock(m_);
       stopping_ = true;
     }
     wake_.notify_all();
-    for (std::thread& t : workers_) {
-      if (t.joinable()) t.join();
-    }
+    for (worker_type& t : workers_) join(t);
     workers_.clear();
   }
 
-  std::vector<std::thread> workers_;
+  std::vector<worker_type> workers_;
   std::mutex m_;
   std::condition_variable wake_, done_;
   std::uint64_t generation_ = 0;
