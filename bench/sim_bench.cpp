@@ -1,9 +1,7 @@
-// Costs of the timed model of serving (sim/timeline.hpp, sim/gpu_ndp_replay.hpp,
-// sim/offload_replay.hpp, sim/edge_replay.hpp): one demand operation, one background chunk
-// placed into idle time, a whole Context-Aware GPU-NDP replay of the bundled Granite trace
-// per decoded token, and the CXL-MoE and Edge-MoE lockstep sweeps on 1 and 2 threads (wall
-// time). Each sits beside a floor that only reads the same inputs once; the ratio to it is
-// the figure the README quotes.
+// Costs of the timed model of serving (sim/timeline.hpp, sim/gpu_ndp_replay.hpp): one demand
+// operation, one background chunk placed into idle time, and a whole Context-Aware GPU-NDP
+// replay of the bundled Granite trace per decoded token. Each sits beside a floor that only
+// reads the same inputs once; the ratio to it is the figure the README quotes.
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -15,9 +13,7 @@
 #include "bundled_trace.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
-#include "moepolicy/sim/edge_replay.hpp"
 #include "moepolicy/sim/gpu_ndp_replay.hpp"
-#include "moepolicy/sim/offload_replay.hpp"
 #include "moepolicy/sim/timeline.hpp"
 
 namespace {
@@ -265,74 +261,5 @@ void BM_gpu_ndp_replay_floor(benchmark::State& state) {
   state.SetLabel("floor: read the trace's ids and weights once, per decoded token");
 }
 BENCHMARK(BM_gpu_ndp_replay_floor);
-
-// The CXL-MoE driver's sweep on the bundled Granite trace, B = 1: CXL-MoE, CXL-MoE without
-// stickiness, LRU on demand and the CPU-offload baseline at three cache sizes (12 systems,
-// one prediction tape), with `jobs` threads (wall time), per routing row of one system.
-void BM_offload_sweep(benchmark::State& state) {
-  const routing_trace& t = bench::bundled_granite();
-  const model_shape m = models::granite_3_1_1b_a400m();
-  const roofline_cost gpu{presets::h100_cxl_expander(), m};
-  const decode_streams d = make_decode_streams(t, {.streams = 1});
-  offload_system_config cxl = cxl_moe_system(), no_sticky = cxl_moe_system("no stickiness");
-  std::get<sticky_lru_config>(no_sticky.policy).stickiness = false;
-  const offload_system_config lru{"lru",
-                                  offload_system_kind::cached,
-                                  presets::cxl2_x16,
-                                  link_duplex::full,
-                                  lru_config{},
-                                  {.predictor = offload_predictor::none, .prefill = false}};
-  const std::vector<offload_system_config> systems{cxl, no_sticky, lru, cpu_offload_system()};
-  const std::vector<offload_sweep_point> points{{96, systems}, {192, systems}, {384, systems}};
-  const auto jobs = static_cast<std::size_t>(state.range(0));
-  for (auto _ : state) {
-    const auto r = replay_offload_sweep(t, d, gpu, m, points, {.jobs = jobs});
-    benchmark::DoNotOptimize(r[0].systems[0].token_seconds);
-  }
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(d.batched().num_rows() * 12));
-  state.SetLabel("Granite bundled trace, 12 systems, " + std::to_string(jobs) + " thread(s), per row of one system");
-}
-BENCHMARK(BM_offload_sweep)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-
-// The Edge-MoE driver's systems on the bundled Granite trace, B = 1, on the paper's two
-// largest GPUs at half the experts (two price tables, one prediction tape), with `jobs`
-// threads (wall time), per routing row of one system.
-void BM_edge_sweep(benchmark::State& state) {
-  const routing_trace& t = bench::bundled_granite();
-  const model_shape m = models::granite_3_1_1b_a400m();
-  const roofline_cost small{presets::rtx_4060_ti_16gb(), m}, big{presets::rtx_a6000(), m};
-  const roofline_cost cpu{presets::ryzen9_5900x_6c(), m};
-  const decode_streams d = make_decode_streams(t, {.streams = 1});
-  const std::vector<edge_system_config> systems{
-      {"lru", lru_config{}, edge_miss_rule::load_all},
-      {"lfu", lfu_config{.decay = 1.0}, edge_miss_rule::load_all},
-      {"ema", ema_score_config{}, edge_miss_rule::balance},
-      {"ours", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::transition},
-      {"no prefetch", score_aware_config{}, edge_miss_rule::balance, true, 0.3, edge_predictor::none},
-      {"prefix", score_aware_config{}, edge_miss_rule::best_prefix, true, 0.3, edge_predictor::transition}};
-  const std::uint64_t half = std::uint64_t{t.info().num_layers} * t.info().num_experts / 2;
-  const std::vector<edge_sweep_point<roofline_cost>> points{{&small, half, systems}, {&big, half, systems}};
-  const auto jobs = static_cast<std::size_t>(state.range(0));
-  for (auto _ : state) {
-    const auto r = replay_edge_sweep<roofline_cost>(d, cpu, m, points, {.jobs = jobs});
-    benchmark::DoNotOptimize(r[0].systems[0].token_seconds);
-  }
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(d.batched().num_rows() * 12));
-  state.SetLabel("Granite bundled trace, 12 systems, " + std::to_string(jobs) + " thread(s), per row of one system");
-}
-BENCHMARK(BM_edge_sweep)->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-
-// Floor of the sweeps: read every routing row of the batched trace once, per row.
-void BM_sweep_floor(benchmark::State& state) {
-  const decode_streams d = make_decode_streams(bench::bundled_granite(), {.streams = 1});
-  for (auto _ : state) {
-    const bench::routing_sums sums = bench::read_routing_once(d.batched());
-    benchmark::DoNotOptimize(sums.ids);
-    benchmark::DoNotOptimize(sums.weights);
-  }
-  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(d.batched().num_rows()));
-  state.SetLabel("floor: read the batched trace's ids and weights once, per row");
-}
-BENCHMARK(BM_sweep_floor);
 
 }  // namespace
