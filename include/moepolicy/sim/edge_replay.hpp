@@ -150,10 +150,10 @@ struct edge_replay_config {
   /// the processor's caches (24 systems stepping one step at a time ran about 50% slower
   /// than one after another). Any value >= 1 gives the same results.
   std::size_t block_steps = 64;
-  /// Threads a replay's systems share, the caller's included (at most one per system):
-  /// each block's predictions and prices are recorded in parallel, one tape per thread,
-  /// then the systems step through the block in parallel, each on its own timeline and
-  /// cache. The results are the same for every value.
+  /// Threads a replay's systems share, the caller's included (at most one per system): a
+  /// block's prediction tapes and price tables are recorded in parallel (one task per
+  /// tape), then the systems step through the block in parallel (one task per system),
+  /// each on its own timeline and cache. The results are the same for every value.
   std::size_t jobs = 1;
 };
 

@@ -202,10 +202,10 @@ struct offload_replay_config {
   bytes chunk_bytes = bytes{8} << 20;
   /// When set, each system's steps add their rows to it (a progress line).
   replay_progress* progress = nullptr;
-  /// Threads a replay's systems share, the caller's included (at most one per system):
-  /// each window of steps' predictions and prices are recorded in parallel, one tape per
-  /// thread, then the systems step through the window in parallel, each on its own
-  /// timeline and cache. The results are the same for every value.
+  /// Threads a replay's systems share, the caller's included (at most one per system): a
+  /// window of steps' prediction tapes and prices are recorded in parallel (one task per
+  /// tape), then the systems step through the window in parallel (one task per system),
+  /// each on its own timeline and cache. The results are the same for every value.
   std::size_t jobs = 1;
 };
 
