@@ -19,21 +19,16 @@
 // index (sim/cache_replay.hpp, `next_use_index`) and the exact LRU curve is taken in one
 // pass; `--jobs N` runs the replays on N threads.
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -46,6 +41,7 @@
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
+#include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/markov_predictor.hpp"
 #include "moepolicy/predict/oracle_predictor.hpp"
@@ -207,35 +203,6 @@ router_run replay_with_router(const routing_trace& t, const cache_config& cc, co
   }
   out.stats = cache.stats();
   return out;
-}
-
-/// Runs `tasks[i]()` for every i on `jobs` threads (at most one per task); the first
-/// exception a task throws is rethrown here once all threads have stopped.
-void run_tasks(std::vector<std::function<void()>>& tasks, std::size_t jobs) {
-  jobs = std::max<std::size_t>(1, std::min(jobs, tasks.size()));
-  if (jobs == 1) {
-    for (auto& task : tasks) task();
-    return;
-  }
-  std::atomic<std::size_t> next{0};
-  std::mutex failed_mutex;
-  std::exception_ptr failed;
-  const auto worker = [&] {
-    for (std::size_t i = next++; i < tasks.size(); i = next++) {
-      try {
-        tasks[i]();
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(failed_mutex);
-        if (!failed) failed = std::current_exception();
-        next = tasks.size();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (std::size_t j = 1; j < jobs; ++j) threads.emplace_back(worker);
-  worker();
-  for (auto& th : threads) th.join();
-  if (failed) std::rethrow_exception(failed);
 }
 
 /// The untimed replays of one canonical file on one thread, in one walk of the file
@@ -425,7 +392,10 @@ void run_untimed(const options& o, const Trace& t, const routing_trace* whole,
       });
     }
   }
-  run_tasks(tasks, o.jobs);
+  // Each task on the pool (`--jobs` threads, at most one per task); the first exception a
+  // task throws is rethrown once every thread has stopped.
+  detail::task_pool pool(std::max<std::size_t>(1, std::min(o.jobs, tasks.size())));
+  pool.for_each(tasks.size(), [&](std::size_t i) { tasks[i](); });
 
   json doc{{"mode", "untimed"},
            {"trace", paths.front().string()},
