@@ -63,6 +63,11 @@ int main(int argc, char** argv) {
   app.add_option("--sweep-intervals-ms", opt.sweep_intervals_ms, "Update intervals of the interval sweep, ms")
       ->check(CLI::Range(1e-3, 1e6))
       ->capture_default_str();
+  opt.jobs = examples::default_jobs();
+  app.add_option("--jobs", opt.jobs,
+                 "Threads the groups of replays share (replays with the same hotness inputs step together as one "
+                 "group; default: the machine's hardware threads); the output does not depend on it")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   CLI11_PARSE(app, argc, argv);
   opt.share_equal_replays = !no_shared_replays;
   try {

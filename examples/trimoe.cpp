@@ -63,6 +63,11 @@ int main(int argc, char** argv) {
                  "GPU copies per layer (default 0: the warm-up's hot experts, within HBM)");
   bool no_sweep = false;
   app.add_flag("--no-sweep", no_sweep, "Skip the threshold sweep and the second window reading");
+  opt.jobs = moepolicy::examples::default_jobs();
+  app.add_option("--jobs", opt.jobs,
+                 "Threads the independent replays share (the tables' systems, the second window reading, each point "
+                 "of the sweep; default: the machine's hardware threads); the output does not depend on it")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   CLI11_PARSE(app, argc, argv);
   opt.sweep = !no_sweep;
   opt.compute =

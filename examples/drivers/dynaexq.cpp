@@ -54,13 +54,16 @@
 //     experts in the policy's target set at that moment, as if transitions were instantaneous:
 //     it separates what the policy chooses from what the mechanism delivers in time.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <ratio>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -72,6 +75,7 @@
 #include "common/model_match.hpp"
 #include "common/table.hpp"
 #include "moepolicy/core/model_shape.hpp"
+#include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/hotness.hpp"
 #include "moepolicy/predict/precision_budget.hpp"
@@ -311,7 +315,25 @@ host_versions make_versions(const version_sizes& v, std::size_t cells) {
   return h;
 }
 
-using pipeline = transition_pipeline<host_memcpy_mover, replay_clock>;
+// The replay clock of a group of replays (`replay_group`): `replay_clock`'s contract, with one
+// clock per thread. A group replays on one thread and steps its pipelines there (no
+// background worker reads the clock), so groups replayed at once on several threads
+// (`options::jobs`) each see their own modelled time.
+struct group_clock {
+  using rep = double;
+  using period = std::ratio<1>;
+  using duration = std::chrono::duration<double>;
+  using time_point = std::chrono::time_point<group_clock>;
+  static constexpr bool is_steady = false;
+  [[nodiscard]] static time_point now() noexcept { return time_point(duration(now_)); }
+  static void set(seconds t) noexcept { now_ = t; }
+
+ private:
+  static inline thread_local double now_ = 0.0;
+};
+static_assert(TransitionClock<group_clock>);
+
+using pipeline = transition_pipeline<host_memcpy_mover, group_clock>;
 
 // The static set: the calibration's top-n_l per layer, all experts eligible, so that every
 // layer starts with exactly n_l high versions (the replaced pools hold no more low ones).
@@ -413,8 +435,7 @@ struct replay_state {
 // replay keeps its own mechanism and is exactly the replay it would be alone.
 std::vector<run_result> replay_group(const workload& w, const stream_spec& stream, const host_versions& hv,
                                      std::span<const budget_case* const> budgets, std::span<const policy_spec> specs,
-                                     std::span<const std::uint8_t> series, const options& opt,
-                                     bytes step_cap_scaled) {
+                                     std::span<const std::uint8_t> series, const options& opt, bytes step_cap_scaled) {
   const std::size_t L = w.layers, E = w.experts, G = specs.size();
   const policy_spec& spec = specs.front();
   for (const policy_spec& s : specs) {
@@ -424,7 +445,7 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
   }
   const clock_model clk{to_us(opt.step_ms), to_us(spec.interval_ms), w.calibration_passes};
   const auto seconds_at = [&](std::size_t q) { return static_cast<double>(clk.at(q)) * 1e-6; };
-  replay_clock::set(0.0);
+  group_clock::set(0.0);
 
   // Replays of the group with the same budget and target rule are one replay (it is
   // deterministic, and a policy's label does not enter it): it runs once, and `run_of` gives
@@ -484,7 +505,7 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
   std::vector<std::uint32_t> cells;
   stream.for_each_pass([&](const std::size_t p, const step_ref& pass) {
     const std::size_t q = C + p;
-    replay_clock::set(seconds_at(q));
+    group_clock::set(seconds_at(q));
     // Intervals that ended by the start of this pass: a new target set for every layer.
     const bool ended = spec.online && hot.advance_to(static_cast<double>(clk.at(q))) > 0;
     const auto batches = w.trace->batches_of(pass);
@@ -554,9 +575,9 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
         replay_state& s = *run;
         if (s.series) {
           s.r.intervals.high_share.push_back(s.interval_selections == 0
-                                                ? std::nan("")
-                                                : static_cast<double>(s.interval_high) /
-                                                      static_cast<double>(s.interval_selections));
+                                                 ? std::nan("")
+                                                 : static_cast<double>(s.interval_high) /
+                                                       static_cast<double>(s.interval_selections));
           s.r.intervals.transitions.push_back(s.interval_transitions);
           s.r.intervals.end_ms.push_back(end_ms);
         }
@@ -571,7 +592,7 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
     // Run the pipeline on until a step makes no progress: every request it can serve is
     // served, whatever the stream's length.
     for (std::size_t q = C + P;; ++q) {
-      replay_clock::set(seconds_at(q));
+      group_clock::set(seconds_at(q));
       const transition_step_result st = s.pipe.step();
       s.account(s.pipe.drain_log(s.log), true);
       if (!st.progressed() && s.pipe.in_flight() == 0) break;
@@ -752,33 +773,55 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   std::size_t next_job = 0;
   const auto run_jobs = [&](const stream_spec& stream) {
     job_results.assign(job_specs.size(), run_result{});
+    // The groups, in the order of their first replay: each replayed as one task on `jobs`
+    // threads (every group has its own mechanisms, estimator and clock), the results taken
+    // in group order.
+    struct group {
+      std::vector<std::size_t> members;
+      std::vector<const budget_case*> budgets;
+      std::vector<policy_spec> specs;
+      std::vector<std::uint8_t> series;
+      std::vector<run_result> results;
+      std::exception_ptr failed;
+    };
+    std::vector<group> groups;
     std::vector<bool> done(job_specs.size(), false);
-    std::vector<std::size_t> members;
-    std::vector<const budget_case*> gb;
-    std::vector<policy_spec> gs;
-    std::vector<std::uint8_t> gseries;
     for (std::size_t i = 0; i < job_specs.size(); ++i) {
       if (done[i]) continue;
-      members.clear();
-      gb.clear();
-      gs.clear();
-      gseries.clear();
+      group& g = groups.emplace_back();
       for (std::size_t j = i; j < job_specs.size(); ++j) {
         const policy_spec& a = job_specs[i];
         const policy_spec& c = job_specs[j];
         if (!done[j] && a.online == c.online && a.alpha == c.alpha && a.interval_ms == c.interval_ms) {
-          members.push_back(j);
-          gb.push_back(job_budgets[j]);
-          gs.push_back(c);
-          gseries.push_back(job_series[j]);
+          g.members.push_back(j);
+          g.budgets.push_back(job_budgets[j]);
+          g.specs.push_back(c);
+          g.series.push_back(job_series[j]);
           done[j] = true;
         }
       }
-      std::vector<run_result> rs = replay_group(w, stream, hv, gb, gs, gseries, opt, step_cap);
-      for (std::size_t k = 0; k < members.size(); ++k) {
-        unserved_total += rs[k].left_unserved;
+    }
+    const auto replay = [&](std::size_t i) {
+      group& g = groups[i];
+      try {
+        g.results = replay_group(w, stream, hv, g.budgets, g.specs, g.series, opt, step_cap);
+      } catch (...) {
+        g.failed = std::current_exception();
+      }
+    };
+    if (opt.jobs <= 1 || groups.size() <= 1) {
+      for (std::size_t i = 0; i < groups.size(); ++i) replay(i);
+    } else {
+      detail::task_pool pool(std::min(opt.jobs, groups.size()));
+      pool.for_each(groups.size(), replay);
+    }
+    for (group& g : groups) {
+      // The first group's error in group order, as one thread would have met it.
+      if (g.failed) std::rethrow_exception(g.failed);
+      for (std::size_t k = 0; k < g.members.size(); ++k) {
+        unserved_total += g.results[k].left_unserved;
         ++runs;
-        job_results[members[k]] = std::move(rs[k]);
+        job_results[g.members[k]] = std::move(g.results[k]);
       }
     }
     next_job = 0;

@@ -56,6 +56,11 @@ struct options {
   std::vector<double> sweep_margins{0.0, 0.01, 0.02, 0.05};
   std::vector<double> sweep_alphas{0.05, 0.1, 0.2, 0.5};
   std::vector<double> sweep_intervals_ms{4.0, 10.0, 20.0, 50.0};
+  /// Threads the groups of replays share: replays that share the hotness inputs (online or
+  /// not, alpha, interval) step together as one group, and each group is one task. The
+  /// output does not depend on it; up to `jobs` groups (each with its replays' pools) are
+  /// held at once.
+  std::size_t jobs = 1;
 };
 
 /// One policy over a stream at the budget of half the experts at high precision.

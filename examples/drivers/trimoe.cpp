@@ -7,14 +7,19 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
+#include <optional>
 #include <ostream>
+#include <span>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "common/model_match.hpp"
 #include "common/table.hpp"
+#include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/sched/batched_steps.hpp"
 #include "moepolicy/sim/forward_pass.hpp"
@@ -457,23 +462,32 @@ void print_prediction(const trimoe_result& res, double alpha, std::ostream& out)
       << " on it here\n";
 }
 
-void print_sweep(const batched_steps& steps, const model_shape& shape, const trimoe_devices<>& devices,
-                 const trimoe_replay_config& base, std::ostream& out) {
+// The threshold sweep's grid (hot head share, cold tail share): the paper's point first.
+constexpr std::array<std::pair<double, double>, 5> sweep_grid = {
+    {{0.22, 0.08}, {0.5, 0.1}, {0.3, 0.05}, {0.15, 0.15}, {0.1, 0.3}}};
+
+// One point of the threshold sweep: the systems the sweep prints, replayed with the classes
+// `hot` / `cold` (each re-derives its initial layout and predictor classes from them).
+trimoe_result sweep_point(const batched_steps& steps, const model_shape& shape, const trimoe_devices<>& devices,
+                          const trimoe_replay_config& base, double hot, double cold) {
+  trimoe_replay_config c = base;
+  c.classes = {.hot_share = hot, .cold_share = cold};
+  c.systems = {true, true, true, false, true, true, false, false, false};
+  c.solver_gaps = false;
+  trimoe_replayer<> r(steps, shape, devices, c);
+  r.replay_all();
+  return r.result();
+}
+
+void print_sweep(std::span<const trimoe_result> points, std::ostream& out) {
   out << "  threshold sweep (hot head share / cold tail share), ms per step; every system re-derives its initial "
          "layout and\n"
          "  predictor classes from the thresholds:\n";
   text_table t({"hot / cold", "cold experts", "warm experts", "hot experts", "GPU-only", "GPU+CPU", "GPU+NDP",
                 "+Refinement", "+Relayout", "best baseline / +Relayout"});
-  const std::array<std::pair<double, double>, 5> grid = {
-      {{0.22, 0.08}, {0.5, 0.1}, {0.3, 0.05}, {0.15, 0.15}, {0.1, 0.3}}};
-  for (const auto& [hot, cold] : grid) {
-    trimoe_replay_config c = base;
-    c.classes = {.hot_share = hot, .cold_share = cold};
-    c.systems = {true, true, true, false, true, true, false, false, false};
-    c.solver_gaps = false;
-    trimoe_replayer<> r(steps, shape, devices, c);
-    r.replay_all();
-    const trimoe_result x = r.result();
+  for (std::size_t i = 0; i < sweep_grid.size(); ++i) {
+    const auto& [hot, cold] = sweep_grid[i];
+    const trimoe_result& x = points[i];
     const double best = std::min({x[gpu_only].step_seconds, x[gpu_cpu].step_seconds, x[gpu_ndp].step_seconds});
     t.add({fixed(hot, 2) + " / " + fixed(cold, 2), pct(x.class_expert_share[0]), pct(x.class_expert_share[1]),
            pct(x.class_expert_share[2]), ms(x[gpu_only].step_seconds), ms(x[gpu_cpu].step_seconds),
@@ -497,15 +511,56 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   const trimoe_replay_config config = make_config(opt, B);
   const batched_steps steps = make_batched_decode_steps(trace, B);
   const trimoe_devices<> devices = make_trimoe_devices({opt.gpu, opt.cpu, opt.ndp}, *shape, opt.compute);
+  // The replays: the systems of the tables (task 0, the longest, handed out first), then,
+  // with the sweep, the second window reading (task 1) and the sweep's points (tasks 2..).
+  // Each builds its own replayer and timelines, whose reserved job slots are most of the
+  // stage's memory: up to `jobs` replayers are held at once. None reads another's, so the
+  // output does not depend on `jobs`. With fewer than 2 steps nothing is measured and only
+  // task 0 runs.
+  const bool more = opt.sweep && steps.num_steps() > 1;
+  const bool second_window = more && opt.window != trimoe_window::moe_span;
+  const std::size_t tasks = more ? 2 + sweep_grid.size() : 1;
   trimoe_result res;
-  {
-    // Each system's timeline keeps room for every job it may queue (trimoe_replayer), so
-    // the replayer goes before the ablation and the sweep build theirs: one at a time.
-    trimoe_replayer<> replayer(steps, *shape, devices, config);
-    replayer.replay_all();
-    res = replayer.result();
-    print_header(path, trace, *shape, replayer, opt, batch_why, res, out);
+  std::ostringstream header;
+  std::optional<trimoe_result> other;
+  std::vector<trimoe_result> points(more ? sweep_grid.size() : 0);
+  std::vector<std::exception_ptr> failed(tasks);
+  const auto task = [&](std::size_t i) {
+    try {
+      if (i == 0) {
+        trimoe_replayer<> replayer(steps, *shape, devices, config);
+        replayer.replay_all();
+        res = replayer.result();
+        print_header(path, trace, *shape, replayer, opt, batch_why, res, header);
+      } else if (i == 1) {
+        if (!second_window) return;
+        trimoe_replay_config c = config;
+        c.window = trimoe_window::moe_span;
+        c.window_scale = 1.0;
+        c.systems = {false, false, false, false, false, true, false, false, false};
+        c.solver_gaps = false;
+        trimoe_replayer<> r(steps, *shape, devices, c);
+        r.replay_all();
+        other = r.result();
+      } else {
+        const auto& [hot, cold] = sweep_grid[i - 2];
+        points[i - 2] = sweep_point(steps, *shape, devices, config, hot, cold);
+      }
+    } catch (...) {
+      failed[i] = std::current_exception();
+    }
+  };
+  if (opt.jobs <= 1 || tasks == 1) {
+    for (std::size_t i = 0; i < tasks; ++i) task(i);
+  } else {
+    detail::task_pool pool(std::min(opt.jobs, tasks));
+    pool.for_each(tasks, task);
   }
+  // The first replay's error in task order, as one thread would have met it.
+  for (const std::exception_ptr& e : failed) {
+    if (e) std::rethrow_exception(e);
+  }
+  out << header.str();
   if (res.measured_steps == 0) {
     out << "  fewer than 2 batched steps at B = " << B << ": nothing to measure\n";
     return res;
@@ -513,23 +568,12 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   print_layers(res, out);
   print_end_to_end(res, out);
   print_ledger(res, out);
-  std::optional<trimoe_result> other;
-  if (opt.sweep && opt.window != trimoe_window::moe_span) {
-    trimoe_replay_config c = config;
-    c.window = trimoe_window::moe_span;
-    c.window_scale = 1.0;
-    c.systems = {false, false, false, false, false, true, false, false, false};
-    c.solver_gaps = false;
-    trimoe_replayer<> r(steps, *shape, devices, c);
-    r.replay_all();
-    other = r.result();
-  }
   print_ablation(res, other ? &*other : nullptr, out);
   print_migrations(res, out);
   print_solvers(res, out);
   print_use(res, opt, out);
   print_prediction(res, opt.alpha, out);
-  if (opt.sweep) print_sweep(steps, *shape, devices, config, out);
+  if (more) print_sweep(points, out);
   return res;
 }
 

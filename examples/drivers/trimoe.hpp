@@ -48,6 +48,10 @@ struct options {
   std::size_t gpu_slots = 0;
   /// Whether to print the threshold sweep and the second window reading.
   bool sweep = true;
+  /// Threads the replays share: the tables' systems, the second window reading and each
+  /// point of the sweep are independent replays, each built and run as one task. The output
+  /// does not depend on it; up to `jobs` replayers (each with its timelines) are held at once.
+  std::size_t jobs = 1;
 };
 
 /// The library's result: every figure the tables print.

@@ -870,8 +870,10 @@ void run_report(const report_options& o) {
     });
     bar.stage(name + ": TriMoE scheduling", [&] {
       examples::trimoe::result r;
+      examples::trimoe::options opt = dev.trimoe;
+      opt.jobs = o.jobs;
       const section_text s =
-          timed("trimoe", [&](std::ostream& os) { r = examples::trimoe::run(path, *trace, dev.trimoe, os); });
+          timed("trimoe", [&](std::ostream& os) { r = examples::trimoe::run(path, *trace, opt, os); });
       md << "### GPU + CPU + DIMM-NDP serving on the timed model (TriMoE)\n\n";
       if (s.ok && r.measured_steps > 0) {
         write_file(dir / "makespan-per-layer.svg", trimoe_makespan_plot(r));
@@ -883,8 +885,10 @@ void run_report(const report_options& o) {
     });
     bar.stage(name + ": DynaExq residency", [&] {
       examples::dynaexq::result r;
+      examples::dynaexq::options opt;
+      opt.jobs = o.jobs;
       const section_text s =
-          capture(bar, "dynaexq", [&](std::ostream& os) { r = examples::dynaexq::run(path, *trace, {}, os); });
+          capture(bar, "dynaexq", [&](std::ostream& os) { r = examples::dynaexq::run(path, *trace, opt, os); });
       md << "### Precision residency (DynaExq)\n\n";
       if (s.ok) {
         for (const auto& st : r.streams) {
@@ -966,8 +970,9 @@ void add_report(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--jobs", opt->jobs,
-                  "Threads the independent replays of a stage share (the hit-ratio and timed prefetching walks, the "
-                  "systems of the CXL-MoE and Edge-MoE replays; default: the machine's hardware threads); the report "
+                  "Threads the independent replays of a stage share (the hit-ratio and timed prefetching walks, "
+                  "TriMoE's replayers, DynaExq's groups of replays, the systems of the CXL-MoE and Edge-MoE replays; "
+                  "default: the machine's hardware threads); the report "
                   "does not depend on it")
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   cmd->add_flag(
