@@ -775,7 +775,11 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
     job_results.assign(job_specs.size(), run_result{});
     // The groups, in the order of their first replay: each replayed as one task on `jobs`
     // threads (every group has its own mechanisms, estimator and clock), the results taken
-    // in group order.
+    // in group order. On several threads a set of replays sharing the hotness inputs is split
+    // into groups of at most `per` distinct replays (those one replay serves stay together),
+    // so that the largest set does not hold the stage on one thread: each group then repeats
+    // the hotness estimate (a small part of a replay's work), and every replay is the one it
+    // is alone, so the output is the same.
     struct group {
       std::vector<std::size_t> members;
       std::vector<const budget_case*> budgets;
@@ -784,21 +788,59 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
       std::vector<run_result> results;
       std::exception_ptr failed;
     };
-    std::vector<group> groups;
+    std::vector<std::vector<std::size_t>> sets;
     std::vector<bool> done(job_specs.size(), false);
     for (std::size_t i = 0; i < job_specs.size(); ++i) {
       if (done[i]) continue;
-      group& g = groups.emplace_back();
+      std::vector<std::size_t>& set = sets.emplace_back();
       for (std::size_t j = i; j < job_specs.size(); ++j) {
         const policy_spec& a = job_specs[i];
         const policy_spec& c = job_specs[j];
         if (!done[j] && a.online == c.online && a.alpha == c.alpha && a.interval_ms == c.interval_ms) {
-          g.members.push_back(j);
-          g.budgets.push_back(job_budgets[j]);
-          g.specs.push_back(c);
-          g.series.push_back(job_series[j]);
+          set.push_back(j);
           done[j] = true;
         }
+      }
+    }
+    // The replay that serves member j: the first of its set with the same budget and target
+    // rule (`replay_group` runs them once).
+    std::vector<std::size_t> served_by(job_specs.size());
+    std::size_t distinct = 0;
+    for (const std::vector<std::size_t>& set : sets) {
+      for (std::size_t k = 0; k < set.size(); ++k) {
+        const std::size_t j = set[k];
+        served_by[j] = j;
+        for (std::size_t h = 0; h < k && opt.share_equal_replays; ++h) {
+          if (job_budgets[set[h]] == job_budgets[j] && job_specs[set[h]].target == job_specs[j].target) {
+            served_by[j] = served_by[set[h]];
+            break;
+          }
+        }
+        if (served_by[j] == j) ++distinct;
+      }
+    }
+    const std::size_t per = opt.jobs <= 1 ? distinct : std::max<std::size_t>(1, (distinct + opt.jobs - 1) / opt.jobs);
+    std::vector<group> groups;
+    std::vector<std::size_t> group_of(job_specs.size());
+    for (const std::vector<std::size_t>& set : sets) {
+      const std::size_t first = groups.size();
+      std::size_t in_last = 0;  // distinct replays in the set's last group
+      for (const std::size_t j : set) {
+        if (served_by[j] == j) {
+          if (groups.size() == first || in_last == per) {
+            groups.emplace_back();
+            in_last = 0;
+          }
+          ++in_last;
+          group_of[j] = groups.size() - 1;
+        } else {
+          group_of[j] = group_of[served_by[j]];
+        }
+        group& g = groups[group_of[j]];
+        g.members.push_back(j);
+        g.budgets.push_back(job_budgets[j]);
+        g.specs.push_back(job_specs[j]);
+        g.series.push_back(job_series[j]);
       }
     }
     const auto replay = [&](std::size_t i) {
