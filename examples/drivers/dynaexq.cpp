@@ -54,7 +54,6 @@
 //     experts in the policy's target set at that moment, as if transitions were instantaneous:
 //     it separates what the policy chooses from what the mechanism delivers in time.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -63,7 +62,6 @@
 #include <functional>
 #include <iostream>
 #include <memory>
-#include <ratio>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -315,24 +313,10 @@ host_versions make_versions(const version_sizes& v, std::size_t cells) {
   return h;
 }
 
-// The replay clock of a group of replays (`replay_group`): `replay_clock`'s contract, with one
-// clock per thread. A group replays on one thread and steps its pipelines there (no
-// background worker reads the clock), so groups replayed at once on several threads
-// (`options::jobs`) each see their own modelled time.
-struct group_clock {
-  using rep = double;
-  using period = std::ratio<1>;
-  using duration = std::chrono::duration<double>;
-  using time_point = std::chrono::time_point<group_clock>;
-  static constexpr bool is_steady = false;
-  [[nodiscard]] static time_point now() noexcept { return time_point(duration(now_)); }
-  static void set(seconds t) noexcept { now_ = t; }
-
- private:
-  static inline thread_local double now_ = 0.0;
-};
-static_assert(TransitionClock<group_clock>);
-
+// A group of replays (`replay_group`) steps its pipelines on its own thread: with a clock per
+// thread, groups replayed at once on several threads (`options::jobs`) each see their own
+// modelled time.
+using group_clock = thread_replay_clock;
 using pipeline = transition_pipeline<host_memcpy_mover, group_clock>;
 
 // The static set: the calibration's top-n_l per layer, all experts eligible, so that every

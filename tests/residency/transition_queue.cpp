@@ -242,8 +242,7 @@ TEST_CASE("admission at enqueue: a promotion that cannot reserve is deferred; th
 
 TEST_CASE("admission at issue: the refused promotion stays at the head of its queue") {
   fixture f(one_slot, 1, E);
-  host_pipeline p(f.table, f.budget, f.lo_pool, f.hi_pool, f.sources(), {},
-                  {.admission = admission_point::issue});
+  host_pipeline p(f.table, f.budget, f.lo_pool, f.hi_pool, f.sources(), {}, {.admission = admission_point::issue});
   REQUIRE(p.load_all([](expert_key k) { return k.expert == 0 ? precision_tier::high : precision_tier::low; }) ==
           residency_load_status::ok);
   replay_clock::set(1);
@@ -278,7 +277,7 @@ TEST_CASE("admission at enqueue holds the reservation; a dropped request gives i
   REQUIRE(p.load_all() == residency_load_status::ok);
   CHECK(p.request_promote({0, 2}));
   CHECK(f.budget.high().reserved() == hi_size);  // reserved at the request
-  CHECK_FALSE(p.request_demote({0, 2}));           // it is low already: the promotion is now stale
+  CHECK_FALSE(p.request_demote({0, 2}));         // it is low already: the promotion is now stale
   const auto r = p.step();
   CHECK(r.issued == 0);
   CHECK(p.stats().cancelled == 1);
@@ -448,7 +447,7 @@ TEST_CASE("a pinned reader holds back reclamation, and with it the budget") {
   CHECK(p.awaiting_reclaim() == 1);
   CHECK(f.table.state({0, 0}) == residency_state::evicting);
   CHECK(f.budget.reserved() == E * lo_size + hi_size);  // the low copy still counts
-  CHECK(fnv1a_checksum(old.data) == old.checksum);       // and is intact
+  CHECK(fnv1a_checksum(old.data) == old.checksum);      // and is intact
   g.reset();
   r = p.step();
   CHECK(r.reclaimed == 1);
@@ -552,9 +551,8 @@ TEST_CASE("bad pipelines are rejected with the library's message") {
                        "moepolicy::transition_pipeline::load_all: with kept low versions experts load at low precision "
                        "first, got \"high\"",
                        invalid_argument);
-  CHECK_THROWS_WITH_AS(static_cast<void>(p.load_all([](expert_key e) {
-                         return e.expert == 2 ? precision_tier::high : precision_tier::low;
-                       })),
+  CHECK_THROWS_WITH_AS(static_cast<void>(p.load_all(
+                           [](expert_key e) { return e.expert == 2 ? precision_tier::high : precision_tier::low; })),
                        "moepolicy::transition_pipeline::load_all: with kept low versions experts load at low precision "
                        "first, got \"high\"",
                        invalid_argument);
@@ -643,4 +641,54 @@ TEST_CASE("the replay clock shows the time it was set to") {
   replay_clock::set(2.5);
   CHECK(replay_clock::now().time_since_epoch().count() == 2.5);
   replay_clock::set(0);
+}
+
+TEST_CASE("the per-thread replay clock: each thread sees the time it set") {
+  thread_replay_clock::set(2.5);
+  CHECK(thread_replay_clock::now().time_since_epoch().count() == 2.5);
+  double other = -1.0;
+  std::thread([&] { other = thread_replay_clock::now().time_since_epoch().count(); }).join();
+  CHECK(other == 0.0);  // a new thread's clock starts at 0
+  CHECK(thread_replay_clock::now().time_since_epoch().count() == 2.5);
+  thread_replay_clock::set(0);
+}
+
+TEST_CASE("pipelines stepped at once on their own threads see their own replay time") {
+  // Each thread replays a promotion requested at `t0` and published at `t0 + delay`, its clock
+  // moved in small steps meanwhile; with one clock per thread each logs its own delay (with
+  // the process-wide `replay_clock` the threads' times would mix).
+  using pipeline = transition_pipeline<host_memcpy_mover, thread_replay_clock>;
+  constexpr std::size_t threads = 4, rounds = 200;
+  std::array<std::vector<double>, threads> delays;
+  std::array<bool, threads> ok{};
+  const auto replay = [&](std::size_t i) {
+    fixture f;
+    pipeline p(f.table, f.budget, f.lo_pool, f.hi_pool, f.sources());
+    if (p.load_all() != residency_load_status::ok) return;
+    const double t0 = 1000.0 * static_cast<double>(i + 1);
+    std::array<transition_record, 4> log{};
+    for (std::size_t r = 0; r < rounds; ++r) {
+      const expert_key k{0, static_cast<expert_id>(r % E)};
+      const double start = t0 + 10.0 * static_cast<double>(r);
+      thread_replay_clock::set(start);
+      if (!(r / E % 2 == 0 ? p.request_promote(k) : p.request_demote(k))) return;
+      thread_replay_clock::set(start + 1.0);
+      p.step();  // issues the copy
+      std::this_thread::yield();
+      thread_replay_clock::set(start + 1.0 + static_cast<double>(i));
+      p.step();  // publishes it
+      if (p.drain_log(log) != 1) return;
+      delays[i].push_back(log[0].queue_delay);
+    }
+    ok[i] = true;
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t i = 0; i < threads; ++i) pool.emplace_back(replay, i);
+  for (auto& t : pool) t.join();
+  for (std::size_t i = 0; i < threads; ++i) {
+    CAPTURE(i);
+    REQUIRE(ok[i]);
+    REQUIRE(delays[i].size() == rounds);
+    for (const double d : delays[i]) CHECK(d == 1.0 + static_cast<double>(i));
+  }
 }

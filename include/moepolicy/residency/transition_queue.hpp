@@ -138,6 +138,29 @@ struct replay_clock {
 
 static_assert(TransitionClock<replay_clock>);
 
+/// `replay_clock` with one clock per thread: `set` moves the calling thread's clock only, and
+/// `now` reads the calling thread's (0 until its first `set`). For replays that run at once on
+/// several threads, each stepping its own pipelines on its own thread (`step()`, never a
+/// background worker from `start()`, which would read the worker's clock): each sees its own
+/// modelled time.
+struct thread_replay_clock {
+  using rep = double;
+  using period = std::ratio<1>;
+  using duration = std::chrono::duration<double>;
+  using time_point = std::chrono::time_point<thread_replay_clock>;
+  static constexpr bool is_steady = false;
+
+  /// The time the calling thread last `set` (0 initially).
+  [[nodiscard]] static time_point now() noexcept { return time_point(duration(now_)); }
+  /// Moves the calling thread's clock to `t` seconds.
+  static void set(seconds t) noexcept { now_ = t; }
+
+ private:
+  static inline thread_local double now_ = 0.0;
+};
+
+static_assert(TransitionClock<thread_replay_clock>);
+
 /// Promotion (low → high) or demotion (high → low).
 enum class transition_kind : std::uint8_t { promotion, demotion };
 
