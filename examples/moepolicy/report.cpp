@@ -465,7 +465,7 @@ hit_ratio_data hit_ratios(const routing_trace& t, std::size_t jobs) {
   };
   // Every cache of a policy at every capacity in one walk: LRU from one stack-distance
   // pass (exactly its hits at every capacity), the policies that hear the predictor's hints
-  // in one walk sharing one predictor, the others (Belady among them) in another. Each
+  // in one walk sharing one predictor, each other policy (Belady among them) in its own. Each
   // policy's caches keep their own type, so no event goes through `any_eviction_policy`'s
   // dispatch. Not replayed, their hits being known: a pool holding every expert of its
   // layer, for a policy that caches every miss with room (`caches_misses_with_room`), and
@@ -480,19 +480,14 @@ hit_ratio_data hit_ratios(const routing_trace& t, std::size_t jobs) {
   const auto& pr = std::get<pred_reuse>(eviction_policies[pred_reuse].defaults);
   const bool size_aware_as_pred_reuse = sa.footprints.empty() && sa.smoothing == pr.smoothing && !pr.bypass;
   std::array<std::vector<bool>, num_policies> replayed;  // [policy][capacity]
-  // The policies that hear no hints in two walks of about the same length: Belady's (the only
-  // one that reads the next uses) with the score-keeping policies and LFU, and the rest.
-  const auto first_walk = [](std::string_view name) {
-    return name == "belady" || name == "score-aware" || name == "ema-score" || name == "lfu";
-  };
-  caches_by_policy plain, plain_rest, hinted;
+  caches_by_policy plain, hinted;
   const auto fill = [&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
     const auto& e = eviction_policies[I];
     replayed[I].assign(d.capacities.size(), false);
     if (e.name == "lru" || (I == size_aware && size_aware_as_pred_reuse)) return;
     using policy = std::variant_alternative_t<I, any_eviction_policy::variant_type>;
     const bool with_room = caches_misses_with_room<policy>(std::get<I>(e.defaults));
-    auto& set = std::get<I>(sticky(e.name) ? hinted : first_walk(e.name) ? plain : plain_rest);
+    auto& set = std::get<I>(sticky(e.name) ? hinted : plain);
     for (std::size_t i = 0; i < d.capacities.size(); ++i) {
       const std::uint64_t c = d.capacities[i];
       if (with_room && c >= info.num_experts) continue;
@@ -501,29 +496,47 @@ hit_ratio_data hit_ratios(const routing_trace& t, std::size_t jobs) {
     }
   };
   for_each_policy_index(fill);
-  // The four walks are independent: each a task on `jobs` threads (the longest first).
+  // The walks are independent, each a task on `jobs` threads: the policies that hear the
+  // hints together (they share one predictor), each other policy on its own (a walk's own
+  // cost, reading the trace, is about the LRU curve's, 1% of the stage), Belady's MIN (the
+  // only one that reads the next uses) first, and the LRU curve last.
+  constexpr std::size_t hinted_walk = num_policies, lru_walk = num_policies + 1;
+  std::vector<std::size_t> walks;  // a policy walked on its own, `hinted_walk` or `lru_walk`
+  for_each_policy_index([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+    if (!std::get<I>(plain).empty()) walks.push_back(I);
+  });
+  const auto belady =
+      std::find_if(walks.begin(), walks.end(), [](std::size_t I) { return eviction_policies[I].name == "belady"; });
+  if (belady != walks.end()) std::rotate(walks.begin(), belady, belady + 1);
+  walks.insert(walks.begin() + (walks.empty() ? 0 : 1), hinted_walk);
+  walks.push_back(lru_walk);
   hit_curve lru;
-  detail::task_pool pool(std::min<std::size_t>(jobs, 4));
-  pool.for_each(4, [&](std::size_t i) {
-    if (i == 0) {
-      std::apply([&](auto&... set) { static_cast<void>(replay_caches(t, {}, next_uses, set...)); }, plain);
-    } else if (i == 1) {
-      std::apply(
-          [&](auto&... set) {
-            static_cast<void>(replay_caches(t, {}, std::span<const std::uint64_t>{}, set...));  // none reads ahead
-          },
-          plain_rest);
-    } else if (i == 2) {
+  detail::task_pool pool(std::min(jobs, walks.size()));
+  pool.for_each(walks.size(), [&](std::size_t i) {
+    const std::size_t w = walks[i];
+    if (w == hinted_walk) {
       short_horizon_predictor p(hints);
       std::apply([&](auto&... set) { static_cast<void>(replay_caches_with_hints(t, {}, {}, p, set...)); }, hinted);
-    } else {
-      lru = lru_hit_curve(t, cache_shape{info.num_layers, info.num_experts, capacity_scope::per_layer});
+      return;
     }
+    if (w == lru_walk) {
+      lru = lru_hit_curve(t, cache_shape{info.num_layers, info.num_experts, capacity_scope::per_layer});
+      return;
+    }
+    for_each_policy_index([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
+      if (I != w) return;
+      auto& set = std::get<I>(plain);
+      if (eviction_policies[I].name == "belady") {
+        static_cast<void>(replay_caches(t, {}, next_uses, set));
+      } else {
+        static_cast<void>(replay_caches(t, {}, std::span<const std::uint64_t>{}, set));  // none reads ahead
+      }
+    });
   });
   std::array<std::vector<double>, num_policies> by_policy;
   for_each_policy_index([&]<std::size_t I>(std::integral_constant<std::size_t, I>) {
     std::vector<double> ran;
-    for (const auto* set : {&std::get<I>(plain), &std::get<I>(plain_rest), &std::get<I>(hinted)}) {
+    for (const auto* set : {&std::get<I>(plain), &std::get<I>(hinted)}) {
       for (const auto& c : *set) ran.push_back(c.stats().hit_ratio());
     }
     std::size_t next = 0;
