@@ -318,49 +318,64 @@ family_devices devices_for(const std::string& machine_path) {
 // ---------------------------------------------------------------------------------------
 // Plots computed from the trace itself.
 
-/// One heatmap per request: panels per layer, experts × decode steps of gate weight. When
-/// L·E·S cells would exceed what one SVG may hold (`svg::max_heatmap_cells`), consecutive
-/// decode steps share a column, which shows their mean gate weight, and the labels say how
-/// many. Calls `each(request name, svg)` for each request with decode steps, in order, so
-/// one SVG (up to about 2.4 MB) is held at a time rather than one per request.
-template <class Each>
-void activation_heatmaps(const routing_trace& t, Each&& each) {
+/// The heatmap of request `r` of `t`: panels per layer, experts × decode steps of gate
+/// weight (empty when it has no decode steps). When L·E·S cells would exceed what one SVG
+/// may hold (`svg::max_heatmap_cells`), consecutive decode steps share a column, which shows
+/// their mean gate weight, and the labels say how many.
+std::string activation_heatmap(const routing_trace& t, const request_ref& r) {
   const trace_info& info = t.info();
   const std::size_t L = info.num_layers, E = info.num_experts;
-  for (const request_ref& r : t.requests()) {
-    std::vector<step_ref> decode;
-    for (const step_ref& s : t.steps_of(r)) {
-      if (s.kind == phase::decode) decode.push_back(s);
-    }
-    if (decode.empty()) continue;
-    const std::size_t S = decode.size();
-    const std::size_t per_column = (L * E * S + svg::max_heatmap_cells - 1) / svg::max_heatmap_cells;
-    const std::size_t C = (S + per_column - 1) / per_column;
-    svg::heatmap_grid_spec spec;
-    spec.title = "Expert activations of " + r.name + " (" + std::to_string(S) + " decode steps" +
-                 (per_column > 1 ? ", " + std::to_string(per_column) + " per column" : std::string()) + ")";
-    spec.x_label = per_column > 1 ? "decode steps (mean of " + std::to_string(per_column) + " per column)"
-                                  : std::string("decode step");
-    spec.y_label = "expert";
-    spec.value_label = per_column > 1 ? "mean gate weight" : "gate weight";
-    spec.panels.resize(L);
-    for (std::size_t l = 0; l < L; ++l) {
-      spec.panels[l].title = "layer " + std::to_string(l);
-      spec.panels[l].values.assign(E, std::vector<double>(C, 0.0));
-    }
-    for (std::size_t j = 0; j < S; ++j) {
-      const std::size_t c = j / per_column;
-      const std::size_t in_column = std::min(per_column, S - c * per_column);
-      for (const batch_ref& b : t.batches_of(decode[j])) {
-        const batch_view v = t.view(b);
-        auto& m = spec.panels[b.layer].values;
-        for (std::size_t i = 0; i < v.experts.size(); ++i) {
-          m[v.experts[i]][c] +=
-              (v.weights.empty() ? 1.0 : static_cast<double>(v.weights[i])) / static_cast<double>(in_column);
-        }
+  std::vector<step_ref> decode;
+  for (const step_ref& s : t.steps_of(r)) {
+    if (s.kind == phase::decode) decode.push_back(s);
+  }
+  if (decode.empty()) return {};
+  const std::size_t S = decode.size();
+  const std::size_t per_column = (L * E * S + svg::max_heatmap_cells - 1) / svg::max_heatmap_cells;
+  const std::size_t C = (S + per_column - 1) / per_column;
+  svg::heatmap_grid_spec spec;
+  spec.title = "Expert activations of " + r.name + " (" + std::to_string(S) + " decode steps" +
+               (per_column > 1 ? ", " + std::to_string(per_column) + " per column" : std::string()) + ")";
+  spec.x_label = per_column > 1 ? "decode steps (mean of " + std::to_string(per_column) + " per column)"
+                                : std::string("decode step");
+  spec.y_label = "expert";
+  spec.value_label = per_column > 1 ? "mean gate weight" : "gate weight";
+  spec.panels.resize(L);
+  for (std::size_t l = 0; l < L; ++l) {
+    spec.panels[l].title = "layer " + std::to_string(l);
+    spec.panels[l].values.assign(E, std::vector<double>(C, 0.0));
+  }
+  for (std::size_t j = 0; j < S; ++j) {
+    const std::size_t c = j / per_column;
+    const std::size_t in_column = std::min(per_column, S - c * per_column);
+    for (const batch_ref& b : t.batches_of(decode[j])) {
+      const batch_view v = t.view(b);
+      auto& m = spec.panels[b.layer].values;
+      for (std::size_t i = 0; i < v.experts.size(); ++i) {
+        m[v.experts[i]][c] +=
+            (v.weights.empty() ? 1.0 : static_cast<double>(v.weights[i])) / static_cast<double>(in_column);
       }
     }
-    each(r.name, svg::heatmap_grid(spec));
+  }
+  return svg::heatmap_grid(spec);
+}
+
+/// One heatmap per request with decode steps (`activation_heatmap`): calls `each(request
+/// name, svg)` for each, in order. The heatmaps are drawn `jobs` requests at a time, one task
+/// each, so that at most `jobs` SVGs (up to about 2.4 MB each) are held at once rather than
+/// one per request.
+template <class Each>
+void activation_heatmaps(const routing_trace& t, std::size_t jobs, Each&& each) {
+  const std::span<const request_ref> requests = t.requests();
+  std::vector<std::string> svgs(std::max<std::size_t>(1, std::min(jobs, requests.size())));
+  detail::task_pool pool(svgs.size());
+  for (std::size_t first = 0; first < requests.size(); first += svgs.size()) {
+    const std::size_t n = std::min(svgs.size(), requests.size() - first);
+    pool.for_each(n, [&](std::size_t i) { svgs[i] = activation_heatmap(t, requests[first + i]); });
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!svgs[i].empty()) each(requests[first + i].name, svgs[i]);
+      std::string().swap(svgs[i]);
+    }
   }
 }
 
@@ -784,7 +799,7 @@ void run_report(const report_options& o) {
     bar.stage(name + ": activation heatmaps", [&] {
       md << "### Expert activations over decode steps\n\n";
       bool any = false;
-      activation_heatmaps(*trace, [&](const std::string& req, const std::string& svg) {
+      activation_heatmaps(*trace, o.jobs, [&](const std::string& req, const std::string& svg) {
         any = true;
         const std::string file = "activations-" + slug(req) + ".svg";
         write_file(dir / file, svg);
