@@ -57,7 +57,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -770,7 +769,6 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
       std::vector<policy_spec> specs;
       std::vector<std::uint8_t> series;
       std::vector<run_result> results;
-      std::exception_ptr failed;
     };
     std::vector<std::vector<std::size_t>> sets;
     std::vector<bool> done(job_specs.size(), false);
@@ -827,23 +825,16 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
         g.series.push_back(job_series[j]);
       }
     }
-    const auto replay = [&](std::size_t i) {
-      group& g = groups[i];
-      try {
-        g.results = replay_group(w, stream, hv, g.budgets, g.specs, g.series, opt, step_cap);
-      } catch (...) {
-        g.failed = std::current_exception();
-      }
-    };
-    if (opt.jobs <= 1 || groups.size() <= 1) {
-      for (std::size_t i = 0; i < groups.size(); ++i) replay(i);
-    } else {
+    if (!groups.empty()) {
+      // One thread runs them in order and stops at the first error; on several the first
+      // error a group throws stops the groups not yet started.
       detail::task_pool pool(std::min(opt.jobs, groups.size()));
-      pool.for_each(groups.size(), replay);
+      pool.for_each(groups.size(), [&](std::size_t i) {
+        group& g = groups[i];
+        g.results = replay_group(w, stream, hv, g.budgets, g.specs, g.series, opt, step_cap);
+      });
     }
     for (group& g : groups) {
-      // The first group's error in group order, as one thread would have met it.
-      if (g.failed) std::rethrow_exception(g.failed);
       for (std::size_t k = 0; k < g.members.size(); ++k) {
         unserved_total += g.results[k].left_unserved;
         ++runs;

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <filesystem>
 #include <optional>
 #include <ostream>
@@ -524,42 +523,30 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   std::ostringstream header;
   std::optional<trimoe_result> other;
   std::vector<trimoe_result> points(more ? sweep_grid.size() : 0);
-  std::vector<std::exception_ptr> failed(tasks);
-  const auto task = [&](std::size_t i) {
-    try {
-      if (i == 0) {
-        trimoe_replayer<> replayer(steps, *shape, devices, config);
-        replayer.replay_all();
-        res = replayer.result();
-        print_header(path, trace, *shape, replayer, opt, batch_why, res, header);
-      } else if (i == 1) {
-        if (!second_window) return;
-        trimoe_replay_config c = config;
-        c.window = trimoe_window::moe_span;
-        c.window_scale = 1.0;
-        c.systems = {false, false, false, false, false, true, false, false, false};
-        c.solver_gaps = false;
-        trimoe_replayer<> r(steps, *shape, devices, c);
-        r.replay_all();
-        other = r.result();
-      } else {
-        const auto& [hot, cold] = sweep_grid[i - 2];
-        points[i - 2] = sweep_point(steps, *shape, devices, config, hot, cold);
-      }
-    } catch (...) {
-      failed[i] = std::current_exception();
+  // One thread runs the tasks in order and stops at the first error; on several the first
+  // error a task throws stops the tasks not yet started.
+  detail::task_pool pool(std::min(opt.jobs, tasks));
+  pool.for_each(tasks, [&](std::size_t i) {
+    if (i == 0) {
+      trimoe_replayer<> replayer(steps, *shape, devices, config);
+      replayer.replay_all();
+      res = replayer.result();
+      print_header(path, trace, *shape, replayer, opt, batch_why, res, header);
+    } else if (i == 1) {
+      if (!second_window) return;
+      trimoe_replay_config c = config;
+      c.window = trimoe_window::moe_span;
+      c.window_scale = 1.0;
+      c.systems = {false, false, false, false, false, true, false, false, false};
+      c.solver_gaps = false;
+      trimoe_replayer<> r(steps, *shape, devices, c);
+      r.replay_all();
+      other = r.result();
+    } else {
+      const auto& [hot, cold] = sweep_grid[i - 2];
+      points[i - 2] = sweep_point(steps, *shape, devices, config, hot, cold);
     }
-  };
-  if (opt.jobs <= 1 || tasks == 1) {
-    for (std::size_t i = 0; i < tasks; ++i) task(i);
-  } else {
-    detail::task_pool pool(std::min(opt.jobs, tasks));
-    pool.for_each(tasks, task);
-  }
-  // The first replay's error in task order, as one thread would have met it.
-  for (const std::exception_ptr& e : failed) {
-    if (e) std::rethrow_exception(e);
-  }
+  });
   out << header.str();
   if (res.measured_steps == 0) {
     out << "  fewer than 2 batched steps at B = " << B << ": nothing to measure\n";
