@@ -383,9 +383,7 @@ class timeline {
     next_.resize(slots);
     for (std::size_t i = 0; i < slots; ++i) {
       const std::size_t hops = i < config_.reserved_jobs ? config_.reserved_hops : 1;
-      jobs_[i].hops.reserve(hops);
-      jobs_[i].done_seconds.reserve(hops);
-      jobs_[i].done_moved.reserve(hops);
+      if (hops > 1) jobs_[i].more.reserve(hops - 1);
     }
     free_jobs_.reserve(config_.reserved_jobs);
     free_one_hop_.reserve(config_.reserved_one_hop_jobs);
@@ -629,16 +627,10 @@ class timeline {
     j.crosses_link = false;
     for (const hop& h : hops)
       j.crosses_link = j.crosses_link || ledger_.resources[h.resource].kind == resource_kind::link;
-    if (hops.size() == 1 && j.hops.size() == 1) {
-      // A slot of one hop reused for a job of one hop (most jobs): written in place.
-      j.hops[0] = hops[0];
-      j.done_seconds[0] = 0.0;
-      j.done_moved[0] = 0;
-    } else {
-      j.hops.assign(hops.begin(), hops.end());
-      j.done_seconds.assign(hops.size(), 0.0);
-      j.done_moved.assign(hops.size(), 0);
-    }
+    j.hop_count = static_cast<std::uint32_t>(hops.size());
+    j.first = {hops[0], 0.0, 0};
+    j.more.clear();
+    for (std::size_t h = 1; h < hops.size(); ++h) j.more.push_back({hops[h], 0.0, 0});
     if (next_.size() < jobs_.size()) next_.resize(jobs_.size());
     next_[id].seq = j.seq;
     refresh_next(id);
@@ -738,19 +730,30 @@ class timeline {
     /// Idle windows before `free_at`, sorted, disjoint, none before the last settle.
     std::vector<interval> gaps;
   };
+  /// One hop of a job and what of it is placed.
+  struct hop_progress {
+    hop whole;
+    seconds done_seconds = 0.0;
+    bytes done_moved = 0;
+  };
+  /// A job slot. Its first hop is kept in the slot and the others in `more`, so that a job
+  /// of one hop (most of them) needs no memory of its own; the fields are ordered for the
+  /// smallest slot (152 bytes on x86-64), as a replay holds a slot for each job it may queue.
   struct job {
-    bool active = false;
     seconds ready = 0.0;
-    int priority = 0;
     std::uint64_t seq = 0;
-    cost_kind why = cost_kind::prefetch;
     std::uint64_t tag = 0;
     bytes payload = 0, done_bytes = 0;
     seconds first_start = -1.0, last_start = 0.0, last_end = 0.0;
+    int priority = 0;
+    std::uint32_t hop_count = 0;
+    bool active = false;
     bool crosses_link = false;
-    std::vector<hop> hops;
-    std::vector<seconds> done_seconds;
-    std::vector<bytes> done_moved;
+    cost_kind why = cost_kind::prefetch;
+    hop_progress first;
+    std::vector<hop_progress> more;
+
+    [[nodiscard]] hop_progress& at(std::size_t h) noexcept { return h == 0 ? first : more[h - 1]; }
   };
   /// A queue entry: the job, and its priority and `seq` when it was queued. The entry keeps
   /// them so that the queue stays in order after the job is cancelled and its slot reused
@@ -959,7 +962,10 @@ class timeline {
       // skipped by the test above rather than searched (the same rejection, exact, as the
       // window is the longest left).
       if (bounded && jobs_[id].done_bytes != before) {
-        for (const hop& h : jobs_[id].hops) window_[h.resource] = longest_window(h.resource, until);
+        for (std::size_t h = 0; h < jobs_[id].hop_count; ++h) {
+          const resource_id r = jobs_[id].at(h).whole.resource;
+          window_[r] = longest_window(r, until);
+        }
         // When no window left holds the shortest chunk of the jobs not yet visited, each of
         // them would be skipped by the first test: the pass ends here.
         if (may_stop) {
@@ -1002,7 +1008,7 @@ class timeline {
 
   void place_chunks(job_id id, seconds until) {
     job& j = jobs_[id];
-    const std::size_t n = j.hops.size();
+    const std::size_t n = j.hop_count;
     if (n == 1) {
       place_chunks_one_hop(id, until);
       return;
@@ -1019,8 +1025,9 @@ class timeline {
       if (until < std::numeric_limits<seconds>::infinity()) {
         const seconds margin = 1e-12 * until;
         for (std::size_t h = 0; h < n; ++h) {
-          const hop& whole = j.hops[h];
-          const seconds d = last ? whole.duration - j.done_seconds[h] : whole.duration * share - j.done_seconds[h];
+          const hop_progress& p = j.at(h);
+          const hop& whole = p.whole;
+          const seconds d = last ? whole.duration - p.done_seconds : whole.duration * share - p.done_seconds;
           if (d > window_[whole.resource] + margin) return;
         }
       }
@@ -1028,11 +1035,12 @@ class timeline {
       // remainder exactly on the last chunk.
       chunk_.resize(n);
       for (std::size_t h = 0; h < n; ++h) {
-        const hop& whole = j.hops[h];
-        seconds d = last ? whole.duration - j.done_seconds[h] : whole.duration * share - j.done_seconds[h];
-        bytes m = last ? whole.moved - j.done_moved[h]
+        const hop_progress& p = j.at(h);
+        const hop& whole = p.whole;
+        seconds d = last ? whole.duration - p.done_seconds : whole.duration * share - p.done_seconds;
+        bytes m = last ? whole.moved - p.done_moved
                        : std::min<bytes>(whole.moved, static_cast<bytes>(static_cast<double>(whole.moved) * share)) -
-                             std::min(j.done_moved[h], whole.moved);
+                             std::min(p.done_moved, whole.moved);
         chunk_[h] = {whole.resource, std::max(d, 0.0), m, whole.charge_as};
       }
       seconds s = s0;
@@ -1055,8 +1063,8 @@ class timeline {
         if (c.duration > 0.0) hold(c.resource, s, c.duration);
         charge(c.resource, c.charge_as.value_or(j.why), c.duration, c.moved);
         log(c.resource, s, c.duration, c.charge_as.value_or(j.why), c.moved, true);
-        j.done_seconds[h] += c.duration;
-        j.done_moved[h] += c.moved;
+        j.at(h).done_seconds += c.duration;
+        j.at(h).done_moved += c.moved;
         end = std::max(end, s + c.duration);
       }
       chunk_placed(id, j, size, s, end, last);
@@ -1073,8 +1081,8 @@ class timeline {
     seconds raw = 0.0;
   };
   [[nodiscard]] one_hop_chunk next_one_hop_chunk(const job& j) const noexcept {
-    return chunk_after(config_.chunk_bytes, j.payload, static_cast<double>(j.payload), j.hops[0].duration, j.done_bytes,
-                       j.done_seconds[0]);
+    return chunk_after(config_.chunk_bytes, j.payload, static_cast<double>(j.payload), j.first.whole.duration,
+                       j.done_bytes, j.first.done_seconds);
   }
   /// The next chunk of a job of one hop of `payload` bytes (`total` as a double) lasting
   /// `duration`, in chunks of `chunk` bytes, once `done_bytes` and `done_seconds` are placed.
@@ -1106,7 +1114,7 @@ class timeline {
   /// same value): its share (a division) and bytes are computed only once it fits.
   void place_chunks_one_hop(job_id id, seconds until) {
     job& j = jobs_[id];
-    const hop& whole = j.hops[0];
+    const hop& whole = j.first.whole;
     const resource_id r = whole.resource;
     state& st = state_[r];
     const cost_kind as = whole.charge_as.value_or(j.why);
@@ -1146,12 +1154,12 @@ class timeline {
       const bool fits = (s < until || (s == until && !bounded)) && s + d <= until;
       if (!fits) return;
       if (!computed) c = next_one_hop_chunk(j);
-      const bytes m = chunk_moved(whole.moved, j.done_moved[0], c);
+      const bytes m = chunk_moved(whole.moved, j.first.done_moved, c);
       const std::size_t rest = d > 0.0 ? hold(r, s, d) : no_gap;
       charge(r, as, d, m);
       log(r, s, d, as, m, true);
-      j.done_seconds[0] += d;
-      j.done_moved[0] += m;
+      j.first.done_seconds += d;
+      j.first.done_moved += m;
       const seconds end = std::max(s, s + d);
       chunk_placed(id, j, c.size, s, end, c.last);
       if (!j.active || j.done_bytes >= j.payload) {
@@ -1206,7 +1214,7 @@ class timeline {
   /// Returns whether the job landed.
   bool gap_chunks(job_id id, seconds until, seconds limit, std::size_t g, seconds s, one_hop_chunk& c) {
     job& j = jobs_[id];
-    const hop& whole = j.hops[0];
+    const hop& whole = j.first.whole;
     const resource_id r = whole.resource;
     state& st = state_[r];
     resource_account& a = ledger_.resources[r];
@@ -1217,9 +1225,9 @@ class timeline {
     const double total = static_cast<double>(payload);
     const seconds gap_end = st.gaps[g].end;
     seconds e = st.gaps[g].start;  // the previous chunk's end
-    seconds busy = a.busy_by[as], done_s = j.done_seconds[0];
+    seconds busy = a.busy_by[as], done_s = j.first.done_seconds;
     seconds last_start = j.last_start, last_end = j.last_end, horizon = ledger_.horizon;
-    bytes done_m = j.done_moved[0], done_b = j.done_bytes;
+    bytes done_m = j.first.done_moved, done_b = j.done_bytes;
     const bytes done_m0 = done_m;  // the bytes placed before the run
     MOEPOLICY_ASSERT(done_m0 <= moved);
     std::size_t ops = 0;
@@ -1268,8 +1276,8 @@ class timeline {
     a.busy_by[as] = busy;
     a.bytes_by[as] += done_m - done_m0;
     a.operations += ops;
-    j.done_seconds[0] = done_s;
-    j.done_moved[0] = done_m;
+    j.first.done_seconds = done_s;
+    j.first.done_moved = done_m;
     j.done_bytes = done_b;
     j.last_start = last_start;
     j.last_end = last_end;
@@ -1309,7 +1317,7 @@ class timeline {
   /// true when the next chunk (now in `c`) needs the gap search.
   bool stream_chunks(job_id id, seconds until, seconds limit, seconds s0, seconds d, one_hop_chunk& c) {
     job& j = jobs_[id];
-    const hop& whole = j.hops[0];
+    const hop& whole = j.first.whole;
     const resource_id r = whole.resource;
     state& st = state_[r];
     resource_account& a = ledger_.resources[r];
@@ -1319,9 +1327,9 @@ class timeline {
     const bytes moved = whole.moved, payload = j.payload, chunk = config_.chunk_bytes;
     const double total = static_cast<double>(payload);
     seconds last_gap_end = st.gaps.empty() ? -std::numeric_limits<seconds>::infinity() : st.gaps.back().end;
-    seconds free_at = st.free_at, busy = a.busy_by[as], done_s = j.done_seconds[0];
+    seconds free_at = st.free_at, busy = a.busy_by[as], done_s = j.first.done_seconds;
     seconds last_start = j.last_start, last_end = j.last_end, horizon = ledger_.horizon;
-    bytes done_m = j.done_moved[0], done_b = j.done_bytes;
+    bytes done_m = j.first.done_moved, done_b = j.done_bytes;
     const bytes done_m0 = done_m;  // the bytes placed before the run
     MOEPOLICY_ASSERT(done_m0 <= moved);
     // The latest end of the run's chunks, for the job's `last_end` and the ledger's horizon.
@@ -1341,8 +1349,8 @@ class timeline {
       a.busy_by[as] = busy;
       a.bytes_by[as] += done_m - done_m0;
       a.operations += ops;
-      j.done_seconds[0] = done_s;
-      j.done_moved[0] = done_m;
+      j.first.done_seconds = done_s;
+      j.first.done_moved = done_m;
       j.done_bytes = done_b;
       j.last_start = last_start;
       j.last_end = last_end;
@@ -1413,7 +1421,7 @@ class timeline {
   void refresh_next(job_id id) noexcept {
     const job& j = jobs_[id];
     next_chunk& c = next_[id];
-    c.one_hop = j.hops.size() == 1 && j.active && j.done_bytes < j.payload;
+    c.one_hop = j.hop_count == 1 && j.active && j.done_bytes < j.payload;
     if (!c.one_hop) return;
     set_next(id, j, next_one_hop_chunk(j));
   }
@@ -1422,7 +1430,7 @@ class timeline {
   void set_next(job_id id, const job& j, const one_hop_chunk& c) noexcept {
     next_chunk& n = next_[id];
     n.one_hop = true;
-    n.resource = j.hops[0].resource;
+    n.resource = j.first.whole.resource;
     n.earliest = std::max(j.ready, j.last_start);
     n.raw = c.raw;
     least_raw_[n.resource] = std::min(least_raw_[n.resource], n.raw);
