@@ -346,15 +346,30 @@ TEST_CASE("a sweep on several threads equals the sweep on one, system by system"
                                                {"hbm", offload_system_kind::hbm_only}};
   const decode_streams d = make_decode_streams(t, {.streams = 4});
   const std::array<offload_sweep_point, 2> points{{{48, all}, {96, all}}};
+  // Windows of 5 steps: on more than one thread the tapes hold two, and the next window is
+  // recorded while the systems run the current one (the last one short).
+  constexpr std::size_t window = 5;
+  REQUIRE(d.num_steps() > 2 * window);
+  REQUIRE(d.num_steps() % window != 0);
+  const std::vector<detail::recorded_prefill> no_prefills;
+  const detail::prediction_tape tape(cxl_moe_system().prefetch, t.info(), d, no_prefills, false, window, 2);
+  CHECK(tape.window() == window);
+  CHECK(tape.held_steps() == 2 * window);
   replay_progress one_progress;
   const std::vector<offload_replay_result> one =
       replay_offload_sweep(t, d, gpu, m, points, {.progress = &one_progress, .jobs = 1});
+  // Windows of any size give the same results.
+  const std::vector<offload_replay_result> small =
+      replay_offload_sweep(t, d, gpu, m, points, {.window_steps = window, .jobs = 1});
+  for (std::size_t p = 0; p < points.size(); ++p) {
+    for (std::size_t i = 0; i < one[p].systems.size(); ++i) check_same(small[p].systems[i], one[p].systems[i]);
+  }
   // 2 and 3 threads, and more threads than systems (one per system).
   for (std::size_t jobs : {2u, 3u, 64u}) {
     CAPTURE(jobs);
     replay_progress progress;
     const std::vector<offload_replay_result> many =
-        replay_offload_sweep(t, d, gpu, m, points, {.progress = &progress, .jobs = jobs});
+        replay_offload_sweep(t, d, gpu, m, points, {.progress = &progress, .window_steps = window, .jobs = jobs});
     CHECK(progress.rows == one_progress.rows);
     REQUIRE(many.size() == one.size());
     for (std::size_t p = 0; p < points.size(); ++p) {
@@ -365,6 +380,10 @@ TEST_CASE("a sweep on several threads equals the sweep on one, system by system"
   CHECK(one[0].systems[0].decode_hits != one[0].systems[2].decode_hits);  // not trivially equal
   CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload_sweep(t, d, gpu, m, points, {.jobs = 0})),
                        "moepolicy::replay_offload_sweep: jobs must be >= 1, got 0", invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload_sweep(t, d, gpu, m, points, {.window_steps = 0})),
+                       "moepolicy::replay_offload_sweep: window_steps must be >= 1, got 0", invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload(t, gpu, m, all, {.window_steps = 0})),
+                       "moepolicy::replay_offload: window_steps must be >= 1, got 0", invalid_argument);
   CHECK_THROWS_WITH_AS(static_cast<void>(replay_offload(t, gpu, m, all, {.jobs = 0})),
                        "moepolicy::replay_offload: jobs must be >= 1, got 0", invalid_argument);
 }

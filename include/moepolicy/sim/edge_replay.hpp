@@ -150,10 +150,12 @@ struct edge_replay_config {
   /// the processor's caches (24 systems stepping one step at a time ran about 50% slower
   /// than one after another). Any value >= 1 gives the same results.
   std::size_t block_steps = 64;
-  /// Threads a replay's systems share, the caller's included (at most one per system): a
-  /// block's prediction tapes and price tables are recorded in parallel (one task per
-  /// tape), then the systems step through the block in parallel (one task per system),
-  /// each on its own timeline and cache. The results are the same for every value.
+  /// Threads a replay's systems share, the caller's included (at most one per system): the
+  /// systems step through a block in parallel (one task per system, each on its own
+  /// timeline and cache) while the next block's prediction tapes and price tables are
+  /// recorded (one task per tape, handed out first), so that a thread that finishes its
+  /// system takes another's task rather than waiting for the tapes. The results are the
+  /// same for every value.
   std::size_t jobs = 1;
 };
 
@@ -800,6 +802,10 @@ requires DenseComputeCost<Gpu>
   std::vector<std::unique_ptr<edge_prices<Gpu, Cpu>>> prices;
   runs.reserve(systems);
   outs.reserve(systems);
+  // On more than one thread the tapes and the price tables hold two blocks: the next is
+  // recorded while the systems run the current one.
+  const std::size_t block = cfg.block_steps;
+  const std::size_t blocks_held = std::min(cfg.jobs, systems) > 1 ? 2 : 1;
   for (std::size_t i = 0; i < points.size(); ++i) {
     for (const edge_system_config& sc : points[i].systems) {
       edge_system_result& out = results[i].systems.emplace_back();
@@ -811,7 +817,7 @@ requires DenseComputeCost<Gpu>
         tape = it != tapes.end() ? it->get()
                                  : tapes
                                        .emplace_back(std::make_unique<edge_prediction_tape>(
-                                           sc.predictor, cfg.predictor_tokens, cfg.block_steps, d))
+                                           sc.predictor, cfg.predictor_tokens, blocks_held * block, d))
                                        .get();
       }
       const auto pi =
@@ -819,69 +825,114 @@ requires DenseComputeCost<Gpu>
       const edge_prices<Gpu, Cpu>& price = pi != prices.end()
                                                ? **pi
                                                : *prices.emplace_back(std::make_unique<edge_prices<Gpu, Cpu>>(
-                                                     *points[i].gpu, cpu, shape, cfg.pass, cfg.block_steps, d));
+                                                     *points[i].gpu, cpu, shape, cfg.pass, blocks_held * block, d));
       runs.push_back(
           make_edge_run(*points[i].gpu, cpu, shape, sc, cfg, points[i].cache_experts, d, tape, price, typed));
       outs.push_back(&out);
     }
   }
   // Lockstep by blocks of steps: each step's inputs, predictions and prices once, then
-  // every system's passes of the block, each on its own timeline and cache.
+  // every system's passes of the block, each on its own timeline and cache. On one thread
+  // each block is prepared, recorded, then run. On more, the first block is prepared and
+  // recorded (the tapes and price tables, each one task, in parallel), then for each block
+  // the next one's inputs are prepared (into the other of two sets; its steps' slots in the
+  // tapes are the other half) and each batch of tasks records the next block (its first
+  // tasks, handed out first: a tape is a long task) and runs the current one (a task per
+  // system): a slot being recorded is never read.
   const routing_trace& b = d.batched();
   const std::size_t L = b.info().num_layers;
   // A block's inputs; the vectors never grow past their reservations, so the spans into
   // them stay valid.
-  std::vector<std::uint64_t> contexts;
-  const std::size_t block = cfg.block_steps;
-  contexts.reserve(block * d.num_streams());
-  std::vector<batch_view> views;
-  views.reserve(block * L);
-  std::vector<edge_step_inputs> inputs(block);
-  std::vector<std::size_t> context_at(block + 1), view_at(block + 1);
-  for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
-  task_pool pool(std::max<std::size_t>(1, std::min(cfg.jobs, runs.size())));
-  for (std::size_t s0 = 0; s0 < d.num_steps(); s0 += block) {
-    const std::size_t n = std::min(block, d.num_steps() - s0);
-    contexts.clear();
-    views.clear();
+  struct block_inputs {
+    std::vector<std::uint64_t> contexts;
+    std::vector<batch_view> views;
+    std::vector<edge_step_inputs> inputs;
+    std::vector<std::size_t> context_at, view_at;
+  };
+  std::vector<block_inputs> sets(blocks_held);
+  for (block_inputs& set : sets) {
+    set.contexts.reserve(block * d.num_streams());
+    set.views.reserve(block * L);
+    set.inputs.resize(block);
+    set.context_at.resize(block + 1);
+    set.view_at.resize(block + 1);
+  }
+  // Block `k`'s inputs (from step `s0`, `n` steps) into its set, slots from `(k % blocks_held) × block`.
+  const auto prepare = [&](std::size_t k, std::size_t s0, std::size_t n) {
+    block_inputs& set = sets[k % blocks_held];
+    set.contexts.clear();
+    set.views.clear();
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t s = s0 + i;
-      edge_step_inputs& in = inputs[i];
+      edge_step_inputs& in = set.inputs[i];
       in = edge_step_inputs{};
-      in.slot = i;
-      context_at[i] = contexts.size();
-      for (const stream_token& tk : d.tokens(s)) contexts.push_back(tk.context);
-      view_at[i] = views.size();
+      in.slot = (k % blocks_held) * block + i;
+      set.context_at[i] = set.contexts.size();
+      for (const stream_token& tk : d.tokens(s)) set.contexts.push_back(tk.context);
+      set.view_at[i] = set.views.size();
       const auto batches = b.batches_of(b.steps()[s]);
       for (const batch_ref& ref : batches) in.rows += ref.num_rows;
       // The batches a pass visits: one per MoE layer, in layer order.
       std::size_t bi = 0;
       for (std::size_t l = 0; l < L; ++l) {
         if (bi >= batches.size() || batches[bi].layer != l) continue;
-        views.push_back(b.view(batches[bi++]));
+        set.views.push_back(b.view(batches[bi++]));
       }
     }
-    context_at[n] = contexts.size();
-    view_at[n] = views.size();
+    set.context_at[n] = set.contexts.size();
+    set.view_at[n] = set.views.size();
     for (std::size_t i = 0; i < n; ++i) {
-      edge_step_inputs& in = inputs[i];
-      in.contexts = std::span<const std::uint64_t>(contexts).subspan(context_at[i], context_at[i + 1] - context_at[i]);
+      edge_step_inputs& in = set.inputs[i];
+      in.contexts = std::span<const std::uint64_t>(set.contexts)
+                        .subspan(set.context_at[i], set.context_at[i + 1] - set.context_at[i]);
       in.reads = decode_cached_reads(in.contexts);
-      in.batches = std::span<const batch_view>(views).subspan(view_at[i], view_at[i + 1] - view_at[i]);
+      in.batches = std::span<const batch_view>(set.views).subspan(set.view_at[i], set.view_at[i + 1] - set.view_at[i]);
     }
-    // The tapes and the price tables (each one task), then the systems (each one task).
-    pool.for_each(tapes.size() + prices.size(), [&](std::size_t t) {
-      for (std::size_t i = 0; i < n; ++i) {
-        if (t < tapes.size()) {
-          tapes[t]->record(i, inputs[i].batches);
-        } else {
-          prices[t - tapes.size()]->price_step(i, inputs[i].contexts.size(), inputs[i].reads);
-        }
+  };
+  const std::size_t recorders = tapes.size() + prices.size();
+  // Recorder `t` (a tape, then a price table) over block `k`'s `n` prepared steps.
+  const auto record = [&](std::size_t t, std::size_t k, std::size_t n) {
+    const block_inputs& set = sets[k % blocks_held];
+    for (std::size_t i = 0; i < n; ++i) {
+      const edge_step_inputs& in = set.inputs[i];
+      if (t < tapes.size()) {
+        tapes[t]->record(in.slot, in.batches);
+      } else {
+        prices[t - tapes.size()]->price_step(in.slot, in.contexts.size(), in.reads);
       }
-    });
-    pool.for_each(runs.size(), [&](std::size_t r) {
-      for (std::size_t i = 0; i < n; ++i) runs[r]->step(s0 + i, inputs[i], *outs[r]);
-    });
+    }
+  };
+  const auto run = [&](std::size_t r, std::size_t k, std::size_t s0, std::size_t n) {
+    const block_inputs& set = sets[k % blocks_held];
+    for (std::size_t i = 0; i < n; ++i) runs[r]->step(s0 + i, set.inputs[i], *outs[r]);
+  };
+  for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
+  task_pool pool(std::max<std::size_t>(1, std::min(cfg.jobs, runs.size())));
+  const std::size_t steps = d.num_steps();
+  const auto block_size = [&](std::size_t s0) { return s0 < steps ? std::min(block, steps - s0) : std::size_t{0}; };
+  if (steps > 0) {
+    prepare(0, 0, block_size(0));
+    pool.for_each(recorders, [&](std::size_t t) { record(t, 0, block_size(0)); });
+  }
+  for (std::size_t k = 0, s0 = 0; s0 < steps; ++k, s0 += block) {
+    const std::size_t n = block_size(s0), next = block_size(s0 + block);
+    if (blocks_held == 2) {
+      if (next > 0) prepare(k + 1, s0 + block, next);
+      const std::size_t ahead = next > 0 ? recorders : 0;
+      pool.for_each(ahead + runs.size(), [&](std::size_t i) {
+        if (i < ahead) {
+          record(i, k + 1, next);
+        } else {
+          run(i - ahead, k, s0, n);
+        }
+      });
+    } else {
+      pool.for_each(runs.size(), [&](std::size_t r) { run(r, k, s0, n); });
+      if (next > 0) {
+        prepare(k + 1, s0 + block, next);
+        pool.for_each(recorders, [&](std::size_t t) { record(t, k + 1, next); });
+      }
+    }
   }
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->finish(*outs[r]);
   return results;

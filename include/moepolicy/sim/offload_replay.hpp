@@ -202,10 +202,17 @@ struct offload_replay_config {
   bytes chunk_bytes = bytes{8} << 20;
   /// When set, each system's steps add their rows to it (a progress line).
   replay_progress* progress = nullptr;
-  /// Threads a replay's systems share, the caller's included (at most one per system): a
-  /// window of steps' prediction tapes and prices are recorded in parallel (one task per
-  /// tape), then the systems step through the window in parallel (one task per system),
-  /// each on its own timeline and cache. The results are the same for every value.
+  /// Most batched steps a lockstep walk (`replay_offload_sweep`) records at once (fewer
+  /// when a window of predictions or prices would outgrow about 256 KiB): each system runs
+  /// the whole window before the next one does, so that its timeline and cache stay in the
+  /// processor's caches. Any value >= 1 gives the same results.
+  std::size_t window_steps = 64;
+  /// Threads a replay's systems share, the caller's included (at most one per system): the
+  /// systems step through a window of steps in parallel (one task per system, each on its
+  /// own timeline and cache) while the next window's prediction tapes and prices are
+  /// recorded (one task per tape, handed out first), so that a thread that finishes its
+  /// system takes another's task rather than waiting for the tapes. The results are the
+  /// same for every value.
   std::size_t jobs = 1;
 };
 
@@ -434,9 +441,10 @@ class stream_predictors {
 /// (`at`) in the order its passes would have computed them. Segments of a step: its
 /// prefill passes in token order, then its decode pass. The tape holds a window of
 /// consecutive steps (`window()`, sized at construction so that the window stays small
-/// beside a system's own state): the replay records a window, then runs each system
-/// through all of it before the next system, so that a system's timeline and cache stay
-/// in the processor's caches for the window's steps instead of one.
+/// beside a system's own state), or two (`held`): the replay records a window, then runs
+/// each system through all of it before the next system, so that a system's timeline and
+/// cache stay in the processor's caches for the window's steps instead of one; holding
+/// two, it records the next window while the systems run the current one.
 class prediction_tape {
  public:
   struct layer_prediction {
@@ -450,7 +458,8 @@ class prediction_tape {
   };
 
   prediction_tape(const offload_prefetch_config& c, const trace_info& info, const decode_streams& d,
-                  const std::vector<recorded_prefill>& prefills, bool prefills_on)
+                  const std::vector<recorded_prefill>& prefills, bool prefills_on, std::size_t window_steps = 64,
+                  std::size_t held = 1)
       : config_(c),
         d_(d),
         prefills_(prefills),
@@ -469,10 +478,12 @@ class prediction_tape {
       most = std::max(most, n);
     }
     step_cells_ = (most + 1) * L_;
-    // About 256 KiB of scores and plans per window, 1 to 64 steps.
+    // About 256 KiB of scores and plans per window, 1 to `window_steps` steps.
     const std::size_t step_bytes = step_cells_ * E_ * (sizeof(float) + sizeof(queued_expert));
-    window_ = std::clamp<std::size_t>((std::size_t{256} << 10) / std::max<std::size_t>(step_bytes, 1), 1, 64);
-    const std::size_t cells = window_ * step_cells_;
+    window_ = std::clamp<std::size_t>((std::size_t{256} << 10) / std::max<std::size_t>(step_bytes, 1), 1,
+                                      std::max<std::size_t>(window_steps, 1));
+    slots_ = window_ * std::clamp<std::size_t>(held, 1, 2);
+    const std::size_t cells = slots_ * step_cells_;
     predicting_.assign(cells, 0);
     plan_sizes_.assign(cells, 0);
     positive_.assign(cells, 0);
@@ -486,16 +497,18 @@ class prediction_tape {
            c.depth == config_.depth && c.recency_decay == config_.recency_decay;
   }
 
-  /// Steps the tape holds at once: `record` steps `first` to `first + window() - 1` before
-  /// any is read.
+  /// Steps of a window: `record` steps `first` to `first + window() - 1` before any is
+  /// read.
   [[nodiscard]] std::size_t window() const noexcept { return window_; }
+  /// Steps the tape holds at once: `window()` times the windows held (1 or 2).
+  [[nodiscard]] std::size_t held_steps() const noexcept { return slots_; }
 
   /// Observes batched step `s` (its prefills, then its decode pass) and records each
-  /// layer's prediction, as `offload_run` made them before, in the window's slot of `s`:
-  /// steps are recorded in order, and `at` reads those of the last `window()` recorded. No
-  /// allocation.
+  /// layer's prediction, as `offload_run` made them before, in the slot of `s`: steps are
+  /// recorded in order, and `at` reads those of the last `held_steps()` recorded (a step
+  /// being recorded is not read: its slot is another step's until then). No allocation.
   void record(std::size_t s) noexcept {
-    const std::size_t base = (s % window_) * step_cells_;
+    const std::size_t base = slot(s);
     std::size_t seg = 0;
     const auto tokens = d_.tokens(s);
     for (const stream_token& tk : tokens) {
@@ -537,14 +550,14 @@ class prediction_tape {
     predictors_.end_step();
   }
 
-  /// Layer `l`'s prediction in segment `seg` of step `s`, one of the last `window()` steps
+  /// Layer `l`'s prediction in segment `seg` of step `s`, one of the last `held_steps()`
   /// recorded.
   [[nodiscard]] layer_prediction at(std::size_t s, std::size_t seg, std::size_t l) const noexcept {
     return at_slot(slot(s), seg, l);
   }
-  /// Where step `s` (one of the last `window()` recorded) is held: a pass reads its layers
-  /// with `at_slot`, the window's position computed once per pass.
-  [[nodiscard]] std::size_t slot(std::size_t s) const noexcept { return (s % window_) * step_cells_; }
+  /// Where step `s` (one of the last `held_steps()` recorded) is held: a pass reads its
+  /// layers with `at_slot`, the step's position computed once per pass.
+  [[nodiscard]] std::size_t slot(std::size_t s) const noexcept { return (s % slots_) * step_cells_; }
   /// `at(s, seg, l)` for `w = slot(s)`.
   [[nodiscard]] layer_prediction at_slot(std::size_t w, std::size_t seg, std::size_t l) const noexcept {
     MOEPOLICY_ASSERT(seg * L_ + l < step_cells_);
@@ -586,8 +599,8 @@ class prediction_tape {
   const std::vector<recorded_prefill>& prefills_;
   bool prefills_on_;
   std::size_t L_, E_, k_;
-  /// Cells (segments × layers) of one step, and steps the tape holds.
-  std::size_t step_cells_ = 0, window_ = 1;
+  /// Cells (segments × layers) of one step, steps of a window, and steps held.
+  std::size_t step_cells_ = 0, window_ = 1, slots_ = 1;
   stream_predictors predictors_;
   prefetch_queue queue_;
   std::vector<std::size_t> predicting_, plan_sizes_;
@@ -603,7 +616,7 @@ class prediction_tape {
 /// head, and each MoE layer's distinct experts (in order of first selection) with their
 /// loads and compute times, are recorded once per step (`record`) and read by every
 /// system (`at`), the same values each system computed for itself before. Holds a window
-/// of consecutive steps, as `prediction_tape` does; allocates at construction only.
+/// of consecutive steps, or two, as `prediction_tape` does; allocates at construction only.
 template <DeviceCost Gpu>
 requires DenseComputeCost<Gpu>
 class pass_price_tape {
@@ -622,10 +635,10 @@ class pass_price_tape {
   static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
 
   /// Prices on `gpu` for a model of `shape`, the passes as `pass` configures them, for the
-  /// steps of `d` (whose MoE layers are `shape`'s); at most `most` steps at once (fewer when
-  /// the window would outgrow about 256 KiB).
+  /// steps of `d` (whose MoE layers are `shape`'s); windows of at most `most` steps (fewer
+  /// when a window would outgrow about 256 KiB), `held` (1 or 2) of them at once.
   pass_price_tape(const Gpu& gpu, const model_shape& shape, const forward_pass_config& pass, const decode_streams& d,
-                  std::size_t most)
+                  std::size_t most, std::size_t held = 1)
       : gpu_(gpu), pass_(gpu, shape, pass), d_(d), L_(d.batched().info().num_layers), D_(shape.num_dense_layers) {
     const routing_trace& b = d.batched();
     const std::size_t k = b.info().top_k;
@@ -639,20 +652,24 @@ class pass_price_tape {
     const std::size_t step_bytes =
         sizeof(step_price) + D_ * sizeof(seconds) + L_ * sizeof(cell) + cap_ * (sizeof(expert_id) + sizeof(seconds));
     window_ = std::clamp<std::size_t>((std::size_t{256} << 10) / step_bytes, 1, std::max<std::size_t>(most, 1));
-    steps_.assign(window_, step_price{});
-    dense_.assign(window_ * D_, 0.0);
-    layers_.assign(window_ * L_, cell{});
-    order_.assign(window_ * cap_, 0);
-    compute_.assign(window_ * cap_, 0.0);
+    slots_ = window_ * std::clamp<std::size_t>(held, 1, 2);
+    steps_.assign(slots_, step_price{});
+    dense_.assign(slots_ * D_, 0.0);
+    layers_.assign(slots_ * L_, cell{});
+    order_.assign(slots_ * cap_, 0);
+    compute_.assign(slots_ * cap_, 0.0);
     loads_.assign(b.info().num_experts, 0);
     contexts_.reserve(d.num_streams());
   }
 
   [[nodiscard]] std::size_t window() const noexcept { return window_; }
+  /// Steps held at once: `window()` times the windows held.
+  [[nodiscard]] std::size_t held_steps() const noexcept { return slots_; }
 
-  /// Prices batched step `s` into its window slot.
+  /// Prices batched step `s` into its slot (another step's until then: `at` does not read
+  /// it meanwhile).
   void record(std::size_t s) noexcept {
-    const std::size_t w = s % window_;
+    const std::size_t w = slot(s);
     const auto tokens = d_.tokens(s);
     const std::size_t n = tokens.size();
     contexts_.clear();
@@ -691,7 +708,7 @@ class pass_price_tape {
     }
   }
 
-  /// The router and the output head of step `s`'s pass (one of the last `window()`
+  /// The router and the output head of step `s`'s pass (one of the last `held_steps()`
   /// recorded).
   [[nodiscard]] seconds router(std::size_t s) const noexcept { return steps_[slot(s)].router; }
   [[nodiscard]] seconds output_head(std::size_t s) const noexcept { return steps_[slot(s)].head; }
@@ -699,9 +716,9 @@ class pass_price_tape {
   [[nodiscard]] seconds dense_layer(std::size_t s, std::size_t i) const noexcept { return dense_[slot(s) * D_ + i]; }
   /// MoE layer `l` of step `s`'s pass.
   [[nodiscard]] layer_price at(std::size_t s, std::size_t l) const noexcept { return at_slot(slot(s), l); }
-  /// Where step `s` (one of the last `window()` recorded) is held: a pass reads its layers
-  /// with `at_slot`, the window's position computed once per pass.
-  [[nodiscard]] std::size_t slot(std::size_t s) const noexcept { return s % window_; }
+  /// Where step `s` (one of the last `held_steps()` recorded) is held: a pass reads its
+  /// layers with `at_slot`, the step's position computed once per pass.
+  [[nodiscard]] std::size_t slot(std::size_t s) const noexcept { return s % slots_; }
   /// `at(s, l)` for `w = slot(s)`.
   [[nodiscard]] layer_price at_slot(std::size_t w, std::size_t l) const noexcept {
     const cell& c = layers_[w * L_ + l];
@@ -723,7 +740,7 @@ class pass_price_tape {
   const decode_streams& d_;
   std::size_t L_;
   std::uint32_t D_;
-  std::size_t window_ = 1;
+  std::size_t window_ = 1, slots_ = 1;
   std::size_t cap_ = 0;
   std::vector<step_price> steps_;
   std::vector<seconds> dense_;
@@ -1160,7 +1177,11 @@ requires DenseComputeCost<Gpu>
   std::vector<std::unique_ptr<offload_run_steps>> runs;
   std::vector<offload_system_result*> outs;
   std::vector<std::unique_ptr<prediction_tape>> tapes;
-  pass_price_tape<Gpu> prices(gpu, shape, cfg.pass, d, 64);
+  // On more than one thread the tapes hold two windows: the next is recorded while the
+  // systems run the current one.
+  const std::size_t threads = std::max<std::size_t>(1, std::min(cfg.jobs, systems));
+  const std::size_t windows_held = threads > 1 ? 2 : 1;
+  pass_price_tape<Gpu> prices(gpu, shape, cfg.pass, d, cfg.window_steps, windows_held);
   runs.reserve(systems);
   outs.reserve(systems);
   for (std::size_t i = 0; i < points.size(); ++i) {
@@ -1187,8 +1208,10 @@ requires DenseComputeCost<Gpu>
         if (it != tapes.end()) {
           tape = it->get();
         } else {
-          tape =
-              tapes.emplace_back(std::make_unique<prediction_tape>(sc.prefetch, info, d, prefills, cfg.prefills)).get();
+          tape = tapes
+                     .emplace_back(std::make_unique<prediction_tape>(sc.prefetch, info, d, prefills, cfg.prefills,
+                                                                     cfg.window_steps, windows_held))
+                     .get();
         }
       }
       runs.push_back(
@@ -1198,26 +1221,45 @@ requires DenseComputeCost<Gpu>
   }
   // Lockstep by windows of steps: each step's predictions and prices once, then every
   // system's passes of the window's steps, each on its own timeline and cache (a system's
-  // state stays in the processor's caches for the window). With `jobs` threads, the tapes
-  // (each one task) and then the systems (each one task) of a window run in parallel.
+  // state stays in the processor's caches for the window). On one thread each window is
+  // recorded, then run. On more, the first window is recorded (the tapes, each one task,
+  // in parallel), then each batch of tasks records the next window (tasks 0 to
+  // `tapes.size()`, handed out first: a tape is a long task) and runs the current one (a
+  // task per system): the tapes hold both, and a step being recorded is never read.
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->begin(*outs[r]);
   std::size_t window = prices.window();
   for (const auto& t : tapes) window = std::min(window, t->window());
   task_pool pool(std::max<std::size_t>(1, std::min(cfg.jobs, runs.size())));
-  for (std::size_t first = 0; first < d.num_steps() && !runs.empty(); first += window) {
-    const std::size_t last = std::min(d.num_steps(), first + window);
-    pool.for_each(tapes.size() + 1, [&](std::size_t i) {
-      for (std::size_t s = first; s < last; ++s) {
-        if (i < tapes.size()) {
-          tapes[i]->record(s);
-        } else {
-          prices.record(s);
-        }
+  const std::size_t n = runs.empty() ? 0 : d.num_steps();
+  const std::size_t recorders = tapes.size() + 1;
+  const auto record = [&](std::size_t i, std::size_t from, std::size_t to) {
+    for (std::size_t s = from; s < to; ++s) {
+      if (i < tapes.size()) {
+        tapes[i]->record(s);
+      } else {
+        prices.record(s);
       }
-    });
-    pool.for_each(runs.size(), [&](std::size_t r) {
-      for (std::size_t s = first; s < last; ++s) runs[r]->step(s, *outs[r]);
-    });
+    }
+  };
+  const auto run = [&](std::size_t r, std::size_t from, std::size_t to) {
+    for (std::size_t s = from; s < to; ++s) runs[r]->step(s, *outs[r]);
+  };
+  if (n > 0) pool.for_each(recorders, [&](std::size_t i) { record(i, 0, std::min(n, window)); });
+  for (std::size_t first = 0; first < n; first += window) {
+    const std::size_t last = std::min(n, first + window), next = std::min(n, last + window);
+    if (windows_held == 2) {
+      const std::size_t ahead = next > last ? recorders : 0;
+      pool.for_each(ahead + runs.size(), [&](std::size_t i) {
+        if (i < ahead) {
+          record(i, last, next);
+        } else {
+          run(i - ahead, first, last);
+        }
+      });
+    } else {
+      pool.for_each(runs.size(), [&](std::size_t r) { run(r, first, last); });
+      if (next > last) pool.for_each(recorders, [&](std::size_t i) { record(i, last, next); });
+    }
   }
   for (std::size_t r = 0; r < runs.size(); ++r) runs[r]->finish(*outs[r]);
   return results;
@@ -1231,9 +1273,9 @@ requires DenseComputeCost<Gpu>
 ///
 /// Throws: `invalid_argument` naming `replay_offload` when the trace's layers or experts
 /// differ from the shape's MoE layers and experts, the shape does not describe its forward
-/// pass, a cached system uses Belady's policy, a predictor's configuration is bad or
-/// `cfg.jobs` is 0; what the stream formation throws; `std::system_error` when a thread
-/// cannot start.
+/// pass, a cached system uses Belady's policy, a predictor's configuration is bad, or
+/// `cfg.jobs` or `cfg.window_steps` is 0; what the stream formation throws;
+/// `std::system_error` when a thread cannot start.
 template <DeviceCost Gpu>
 requires DenseComputeCost<Gpu>
 [[nodiscard]] offload_replay_result replay_offload(const routing_trace& trace, const Gpu& gpu, const model_shape& shape,
@@ -1244,6 +1286,7 @@ requires DenseComputeCost<Gpu>
   detail::require_trace_matches(info.num_layers, info.num_experts, shape, fn);
   detail::check_offload_systems(systems, fn);
   if (cfg.jobs == 0) detail::throw_invalid(fn, "jobs must be >= 1", cfg.jobs);
+  if (cfg.window_steps == 0) detail::throw_invalid(fn, "window_steps must be >= 1", cfg.window_steps);
   const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation});
   const offload_sweep_point point{cfg.cache_experts, systems};
   return std::move(detail::replay_offload_points(trace, d, gpu, shape, std::span(&point, 1), cfg).front());
@@ -1272,6 +1315,7 @@ requires DenseComputeCost<Gpu>
   detail::require_trace_matches(info.num_layers, info.num_experts, shape, fn);
   for (const offload_sweep_point& p : points) detail::check_offload_systems(p.systems, fn);
   if (cfg.jobs == 0) detail::throw_invalid(fn, "jobs must be >= 1", cfg.jobs);
+  if (cfg.window_steps == 0) detail::throw_invalid(fn, "window_steps must be >= 1", cfg.window_steps);
   const trace_info& di = d.batched().info();
   if (d.num_steps() > 0 && (di.num_layers != info.num_layers || di.num_experts != info.num_experts)) {
     detail::throw_invalid(fn, "the decode streams' layers x experts must match the trace's " +
