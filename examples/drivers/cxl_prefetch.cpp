@@ -22,6 +22,7 @@
 
 #include "drivers/cxl_prefetch.hpp"
 
+#include "common/alongside.hpp"
 #include "common/model_match.hpp"
 #include "common/next_uses.hpp"
 #include "common/table.hpp"
@@ -264,17 +265,22 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   }
 
   // 1 and 2 in one lockstep walk over `one`'s steps: the sweep at every size, then the rest
-  // at the paper's size.
+  // at the paper's size; Belady's bound at each size beside it.
   std::vector<offload_sweep_point> points;
   for (const size_point& sz : sizes) points.push_back({sz.experts, sweep});
   points.push_back({ps.experts, rest});
-  std::vector<offload_replay_result> by_size =
-      replay_offload_sweep(trace, one, gpu, *shape, points, {.progress = opt.progress, .jobs = opt.jobs});
+  std::vector<offload_replay_result> by_size;
+  std::vector<double> belady;
+  alongside(
+      opt.jobs,
+      [&] {
+        by_size = replay_offload_sweep(trace, one, gpu, *shape, points, {.progress = opt.progress, .jobs = opt.jobs});
+      },
+      [&] { belady = belady_ratios(one.batched(), sizes); });
   offload_replay_result at = std::move(by_size.back());
   by_size.pop_back();
 
   // 1. By cache size, one stream.
-  const std::vector<double> belady = belady_ratios(one.batched(), sizes);
   // The B = 1 streams are not read again: held beside each B's, they doubled the peak.
   one = decode_streams{};
   out << "\n  B = 1 (as recorded), by cache size (one pool of FP16 experts in HBM):\n";
@@ -327,6 +333,7 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
     // B = 1 is `one`, and its Belady figure the sweep's at this size.
     std::optional<decode_streams> formed;
     if (B != 1) formed.emplace(form(B));
+    double bound = belady[paper];  // Belady's at this B, computed beside the replay
     if (B == 1) {
       // The run above: the same systems at B = 1.
       offload_replay_result r = at;
@@ -343,9 +350,16 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
         opt.progress->total.fetch_sub(rows1 * served.size(), std::memory_order_relaxed);
       }
       const offload_sweep_point point{ps.experts, served};
-      by_b.push_back(std::move(replay_offload_sweep(trace, *formed, gpu, *shape, std::span(&point, 1),
-                                                    {.progress = opt.progress, .jobs = opt.jobs})
-                                   .front()));
+      alongside(
+          opt.jobs,
+          [&] {
+            by_b.push_back(std::move(replay_offload_sweep(trace, *formed, gpu, *shape, std::span(&point, 1),
+                                                          {.progress = opt.progress, .jobs = opt.jobs})
+                                         .front()));
+          },
+          [&] {
+            if (formed->num_steps() > 0) bound = belady_ratio(formed->batched(), ps.experts);
+          });
     }
     const offload_replay_result& r = by_b.back();
     if (r.steps == 0) {
@@ -353,7 +367,6 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
           {std::to_string(B), std::string(to_string(r.formation)), "0", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
       continue;
     }
-    const double bound = formed ? belady_ratio(formed->batched(), ps.experts) : belady[paper];
     const auto& h = r.systems[0];
     const auto& p = r.systems[1];
     const auto& x = r.systems[2];

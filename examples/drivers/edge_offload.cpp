@@ -36,6 +36,7 @@
 
 #include "drivers/edge_offload.hpp"
 
+#include "common/alongside.hpp"
 #include "common/model_match.hpp"
 #include "common/next_uses.hpp"
 #include "common/table.hpp"
@@ -223,7 +224,6 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
     for (std::size_t bi = 0; bi < opt.batches.size(); ++bi) {
       const std::uint32_t B = opt.batches[bi];
       const decode_streams d = form(B);
-      const std::vector<double> belady = belady_ratios(d.batched(), cap.per_setting);
       // Every setting's systems and alpha sweep at this batch size walk the steps in one
       // lockstep sweep: per setting, one point of its systems, then one per alpha.
       std::vector<roofline_cost> gpus;
@@ -246,8 +246,16 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
         const std::size_t si = p / per_setting;
         points.push_back({&gpus[si], cap.per_setting[si], system_sets[p]});
       }
-      const std::vector<edge_replay_result> swept = replay_edge_sweep<roofline_cost>(
-          d, cpu, *shape, points, {.streams = B, .progress = opt.progress, .jobs = opt.jobs});
+      // Belady's bound at each setting's capacity, beside the sweep.
+      std::vector<edge_replay_result> swept;
+      std::vector<double> belady;
+      alongside(
+          opt.jobs,
+          [&] {
+            swept = replay_edge_sweep<roofline_cost>(d, cpu, *shape, points,
+                                                     {.streams = B, .progress = opt.progress, .jobs = opt.jobs});
+          },
+          [&] { belady = belady_ratios(d.batched(), cap.per_setting); });
       for (std::size_t si = 0; si < settings.size(); ++si) {
         const auto& set = settings[si];
         const roofline_cost& gpu = gpus[si];
