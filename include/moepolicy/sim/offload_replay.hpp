@@ -457,6 +457,9 @@ class prediction_tape {
     std::uint64_t positive = 0;
   };
 
+  /// The predictions of configuration `c` for the steps of `d`; windows of at most
+  /// `window_steps` (>= 1) steps, fewer when a window would outgrow about 256 KiB; `held` (1
+  /// or 2) windows at once. The replay validates both (asserted here).
   prediction_tape(const offload_prefetch_config& c, const trace_info& info, const decode_streams& d,
                   const std::vector<recorded_prefill>& prefills, bool prefills_on, std::size_t window_steps = 64,
                   std::size_t held = 1)
@@ -482,7 +485,8 @@ class prediction_tape {
     const std::size_t step_bytes = step_cells_ * E_ * (sizeof(float) + sizeof(queued_expert));
     window_ = std::clamp<std::size_t>((std::size_t{256} << 10) / std::max<std::size_t>(step_bytes, 1), 1,
                                       std::max<std::size_t>(window_steps, 1));
-    slots_ = window_ * std::clamp<std::size_t>(held, 1, 2);
+    MOEPOLICY_ASSERT(window_steps >= 1 && (held == 1 || held == 2));
+    slots_ = window_ * held;
     const std::size_t cells = slots_ * step_cells_;
     predicting_.assign(cells, 0);
     plan_sizes_.assign(cells, 0);
@@ -636,7 +640,8 @@ class pass_price_tape {
 
   /// Prices on `gpu` for a model of `shape`, the passes as `pass` configures them, for the
   /// steps of `d` (whose MoE layers are `shape`'s); windows of at most `most` steps (fewer
-  /// when a window would outgrow about 256 KiB), `held` (1 or 2) of them at once.
+  /// when a window would outgrow about 256 KiB), `held` (1 or 2) of them at once (`most`
+  /// >= 1 and `held` asserted).
   pass_price_tape(const Gpu& gpu, const model_shape& shape, const forward_pass_config& pass, const decode_streams& d,
                   std::size_t most, std::size_t held = 1)
       : gpu_(gpu), pass_(gpu, shape, pass), d_(d), L_(d.batched().info().num_layers), D_(shape.num_dense_layers) {
@@ -651,8 +656,9 @@ class pass_price_tape {
     }
     const std::size_t step_bytes =
         sizeof(step_price) + D_ * sizeof(seconds) + L_ * sizeof(cell) + cap_ * (sizeof(expert_id) + sizeof(seconds));
+    MOEPOLICY_ASSERT(most >= 1 && (held == 1 || held == 2));
     window_ = std::clamp<std::size_t>((std::size_t{256} << 10) / step_bytes, 1, std::max<std::size_t>(most, 1));
-    slots_ = window_ * std::clamp<std::size_t>(held, 1, 2);
+    slots_ = window_ * held;
     steps_.assign(slots_, step_price{});
     dense_.assign(slots_ * D_, 0.0);
     layers_.assign(slots_ * L_, cell{});
