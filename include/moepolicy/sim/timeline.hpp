@@ -627,7 +627,6 @@ class timeline {
     j.crosses_link = false;
     for (const hop& h : hops)
       j.crosses_link = j.crosses_link || ledger_.resources[h.resource].kind == resource_kind::link;
-    j.hop_count = static_cast<std::uint32_t>(hops.size());
     j.first = {hops[0], 0.0, 0};
     j.more.clear();
     for (std::size_t h = 1; h < hops.size(); ++h) j.more.push_back({hops[h], 0.0, 0});
@@ -738,7 +737,7 @@ class timeline {
   };
   /// A job slot. Its first hop is kept in the slot and the others in `more`, so that a job
   /// of one hop (most of them) needs no memory of its own; the fields are ordered for the
-  /// smallest slot (152 bytes on x86-64), as a replay holds a slot for each job it may queue.
+  /// smallest slot (144 bytes on x86-64), as a replay holds a slot for each job it may queue.
   struct job {
     seconds ready = 0.0;
     std::uint64_t seq = 0;
@@ -746,13 +745,14 @@ class timeline {
     bytes payload = 0, done_bytes = 0;
     seconds first_start = -1.0, last_start = 0.0, last_end = 0.0;
     int priority = 0;
-    std::uint32_t hop_count = 0;
     bool active = false;
     bool crosses_link = false;
     cost_kind why = cost_kind::prefetch;
     hop_progress first;
     std::vector<hop_progress> more;
 
+    /// Hops of the job: `first`, then `more`.
+    [[nodiscard]] std::size_t hop_count() const noexcept { return 1 + more.size(); }
     [[nodiscard]] hop_progress& at(std::size_t h) noexcept { return h == 0 ? first : more[h - 1]; }
   };
   /// A queue entry: the job, and its priority and `seq` when it was queued. The entry keeps
@@ -962,7 +962,7 @@ class timeline {
       // skipped by the test above rather than searched (the same rejection, exact, as the
       // window is the longest left).
       if (bounded && jobs_[id].done_bytes != before) {
-        for (std::size_t h = 0; h < jobs_[id].hop_count; ++h) {
+        for (std::size_t h = 0; h < jobs_[id].hop_count(); ++h) {
           const resource_id r = jobs_[id].at(h).whole.resource;
           window_[r] = longest_window(r, until);
         }
@@ -1008,7 +1008,7 @@ class timeline {
 
   void place_chunks(job_id id, seconds until) {
     job& j = jobs_[id];
-    const std::size_t n = j.hop_count;
+    const std::size_t n = j.hop_count();
     if (n == 1) {
       place_chunks_one_hop(id, until);
       return;
@@ -1421,7 +1421,7 @@ class timeline {
   void refresh_next(job_id id) noexcept {
     const job& j = jobs_[id];
     next_chunk& c = next_[id];
-    c.one_hop = j.hop_count == 1 && j.active && j.done_bytes < j.payload;
+    c.one_hop = j.more.empty() && j.active && j.done_bytes < j.payload;
     if (!c.one_hop) return;
     set_next(id, j, next_one_hop_chunk(j));
   }
