@@ -8,6 +8,8 @@
 //     decode steps across, the gate weight each expert received at each step;
 //   - prefill ↔ decode cosine similarity of expert activation counts per layer, one line per
 //     request with a prefill (Context-Aware GPU-NDP §3.2);
+//   (these two per-request figures show the first `--requests-shown` requests, 32 by
+//   default, and say how many they left out; the similarity adds a row over every request);
 //   - demand hit ratio against cache capacity (per-layer pools) for every eviction policy of
 //     cache/any_eviction_policy.hpp beside Belady's MIN; the sticky LRU and the gated policy
 //     admit only predicted experts (CXL-MoE §3), so they hear the hints of CXL-MoE's predictor as the
@@ -154,6 +156,12 @@ struct report_options {
   /// Leave out the families priced on the timed model (TriMoE, Context-Aware GPU-NDP,
   /// CXL-MoE, Edge-MoE), the slow part on a large trace.
   bool skip_timed = false;
+  /// The most requests of each trace the per-request figures show (the first in trace
+  /// order): the activation heatmaps, one SVG each, and the prefill <-> decode similarity's
+  /// lines and rows (with a row over every request when some are left out). A production
+  /// trace holds thousands of requests: at 10^8 rows of the synthetic traces, 3,125 heatmaps
+  /// took 7.1 GB.
+  std::size_t requests_shown = 32;
   /// Seconds between the periodic progress lines of a running stage (0: none).
   double progress_every = 2.0;
   /// Threads the independent replays of a stage share: the hit-ratio walks, the timed
@@ -367,23 +375,31 @@ std::string activation_heatmap(const routing_trace& t, const request_ref& r) {
 /// report's to 1.63 times the file, for a stage of under 0.5 s.
 inline constexpr std::size_t max_heatmaps_at_once = 4;
 
-/// One heatmap per request with decode steps (`activation_heatmap`): calls `each(request
-/// name, svg)` for each, in order. The heatmaps are drawn min(`jobs`,
+/// One heatmap per request with decode steps (`activation_heatmap`), for the first `shown`
+/// of them in trace order: calls `each(request name, svg)` for each, in order, and returns
+/// how many requests have decode steps. The heatmaps are drawn min(`jobs`,
 /// `max_heatmaps_at_once`) requests at a time, one task each, so that at most that many SVGs
 /// are held at once rather than one per request.
 template <class Each>
-void activation_heatmaps(const routing_trace& t, std::size_t jobs, Each&& each) {
-  const std::span<const request_ref> requests = t.requests();
-  std::vector<std::string> svgs(std::max<std::size_t>(1, std::min({jobs, max_heatmaps_at_once, requests.size()})));
+std::size_t activation_heatmaps(const routing_trace& t, std::size_t jobs, std::size_t shown, Each&& each) {
+  std::vector<const request_ref*> requests;
+  for (const request_ref& r : t.requests()) {
+    const auto steps = t.steps_of(r);
+    if (std::any_of(steps.begin(), steps.end(), [](const step_ref& s) { return s.kind == phase::decode; }))
+      requests.push_back(&r);
+  }
+  const std::size_t drawn = std::min(shown, requests.size());
+  std::vector<std::string> svgs(std::max<std::size_t>(1, std::min({jobs, max_heatmaps_at_once, drawn})));
   detail::task_pool pool(svgs.size());
-  for (std::size_t first = 0; first < requests.size(); first += svgs.size()) {
-    const std::size_t n = std::min(svgs.size(), requests.size() - first);
-    pool.for_each(n, [&](std::size_t i) { svgs[i] = activation_heatmap(t, requests[first + i]); });
+  for (std::size_t first = 0; first < drawn; first += svgs.size()) {
+    const std::size_t n = std::min(svgs.size(), drawn - first);
+    pool.for_each(n, [&](std::size_t i) { svgs[i] = activation_heatmap(t, *requests[first + i]); });
     for (std::size_t i = 0; i < n; ++i) {
-      if (!svgs[i].empty()) each(requests[first + i].name, svgs[i]);
+      each(requests[first + i]->name, svgs[i]);
       std::string().swap(svgs[i]);
     }
   }
+  return requests.size();
 }
 
 struct similarity_data {
@@ -815,14 +831,18 @@ void run_report(const report_options& o) {
     // Heatmaps.
     bar.stage(name + ": activation heatmaps", [&] {
       md << "### Expert activations over decode steps\n\n";
-      bool any = false;
-      activation_heatmaps(*trace, o.jobs, [&](const std::string& req, const std::string& svg) {
-        any = true;
-        const std::string file = "activations-" + slug(req) + ".svg";
-        write_file(dir / file, svg);
-        md << "![activations of " << req << "](" << name << "/" << file << ")\n\n";
-      });
-      if (!any) md << "No request has decode steps.\n\n";
+      const std::size_t with_decode =
+          activation_heatmaps(*trace, o.jobs, o.requests_shown, [&](const std::string& req, const std::string& svg) {
+            const std::string file = "activations-" + slug(req) + ".svg";
+            write_file(dir / file, svg);
+            md << "![activations of " << req << "](" << name << "/" << file << ")\n\n";
+          });
+      if (with_decode == 0) {
+        md << "No request has decode steps.\n\n";
+      } else if (with_decode > o.requests_shown) {
+        md << "Heatmaps of the first " << o.requests_shown << " of the " << with_decode
+           << " requests with decode steps (`--requests-shown` sets how many).\n\n";
+      }
     });
 
     // Similarity.
@@ -838,7 +858,8 @@ void run_report(const report_options& o) {
       spec.x_label = "MoE layer";
       spec.y_label = "cosine similarity";
       spec.y_range = svg::value_range{0.0, 1.0};
-      for (std::size_t i = 0; i < s.requests.size(); ++i) {
+      const std::size_t shown = std::min(o.requests_shown, s.requests.size());
+      for (std::size_t i = 0; i < shown; ++i) {
         svg::series line{s.requests[i], {}, {}};
         for (std::size_t l = 0; l < s.per_layer[i].size(); ++l) {
           line.x.push_back(static_cast<double>(l));
@@ -846,13 +867,28 @@ void run_report(const report_options& o) {
         }
         spec.lines.push_back(std::move(line));
       }
-      write_file(dir / "similarity.svg", svg::line_chart(spec));
-      md << "![prefill-decode similarity](" << name << "/similarity.svg)\n\n"
-         << "| request | mean over layers | min layer | max layer |\n|---|---:|---:|---:|\n";
+      if (shown != 0) {
+        write_file(dir / "similarity.svg", svg::line_chart(spec));
+        md << "![prefill-decode similarity](" << name << "/similarity.svg)\n\n";
+      }
+      md << "| request | mean over layers | min layer | max layer |\n|---|---:|---:|---:|\n";
+      // Every request's figures, its row only for the first `shown`; beyond them a row over
+      // all: the mean of their means, the lowest layer and the highest of any.
+      std::vector<double> means, mins, maxes;
       for (std::size_t i = 0; i < s.requests.size(); ++i) {
         const defined_summary d = summarize_defined(s.per_layer[i]);
+        means.push_back(d.mean);
+        mins.push_back(d.min);
+        maxes.push_back(d.max);
+        if (i >= shown) continue;
         md << "| " << s.requests[i] << " | " << fixed(d.mean, 3) << " | " << fixed(d.min, 3) << " | " << fixed(d.max, 3)
            << " |\n";
+      }
+      if (s.requests.size() > shown) {
+        md << "| all " << s.requests.size() << " requests | " << fixed(summarize_defined(means).mean, 3) << " | "
+           << fixed(summarize_defined(mins).min, 3) << " | " << fixed(summarize_defined(maxes).max, 3) << " |\n\n"
+           << "Lines and rows of the first " << shown << " of the " << s.requests.size()
+           << " requests with both phases, and a row over all of them (`--requests-shown` sets how many).\n";
       }
       md << "\nContext-Aware GPU-NDP §3.2 reports 0.89 on Mixtral-8x7B.\n\n";
     });
@@ -1009,6 +1045,12 @@ void add_report(CLI::App& app) {
                       std::string(report_manifest_name) + ")")
       ->capture_default_str();
   cmd->add_flag("--force", opt->force, "Replace --out even when it holds files no earlier report wrote");
+  cmd->add_option("--requests-shown", opt->requests_shown,
+                  "The most requests of each trace the per-request figures show, the first in trace order: the "
+                  "activation heatmaps (one SVG each) and the prefill <-> decode similarity's lines and rows (with a "
+                  "row over all requests when some are left out); the report says how many it left out")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--progress-every", opt->progress_every,
                   "Seconds between the progress lines a running stage prints on stderr (rows of its timed replays "
                   "done and planned, rows per second); 0 prints none")
