@@ -41,6 +41,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -75,6 +76,7 @@
 #include "drivers/reuse_eviction.hpp"
 #include "drivers/trimoe.hpp"
 #include "moepolicy/cache/any_eviction_policy.hpp"
+#include "moepolicy/detail/span_meter.hpp"
 #include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/io/machine_json.hpp"
 #include "moepolicy/io/read_trace.hpp"
@@ -167,18 +169,32 @@ struct report_options {
   /// Threads the independent replays of a stage share: the hit-ratio walks, the timed
   /// prefetching walks, and the systems of the CXL-MoE and Edge-MoE lockstep replays.
   std::size_t jobs = examples::default_jobs();
+  /// Print each stage's CPU time (all threads) and span on stderr, and the run's.
+  bool span = false;
 };
+
+/// The CPU time of every thread of the process, in seconds.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 
 /// Progress on stderr: one line per stage with its elapsed time and, for a stage longer
 /// than `long_seconds`, the routing rows of its trace per second; while a stage runs, every
 /// `every` seconds (0: never) a line with the rows its timed replays have processed out of
 /// those they plan, and their rate (report_progress.hpp); at the end of a run longer than
-/// `long_seconds`, the rows of all traces per second. Never in the report itself.
+/// `long_seconds`, the rows of all traces per second. With `span`, each stage's line and the
+/// run's add their CPU time (every thread's) and their span: the CPU time of the longest
+/// chain of work that runs one after another as the stage hands tasks to its pools
+/// (detail/span_meter.hpp), so that on P cores a stage cannot take less than
+/// max(CPU / P, span). Never in the report itself.
 class progress {
  public:
   static constexpr double long_seconds = 2.0;
 
-  progress(std::size_t total, double every) : total_(total), every_(every), start_(std::chrono::steady_clock::now()) {}
+  progress(std::size_t total, double every, bool span = false)
+      : total_(total), every_(every), span_(span), start_(std::chrono::steady_clock::now()) {}
   /// The routing rows of the trace the next stages work on.
   void rows(std::uint64_t n) {
     rows_ = n;
@@ -195,6 +211,9 @@ class progress {
     meter_.total = 0;
     bool ticked = false;  // written by the ticker's thread only, read after it has joined
     const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = span_ ? process_cpu_seconds() : 0.0;
+    std::optional<detail::span_meter> chain;
+    if (span_) chain.emplace();
     {
       const progress_ticker ticker(every_, [&](double elapsed) {
         std::cerr << (ticked ? "" : "\n")
@@ -212,10 +231,18 @@ class progress {
     // stage's peak would otherwise stack on what the stages before it left.
     malloc_trim(0);
 #endif
+    const double stage_span = chain ? chain->stop() : 0.0;
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
     // After periodic lines the stage's line is repeated whole, with its time.
     if (ticked) std::cerr << "report: " << head << " ...";
-    std::cerr << ' ' << fixed(dt.count(), 1) << " s" << rate(rows_, dt.count()) << '\n';
+    std::cerr << ' ' << fixed(dt.count(), 1) << " s" << rate(rows_, dt.count());
+    if (span_) {
+      const double cpu = process_cpu_seconds() - cpu0;
+      cpu_ += cpu;
+      span_sum_ += stage_span;
+      std::cerr << "; CPU " << fixed(cpu, 2) << " s, span " << fixed(stage_span, 2) << " s";
+    }
+    std::cerr << '\n';
     for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
     notes_.clear();
   }
@@ -228,6 +255,11 @@ class progress {
       std::cerr << "report: " << all_rows_ << " routing rows in " << fixed(dt.count(), 1) << " s"
                 << rate(all_rows_, dt.count()) << '\n';
     }
+    if (span_) {
+      // The stages run one after another: the run's span is the sum of theirs.
+      std::cerr << "report: stages' CPU " << fixed(cpu_, 2) << " s, span " << fixed(span_sum_, 2)
+                << " s: on P cores no less than max(CPU / P, span)\n";
+    }
   }
 
  private:
@@ -238,6 +270,8 @@ class progress {
 
   std::size_t total_ = 0, done_ = 0;
   double every_ = 0.0;
+  bool span_ = false;
+  double cpu_ = 0.0, span_sum_ = 0.0;
   std::chrono::steady_clock::time_point start_;
   std::uint64_t rows_ = 0, all_rows_ = 0;
   std::vector<std::string> notes_;
@@ -793,7 +827,7 @@ void run_report(const report_options& o) {
      << dev.description;
 
   constexpr std::size_t stages_per_trace = 10;
-  progress bar(o.traces.size() * stages_per_trace, o.progress_every);
+  progress bar(o.traces.size() * stages_per_trace, o.progress_every, o.span);
   std::vector<std::string> used;
   for (const auto& trace_path : o.traces) {
     const fs::path path = trace_path;
@@ -1062,6 +1096,10 @@ void add_report(CLI::App& app) {
                   "default: the machine's hardware threads); the report "
                   "does not depend on it")
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  cmd->add_flag("--span", opt->span,
+                "Add to each stage's line on stderr, and to the run's, the CPU time of all threads and the span: the "
+                "CPU time of the longest chain of work that runs one after another as the stage hands tasks to its "
+                "threads (on P cores a stage takes at least max(CPU / P, span))");
   cmd->add_flag(
       "--skip-timed", opt->skip_timed,
       "Leave out the families priced on the timed model (timed prefetch, TriMoE, Context-Aware GPU-NDP, CXL-MoE, "

@@ -17,6 +17,11 @@
 // (`prlimit --data`, as the memory tests run the tool) pays the whole reservation per
 // worker, and the C library keeps the stacks of joined threads mapped for reuse. The
 // replays' tasks hold their state on the heap; none recurses.
+//
+// Under a `span_meter` on the calling thread (detail/span_meter.hpp) a batch on more than
+// one thread is measured: each task in a frame of its own on the thread that runs it, the
+// batch's longest task added to the caller's span. A batch run on the calling thread alone
+// is part of the caller's own time.
 #pragma once
 
 #include <algorithm>
@@ -38,6 +43,7 @@
 #endif
 
 #include "moepolicy/core/error.hpp"
+#include "moepolicy/detail/span_meter.hpp"
 
 namespace moepolicy::detail {
 
@@ -83,8 +89,10 @@ class task_pool {
       for (std::size_t i = 0; i < n; ++i) f(i);
       return;
     }
+    span_batch measured;
     {
       const std::lock_guard lock(m_);
+      batch_ = measured.measured() ? &measured : nullptr;
       task_ = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
       call_ = [](void* t, std::size_t i) { (*static_cast<fn_type*>(t))(i); };
       n_ = n;
@@ -98,6 +106,8 @@ class task_pool {
     std::unique_lock lock(m_);
     done_.wait(lock, [this] { return busy_ == 0; });
     task_ = nullptr;
+    batch_ = nullptr;
+    measured.finish();
     if (failed_) {
       std::exception_ptr e = std::move(failed_);
       failed_ = nullptr;
@@ -109,10 +119,15 @@ class task_pool {
  private:
   /// Takes indices of the current batch until none is left.
   void run_batch() noexcept {
+    span_batch* const measured = batch_;
     for (std::size_t i = next_.fetch_add(1, std::memory_order_relaxed); i < n_;
          i = next_.fetch_add(1, std::memory_order_relaxed)) {
       try {
-        call_(task_, i);
+        if (measured != nullptr) {
+          measured->run([&] { call_(task_, i); });
+        } else {
+          call_(task_, i);
+        }
       } catch (...) {
         const std::lock_guard lock(m_);
         if (!failed_) failed_ = std::current_exception();
@@ -196,6 +211,7 @@ class task_pool {
   // they see the new generation (the mutex orders the two).
   void* task_ = nullptr;
   void (*call_)(void*, std::size_t) = nullptr;
+  span_batch* batch_ = nullptr;  // the batch's measure, when the caller measures
   std::size_t n_ = 0;
   std::atomic<std::size_t> next_{0};
   std::size_t busy_ = 0;

@@ -1,0 +1,74 @@
+# `moepolicy report --span` adds to each stage's line on stderr its CPU time and its span
+# (detail/span_meter.hpp), and a line with the run's, and changes nothing in the report.
+#   cmake -DTOOL=<moepolicy> -DWORKDIR=<the source tree> -DTRACE=<the bundled Granite trace, from WORKDIR>
+#         -DGOLDEN=<tests/golden/report_granite.md> -DDIR=<scratch folder> -P check_report_span.cmake
+# Each stage's span is at most its CPU time (the span is a sum of CPU time spent in the stage
+# by one chain of tasks), and the run's figures are the sums of the stages' (each printed to
+# 0.01 s, so the sums may differ from them by the rounding of ten figures).
+cmake_minimum_required(VERSION 3.22)
+file(REMOVE_RECURSE ${DIR})
+
+# "12.34" as hundredths (the figures are printed with two decimals).
+function(hundredths text var)
+  if(NOT text MATCHES "^[0-9]+\\.[0-9][0-9]$")
+    message(FATAL_ERROR "not a figure with two decimals: '${text}'")
+  endif()
+  string(REPLACE "." "" h "${text}")
+  math(EXPR h "${h}")
+  set(${var} ${h} PARENT_SCOPE)
+endfunction()
+
+execute_process(COMMAND ${TOOL} report --trace ${TRACE} --jobs 3 --span --progress-every 0 --out ${DIR}/span
+  WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "report --span failed (${rc}):\n${o}${e}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${DIR}/span/index.md ${GOLDEN} RESULT_VARIABLE differ)
+if(NOT differ EQUAL 0)
+  message(FATAL_ERROR "report --span wrote another index.md than ${GOLDEN}")
+endif()
+
+# The lines hold ';', a CMake list's separator: it is read as '|'.
+string(REPLACE ";" "|" e "${e}")
+string(REGEX MATCHALL "report: \\[[0-9]+/10\\] [^\n]*" stages "${e}")
+list(LENGTH stages n)
+if(NOT n EQUAL 10)
+  message(FATAL_ERROR "${n} stage lines, expected 10:\n${e}")
+endif()
+set(cpu_sum 0)
+set(span_sum 0)
+foreach(line IN LISTS stages)
+  if(NOT line MATCHES " s\\| CPU ([0-9.]+) s, span ([0-9.]+) s$")
+    message(FATAL_ERROR "a stage's line without its CPU time and span: '${line}'")
+  endif()
+  hundredths(${CMAKE_MATCH_1} cpu)
+  hundredths(${CMAKE_MATCH_2} span)
+  if(span GREATER cpu)
+    message(FATAL_ERROR "a span above its stage's CPU time: '${line}'")
+  endif()
+  math(EXPR cpu_sum "${cpu_sum} + ${cpu}")
+  math(EXPR span_sum "${span_sum} + ${span}")
+endforeach()
+if(NOT e MATCHES "report: stages' CPU ([0-9.]+) s, span ([0-9.]+) s: on P cores no less than max\\(CPU / P, span\\)\n")
+  message(FATAL_ERROR "no line with the run's CPU time and span:\n${e}")
+endif()
+hundredths(${CMAKE_MATCH_1} cpu)
+hundredths(${CMAKE_MATCH_2} span)
+foreach(pair "cpu;cpu_sum" "span;span_sum")
+  list(GET pair 0 total)
+  list(GET pair 1 sum)
+  math(EXPR d "${${total}} - ${${sum}}")
+  if(d GREATER 5 OR d LESS -5)
+    message(FATAL_ERROR "the run's ${total} (${${total}} hundredths) is not the sum of the stages' (${${sum}}):\n${e}")
+  endif()
+endforeach()
+
+# Without --span the lines are as before.
+execute_process(COMMAND ${TOOL} report --trace ${TRACE} --skip-timed --progress-every 0 --out ${DIR}/plain
+  WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "report failed (${rc}):\n${o}${e}")
+endif()
+if(e MATCHES " s, span [0-9]|stages. CPU")
+  message(FATAL_ERROR "a span printed without --span:\n${e}")
+endif()

@@ -1,0 +1,154 @@
+// The work and the span of what a thread runs with the tasks it hands to pools
+// (detail/task_pool.hpp), in CPU seconds: the work is all the CPU time spent, the span the
+// CPU time of the longest chain of pieces that must run one after another. A batch of
+// tasks contributes its longest task's span to the span of whoever handed it out, each task
+// its own span (its own CPU time outside the batches it hands out, plus each of their
+// longest tasks'), and the caller's CPU time between batches adds to its span as it runs.
+// Whatever the number of threads, a run of this task graph on P processors takes at least
+// max(work / P, span) of CPU-bound time; with a greedy scheduler, at most work / P + span
+// (Brent's bound), scheduling and memory contention aside.
+//
+// A `span_meter` measures the span of the code that runs on its thread while it lives: it
+// opens a frame there (the thread's current frame, `current_span_frame`), and
+// `task_pool::for_each` called under a frame measures its batch with a `span_batch`, which
+// opens a frame for each task on the thread that runs it. Without a frame nothing is
+// measured and a batch costs one thread-local read. A meter opened under another frame (in
+// a measured task) counts as a batch of one task in it.
+//
+// The clock is a function of the calling thread's CPU time (`thread_cpu_seconds`, POSIX
+// `CLOCK_THREAD_CPUTIME_ID`), or any other clock a test passes (each task reads it on its
+// own thread). Reading it costs about a system call: twice per task and once per batch.
+#pragma once
+
+#include <atomic>
+#include <ctime>
+
+namespace moepolicy::detail {
+
+/// The CPU time the calling thread has used, in seconds.
+using thread_clock = double (*)() noexcept;
+
+/// `CLOCK_THREAD_CPUTIME_ID` where POSIX has it, else the process's CPU time (`std::clock`:
+/// on such a platform the span is then the work).
+[[nodiscard]] inline double thread_cpu_seconds() noexcept {
+#if defined(CLOCK_THREAD_CPUTIME_ID)
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+#else
+  return static_cast<double>(std::clock()) / CLOCKS_PER_SEC;
+#endif
+}
+
+/// What a thread measures while it runs a task (or a meter's code): the clock, the clock's
+/// reading when its current serial stretch began, its span so far, and the frame it
+/// interrupted on this thread.
+struct span_frame {
+  thread_clock clock = nullptr;
+  double since = 0.0;
+  double span = 0.0;
+  span_frame* outer = nullptr;
+};
+
+/// The calling thread's current frame, null when nothing is measured.
+inline thread_local span_frame* current_span_frame = nullptr;
+
+/// Measures one batch of tasks handed out under the current frame (none: `measured()` is
+/// false and `run` just calls): construct it on the thread that hands out the batch, call
+/// every task through `run` (on any thread), and `finish` once every task has returned
+/// (the destructor finishes too). The handing thread's time from its last stretch to here
+/// is added to its frame, then its longest task's span; its next stretch starts at
+/// `finish`.
+class span_batch {
+ public:
+  span_batch() noexcept : outer_(current_span_frame) {
+    if (outer_ != nullptr) outer_->span += outer_->clock() - outer_->since;
+  }
+  span_batch(const span_batch&) = delete;
+  span_batch& operator=(const span_batch&) = delete;
+  ~span_batch() { finish(); }
+
+  [[nodiscard]] bool measured() const noexcept { return outer_ != nullptr; }
+
+  /// Calls `f()` in a frame of its own on the calling thread (when measured): its span
+  /// joins the batch's longest, also when `f` throws.
+  template <class F>
+  void run(F&& f) {
+    if (outer_ == nullptr) {
+      f();
+      return;
+    }
+    span_frame frame{outer_->clock, outer_->clock(), 0.0, current_span_frame};
+    current_span_frame = &frame;
+    struct closer {
+      span_batch& b;
+      span_frame& frame;
+      ~closer() {
+        frame.span += frame.clock() - frame.since;
+        current_span_frame = frame.outer;
+        double seen = b.longest_.load(std::memory_order_relaxed);
+        while (frame.span > seen && !b.longest_.compare_exchange_weak(seen, frame.span, std::memory_order_relaxed)) {
+        }
+      }
+    } close{*this, frame};
+    f();
+  }
+
+  /// Adds the longest task's span to the handing thread's frame and starts its next
+  /// stretch; once (later calls do nothing). Call it on the handing thread after every task
+  /// has returned.
+  void finish() noexcept {
+    if (outer_ == nullptr) return;
+    outer_->span += longest_.load(std::memory_order_relaxed);
+    outer_->since = outer_->clock();
+    outer_ = nullptr;
+  }
+
+ private:
+  span_frame* outer_;
+  std::atomic<double> longest_{0.0};
+};
+
+/// Measures the span of the code run on the constructing thread until `stop` (or the
+/// destructor), batches handed to pools included; under another frame it is a batch of one
+/// task there. Not copyable or movable: the thread's frame points into it.
+class span_meter {
+ public:
+  /// Starts measuring on the calling thread with `clock`.
+  explicit span_meter(thread_clock clock = thread_cpu_seconds) noexcept : frame_{clock, 0.0, 0.0, current_span_frame} {
+    // Under another frame the outer stretch ends here.
+    if (frame_.outer != nullptr) frame_.outer->span += frame_.outer->clock() - frame_.outer->since;
+    frame_.since = clock();
+    current_span_frame = &frame_;
+  }
+  span_meter(const span_meter&) = delete;
+  span_meter& operator=(const span_meter&) = delete;
+  ~span_meter() { stop(); }
+
+  /// Stops measuring and returns the span; later calls return the same. Call it on the
+  /// constructing thread, where this meter's frame is current (every batch opened under it
+  /// has finished).
+  double stop() noexcept {
+    if (!stopped_) {
+      stopped_ = true;
+      frame_.span += frame_.clock() - frame_.since;
+      current_span_frame = frame_.outer;
+      // Under another frame: this meter's code was one task of a batch of one there.
+      if (frame_.outer != nullptr) {
+        frame_.outer->span += frame_.span;
+        frame_.outer->since = frame_.outer->clock();
+      }
+    }
+    return frame_.span;
+  }
+  /// The span measured so far, read on the measuring thread (the current stretch included).
+  [[nodiscard]] double span() const noexcept {
+    return stopped_ ? frame_.span : frame_.span + frame_.clock() - frame_.since;
+  }
+
+ private:
+  span_frame frame_;
+  bool stopped_ = false;
+};
+
+}  // namespace moepolicy::detail
