@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""bench/report_cpu.py MOEPOLICY TRACE ROWS [OUT_DIR] [--jobs N]: the CPU time and the wall
-time of each stage of `moepolicy report --trace TRACE [--jobs N]` (one report family per
+"""bench/report_cpu.py MOEPOLICY TRACE ROWS [OUT_DIR] [--jobs N] [--span]: the CPU time and the
+wall time of each stage of `moepolicy report --trace TRACE [--jobs N]` (one report family per
 stage), as seconds and microseconds per routing row, for the scale table of the README.
 Without --jobs the report uses its default (the machine's hardware threads); --jobs 1 gives
-each stage's CPU time on one thread.
+each stage's CPU time on one thread. With --span the report measures each stage's span (the
+CPU time of its longest chain of work that runs one after another, `report --span`) and the
+table adds it: on P cores a stage takes at least max(CPU / P, span).
 
 The report prints a line on stderr as each stage starts and ends (after periodic progress
 lines, which begin "report:   [", the stage's line is repeated whole with its time); this
@@ -29,11 +31,15 @@ def cpu_seconds(pid):
 def main():
     args = sys.argv[1:]
     jobs = []
+    span = "--span" in args
+    if span:
+        args.remove("--span")
+        jobs = ["--span"]
     if "--jobs" in args:
         i = args.index("--jobs")
         if i + 1 >= len(args):
             sys.exit(__doc__)
-        jobs = ["--jobs", args[i + 1]]
+        jobs += ["--jobs", args[i + 1]]
         del args[i:i + 2]
     if len(args) not in (3, 4):
         sys.exit(__doc__)
@@ -42,8 +48,9 @@ def main():
     p = subprocess.Popen([tool, "report", "--trace", trace, "--out", out, "--force"] + jobs,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     text, start, end, names = "", {}, {}, {}
-    wall_start, wall_end = {}, {}
+    wall_start, wall_end, spans = {}, {}, {}
     pattern = re.compile(r"report: \[(\d+)/\d+\] (.*?) \.\.\.( [0-9.]+ s)?")
+    span_pattern = re.compile(r"report: \[(\d+)/\d+\] .*; CPU [0-9.]+ s, span ([0-9.]+) s\n")
     last = 0.0
     while True:
         chunk = os.read(p.stderr.fileno(), 65536)
@@ -63,17 +70,29 @@ def main():
             if m.group(3):
                 end.setdefault(i, last)
                 wall_end.setdefault(i, now)
+        for m in span_pattern.finditer(text):
+            spans[int(m.group(1))] = float(m.group(2))
     p.wait()
     if p.returncode != 0:
         sys.exit(f"report_cpu: {tool} report exited with {p.returncode}")
-    stages = [(names[i], end[i] - start[i], wall_end[i] - wall_start[i]) for i in sorted(end)]
-    total = sum(s for _, s, _ in stages)
-    total_wall = sum(w for _, _, w in stages)
-    print(f"| stage | CPU s | us CPU per row | wall s | us wall per row |")
-    print(f"|---|---:|---:|---:|---:|")
-    for name, s, w in stages:
-        print(f"| {name} | {s:.2f} | {1e6 * s / rows:.2f} | {w:.2f} | {1e6 * w / rows:.2f} |")
-    print(f"| all stages | {total:.2f} | {1e6 * total / rows:.2f} | {total_wall:.2f} | {1e6 * total_wall / rows:.2f} |")
+    stages = [(names[i], end[i] - start[i], wall_end[i] - wall_start[i], spans.get(i)) for i in sorted(end)]
+    if span and any(x is None for *_, x in stages):
+        sys.exit("report_cpu: a stage's line lacks its span")
+    total = sum(s for _, s, _, _ in stages)
+    total_wall = sum(w for _, _, w, _ in stages)
+    head, rule = "| stage | CPU s | us CPU per row | wall s | us wall per row |", "|---|---:|---:|---:|---:|"
+    if span:
+        head, rule = head + " span s | us span per row |", rule + "---:|---:|"
+    print(head)
+    print(rule)
+
+    def row(name, s, w, x):
+        more = f" {x:.2f} | {1e6 * x / rows:.2f} |" if span else ""
+        print(f"| {name} | {s:.2f} | {1e6 * s / rows:.2f} | {w:.2f} | {1e6 * w / rows:.2f} |" + more)
+
+    for name, s, w, x in stages:
+        row(name, s, w, x)
+    row("all stages", total, total_wall, sum(x for *_, x in stages) if span else None)
 
 
 if __name__ == "__main__":
