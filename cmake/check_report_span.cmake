@@ -1,5 +1,8 @@
 # `moepolicy report --span` adds to each stage's line on stderr its CPU time and its span
-# (detail/span_meter.hpp), and a line with the run's, and changes nothing in the report.
+# (detail/span_meter.hpp), and a line with the run's, and changes nothing in the report; so
+# does `--stages-at-once`, whose four stages (4 to 7) then run at the same time, each line
+# with its own CPU time and span, and a line for the group whose span is the longest of
+# theirs.
 #   cmake -DTOOL=<moepolicy> -DWORKDIR=<the source tree> -DTRACE=<the bundled Granite trace, from WORKDIR>
 #         -DGOLDEN=<tests/golden/report_granite.md> -DDIR=<scratch folder> -P check_report_span.cmake
 # Each stage's span is at most its CPU time (the span is a sum of CPU time spent in the stage
@@ -63,6 +66,55 @@ foreach(pair "cpu;cpu_sum" "span;span_sum")
     message(FATAL_ERROR "the run's ${total} (${${total}} hundredths) is not the sum of the stages' (${${sum}}):\n${e}")
   endif()
 endforeach()
+
+# The same with stages 4 to 7 at once.
+execute_process(COMMAND ${TOOL} report --trace ${TRACE} --jobs 3 --span --stages-at-once --progress-every 0
+  --out ${DIR}/at-once WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "report --span --stages-at-once failed (${rc}):\n${o}${e}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${DIR}/at-once/index.md ${GOLDEN} RESULT_VARIABLE differ)
+if(NOT differ EQUAL 0)
+  message(FATAL_ERROR "report --stages-at-once wrote another index.md than ${GOLDEN}")
+endif()
+string(REPLACE ";" "|" e "${e}")
+set(longest 0)
+set(others 0)
+foreach(i RANGE 1 10)
+  if(NOT e MATCHES "report: \\[${i}/10\\] [^\n]* [0-9.]+ s(, [0-9]+ rows/s)?\\| CPU ([0-9.]+) s, span ([0-9.]+) s\n")
+    message(FATAL_ERROR "no line for stage ${i} with its CPU time and span:\n${e}")
+  endif()
+  hundredths(${CMAKE_MATCH_2} cpu)
+  hundredths(${CMAKE_MATCH_3} span)
+  if(span GREATER cpu)
+    message(FATAL_ERROR "stage ${i}'s span above its CPU time:\n${e}")
+  endif()
+  if(i GREATER_EQUAL 4 AND i LESS_EQUAL 7)
+    if(span GREATER longest)
+      set(longest ${span})
+    endif()
+  else()
+    math(EXPR others "${others} + ${span}")
+  endif()
+endforeach()
+if(NOT e MATCHES "report: \\[4-7/10\\] 4 stages at once \\.\\.\\. [0-9.]+ s\\| CPU [0-9.]+ s, span ([0-9.]+) s\n")
+  message(FATAL_ERROR "no line for the stages run at once:\n${e}")
+endif()
+hundredths(${CMAKE_MATCH_1} group)
+# The group's span is its longest stage's, and the few microseconds its task spends after
+# that stage's meter stopped (printing its line).
+math(EXPR d "${group} - ${longest}")
+if(d LESS 0 OR d GREATER 2)
+  message(FATAL_ERROR "the group's span (${group} hundredths) is not its longest stage's (${longest}):\n${e}")
+endif()
+if(NOT e MATCHES "report: stages' CPU [0-9.]+ s, span ([0-9.]+) s: on P cores")
+  message(FATAL_ERROR "no line with the run's CPU time and span:\n${e}")
+endif()
+hundredths(${CMAKE_MATCH_1} run)
+math(EXPR d "${run} - ${others} - ${group}")
+if(d GREATER 5 OR d LESS -5)
+  message(FATAL_ERROR "the run's span (${run} hundredths) is not the group's and the other stages':\n${e}")
+endif()
 
 # Without --span the lines are as before.
 execute_process(COMMAND ${TOOL} report --trace ${TRACE} --skip-timed --progress-every 0 --out ${DIR}/plain

@@ -48,6 +48,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -171,6 +172,10 @@ struct report_options {
   std::size_t jobs = examples::default_jobs();
   /// Print each stage's CPU time (all threads) and span on stderr, and the run's.
   bool span = false;
+  /// Run the four stages that read the trace held in memory (hit ratio, timed prefetch,
+  /// TriMoE, DynaExq) at the same time, each with `jobs` threads: the report's span is then
+  /// the longest of their spans rather than their sum, and its peak holds their state at once.
+  bool stages_at_once = false;
 };
 
 /// The CPU time of every thread of the process, in seconds.
@@ -246,8 +251,70 @@ class progress {
     for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
     notes_.clear();
   }
-  /// A line printed under the current stage's.
-  void note(std::string line) { notes_.push_back(std::move(line)); }
+  /// A line printed under the current stage's (from any of the stages that run at once).
+  void note(std::string line) {
+    const std::lock_guard lock(notes_mutex_);
+    notes_.push_back(std::move(line));
+  }
+
+  /// Stages `whats` (`run(i)` runs the i-th): one after another as `stage` runs each, or
+  /// with `at_once` at the same time, each a task on a thread of its own (which hands out
+  /// its own `--jobs` threads' tasks). Each prints its line as it ends, with the time since
+  /// the group began and, with `span`, its CPU time and span as its own span meter measures
+  /// them (the CPU time of its tasks on every thread: the process's cannot tell the stages
+  /// apart); then a line with the group's time, CPU time (the process's) and span, the
+  /// longest of theirs. Periodic progress lines are left out while they run.
+  template <class F>
+  void stages(bool at_once, const std::vector<std::string>& whats, F&& run) {
+    if (!at_once) {
+      for (std::size_t i = 0; i < whats.size(); ++i) stage(whats[i], [&] { run(i); });
+      return;
+    }
+    const std::size_t first = done_ + 1;
+    done_ += whats.size();
+    std::cerr << "report: [" << first << "-" << done_ << "/" << total_ << "] " << whats.size()
+              << " stages at once ...\n"
+              << std::flush;
+    const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = span_ ? process_cpu_seconds() : 0.0;
+    std::optional<detail::span_meter> chain;
+    if (span_) chain.emplace();
+    std::mutex lines;
+    {
+      // A whole stage on each thread: the stack the main thread would have (8 MiB), not a
+      // replay task's 1 MiB.
+      detail::task_pool pool(whats.size(), std::size_t{8} << 20);
+      pool.for_each(whats.size(), [&](std::size_t i) {
+        std::optional<detail::span_meter> own;
+        if (span_) own.emplace();
+        run(i);
+        const double own_span = own ? own->stop() : 0.0;
+        const double own_work = own ? own->work() : 0.0;
+        const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+        const std::lock_guard lock(lines);
+        std::cerr << "report: [" << first + i << "/" << total_ << "] " << whats[i] << " ... " << fixed(dt.count(), 1)
+                  << " s" << rate(rows_, dt.count());
+        if (span_) std::cerr << "; CPU " << fixed(own_work, 2) << " s, span " << fixed(own_span, 2) << " s";
+        std::cerr << '\n' << std::flush;
+      });
+    }
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+    const double group_span = chain ? chain->stop() : 0.0;
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    std::cerr << "report: [" << first << "-" << done_ << "/" << total_ << "] " << whats.size() << " stages at once ... "
+              << fixed(dt.count(), 1) << " s";
+    if (span_) {
+      const double cpu = process_cpu_seconds() - cpu0;
+      cpu_ += cpu;
+      span_sum_ += group_span;
+      std::cerr << "; CPU " << fixed(cpu, 2) << " s, span " << fixed(group_span, 2) << " s";
+    }
+    std::cerr << '\n';
+    for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
+    notes_.clear();
+  }
   /// The run's rate, when it was long.
   void finish() const {
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - start_;
@@ -275,6 +342,7 @@ class progress {
   std::chrono::steady_clock::time_point start_;
   std::uint64_t rows_ = 0, all_rows_ = 0;
   std::vector<std::string> notes_;
+  std::mutex notes_mutex_;
   replay_progress meter_;
 };
 
@@ -927,8 +995,16 @@ void run_report(const report_options& o) {
       md << "\nContext-Aware GPU-NDP §3.2 reports 0.89 on Mixtral-8x7B.\n\n";
     });
 
+    // The four stages that read the trace held in memory (caching, then the drivers), one
+    // after another or, with --stages-at-once, at the same time: each writes its section
+    // apart, and the sections join the page in this order.
+    const auto timed = [&](const std::string& family, auto&& f) -> section_text {
+      if (!o.skip_timed) return capture(bar, family, f);
+      bar.note(family + " did not run: --skip-timed");
+      return {false, "left out (--skip-timed)"};
+    };
     // Caching.
-    bar.stage(name + ": hit ratio against capacity", [&] {
+    const auto hit_ratio_stage = [&](std::ostream& sec) {
       const hit_ratio_data h = hit_ratios(*trace, o.jobs);
       svg::line_chart_spec spec;
       spec.title = "Demand hit ratio against cache capacity (one pool per layer)";
@@ -945,33 +1021,27 @@ void run_report(const report_options& o) {
         spec.lines.push_back(std::move(line));
       }
       write_file(dir / "hit-ratio.svg", svg::line_chart(spec));
-      md << "### Expert caching: hit ratio against capacity\n\n"
-         << "![hit ratio against capacity](" << name << "/hit-ratio.svg)\n\n"
-         << h.accesses << " demand accesses (one per distinct expert of each layer's batch), untimed; the sticky "
-         << "LRU admits only experts its predictor flagged, and the gated policy those whose caching would evict, "
-         << "so both hear the hints of CXL-MoE's predictor (" << h.hints
-         << "; the same definition as `moepolicy replay`); nothing is prefetched here — the CXL-MoE and edge "
-            "sections below replay prefetching on the timed model. Capacity counts experts, so every expert "
-            "weighs one slot and size-aware decides as pred-reuse.\n\n| capacity |";
-      for (const auto& p : h.policies) md << ' ' << p << " |";
-      md << "\n|---:|";
-      for (std::size_t p = 0; p < h.policies.size(); ++p) md << "---:|";
-      md << '\n';
+      sec << "### Expert caching: hit ratio against capacity\n\n"
+          << "![hit ratio against capacity](" << name << "/hit-ratio.svg)\n\n"
+          << h.accesses << " demand accesses (one per distinct expert of each layer's batch), untimed; the sticky "
+          << "LRU admits only experts its predictor flagged, and the gated policy those whose caching would evict, "
+          << "so both hear the hints of CXL-MoE's predictor (" << h.hints
+          << "; the same definition as `moepolicy replay`); nothing is prefetched here — the CXL-MoE and edge "
+             "sections below replay prefetching on the timed model. Capacity counts experts, so every expert "
+             "weighs one slot and size-aware decides as pred-reuse.\n\n| capacity |";
+      for (const auto& p : h.policies) sec << ' ' << p << " |";
+      sec << "\n|---:|";
+      for (std::size_t p = 0; p < h.policies.size(); ++p) sec << "---:|";
+      sec << '\n';
       for (std::size_t c = 0; c < h.capacities.size(); ++c) {
-        md << "| " << h.capacities[c] << " |";
-        for (std::size_t p = 0; p < h.policies.size(); ++p) md << ' ' << pct(h.ratio[p][c]) << " |";
-        md << '\n';
+        sec << "| " << h.capacities[c] << " |";
+        for (std::size_t p = 0; p < h.policies.size(); ++p) sec << ' ' << pct(h.ratio[p][c]) << " |";
+        sec << '\n';
       }
-      md << '\n';
-    });
-
-    // The drivers.
-    const auto timed = [&](const std::string& family, auto&& f) -> section_text {
-      if (!o.skip_timed) return capture(bar, family, f);
-      bar.note(family + " did not run: --skip-timed");
-      return {false, "left out (--skip-timed)"};
+      sec << '\n';
     };
-    bar.stage(name + ": prefetch on the timed model", [&] {
+
+    const auto prefetch_stage = [&](std::ostream& sec) {
       // The reuse_eviction driver's timed prefetching table at a quarter of a layer.
       examples::reuse_eviction::options opt;
       opt.capacities = {std::max<std::uint64_t>(1, info.num_experts / 4)};
@@ -980,43 +1050,52 @@ void run_report(const report_options& o) {
       const section_text s = timed("reuse_eviction", [&](std::ostream& os) {
         examples::reuse_eviction::run(*trace, path.filename().string(), opt, os);
       });
-      md << "### Prefetch with confidence-gated admission on the timed model (reuse_eviction)\n\n";
-      code_block(md, s);
-    });
-    bar.stage(name + ": TriMoE scheduling", [&] {
+      sec << "### Prefetch with confidence-gated admission on the timed model (reuse_eviction)\n\n";
+      code_block(sec, s);
+    };
+    const auto trimoe_stage = [&](std::ostream& sec) {
       examples::trimoe::result r;
       examples::trimoe::options opt = dev.trimoe;
       opt.jobs = o.jobs;
       const section_text s =
           timed("trimoe", [&](std::ostream& os) { r = examples::trimoe::run(path, *trace, opt, os); });
-      md << "### GPU + CPU + DIMM-NDP serving on the timed model (TriMoE)\n\n";
+      sec << "### GPU + CPU + DIMM-NDP serving on the timed model (TriMoE)\n\n";
       if (s.ok && r.measured_steps > 0) {
         write_file(dir / "makespan-per-layer.svg", trimoe_makespan_plot(r));
         write_file(dir / "devices-per-layer.svg", trimoe_device_plot(r));
-        md << "![makespan per layer](" << name << "/makespan-per-layer.svg)\n\n"
-           << "![busy time per device and layer](" << name << "/devices-per-layer.svg)\n\n";
+        sec << "![makespan per layer](" << name << "/makespan-per-layer.svg)\n\n"
+            << "![busy time per device and layer](" << name << "/devices-per-layer.svg)\n\n";
       }
-      code_block(md, s);
-    });
-    bar.stage(name + ": DynaExq residency", [&] {
+      code_block(sec, s);
+    };
+    const auto dynaexq_stage = [&](std::ostream& sec) {
       examples::dynaexq::result r;
       examples::dynaexq::options opt;
       opt.jobs = o.jobs;
       const section_text s =
           capture(bar, "dynaexq", [&](std::ostream& os) { r = examples::dynaexq::run(path, *trace, opt, os); });
-      md << "### Precision residency (DynaExq)\n\n";
+      sec << "### Precision residency (DynaExq)\n\n";
       if (s.ok) {
         for (const auto& st : r.streams) {
           const std::string share = "residency-share-" + st.name + ".svg",
                             churn = "residency-churn-" + st.name + ".svg";
           write_file(dir / share, residency_share_plot(r, st));
           write_file(dir / churn, residency_churn_plot(st));
-          md << "![high-precision share over time, " << st.name << " stream](" << name << "/" << share << ")\n\n"
-             << "![transitions over time, " << st.name << " stream](" << name << "/" << churn << ")\n\n";
+          sec << "![high-precision share over time, " << st.name << " stream](" << name << "/" << share << ")\n\n"
+              << "![transitions over time, " << st.name << " stream](" << name << "/" << churn << ")\n\n";
         }
       }
-      code_block(md, s);
-    });
+      code_block(sec, s);
+    };
+    std::array<std::ostringstream, 4> sections;
+    const std::array<std::function<void(std::ostream&)>, 4> bodies{hit_ratio_stage, prefetch_stage, trimoe_stage,
+                                                                   dynaexq_stage};
+    bar.stages(o.stages_at_once,
+               {name + ": hit ratio against capacity", name + ": prefetch on the timed model",
+                name + ": TriMoE scheduling", name + ": DynaExq residency"},
+               [&](std::size_t i) { bodies[i](sections[i]); });
+    for (const auto& part : sections) md << part.str();
+
     bar.stage(name + ": context-aware GPU + CXL-NDP", [&] {
       examples::context_aware_ndp::options opt = dev.context_aware;
       opt.loss_table = loss_table_for();
@@ -1096,6 +1175,11 @@ void add_report(CLI::App& app) {
                   "default: the machine's hardware threads); the report "
                   "does not depend on it")
       ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  cmd->add_flag("--stages-at-once", opt->stages_at_once,
+                "Run the four stages that read the trace held in memory (hit ratio, timed prefetch, TriMoE, DynaExq) "
+                "at the same time, each with --jobs threads: on many cores the report's span is then the longest of "
+                "theirs rather than their sum, at the price of a higher peak (their state held at once); the report "
+                "does not depend on it");
   cmd->add_flag("--span", opt->span,
                 "Add to each stage's line on stderr, and to the run's, the CPU time of all threads and the span: the "
                 "CPU time of the longest chain of work that runs one after another as the stage hands tasks to its "

@@ -2,7 +2,8 @@
 // per thread, as CPU time is): the span of serial code is its time, a batch adds its longest
 // task, nested batches (in other pools) add to their task's span, a batch on one thread is
 // the caller's own time, a throwing task still counts and restores the frames, a meter
-// opened under another is one task there, and without a meter nothing is measured.
+// opened under another is one task there, the work is every piece on every thread, and
+// without a meter nothing is measured.
 #include "moepolicy/detail/span_meter.hpp"
 
 #include <doctest/doctest.h>
@@ -47,8 +48,9 @@ TEST_CASE("a batch adds its longest task to the caller's span") {
   pool.for_each(cost.size(), [&](std::size_t i) { spend(cost[i]); });
   spend(1.0);
   // 1 + max(2, 5, 3) + 1, whichever threads ran the tasks (the caller's share of them is
-  // not its own time).
+  // not its own time); the work is every piece: 1 + 2 + 5 + 3 + 1.
   CHECK(m.stop() == doctest::Approx(7.0));
+  CHECK(m.work() == doctest::Approx(12.0));
 }
 
 TEST_CASE("batches one after another, each adding its longest task") {
@@ -59,6 +61,7 @@ TEST_CASE("batches one after another, each adding its longest task") {
     spend(0.5);
   }
   CHECK(m.stop() == doctest::Approx(10 * (1.0 + 0.5)));
+  CHECK(m.work() == doctest::Approx(10 * (1.0 + 3 * 0.25 + 0.5)));
 }
 
 TEST_CASE("a batch handed out in a task adds to that task's span") {
@@ -77,6 +80,7 @@ TEST_CASE("a batch handed out in a task adds to that task's span") {
     }
   });
   CHECK(m.stop() == doctest::Approx(0.5 + 8.0));
+  CHECK(m.work() == doctest::Approx(0.5 + 1.0 + 4.0 + 6.0 + 1.0 + 7.0));
 }
 
 TEST_CASE("a batch on one thread, or of one task, is the caller's own time") {
@@ -86,6 +90,7 @@ TEST_CASE("a batch on one thread, or of one task, is the caller's own time") {
   task_pool two(2);
   two.for_each(1, [&](std::size_t) { spend(1.0); });
   CHECK(m.stop() == doctest::Approx(7.0));
+  CHECK(m.work() == doctest::Approx(7.0));
 }
 
 TEST_CASE("a throwing task counts, and the frames are restored") {
@@ -114,9 +119,31 @@ TEST_CASE("a meter under another counts as one task there") {
     span_meter inner(fake_clock);
     spend(2.0);
     CHECK(inner.stop() == doctest::Approx(2.0));
+    CHECK(inner.work() == doctest::Approx(2.0));
     spend(5.0);  // after the inner meter stopped: the outer's time again
   }
   CHECK(outer.stop() == doctest::Approx(8.0));
+  CHECK(outer.work() == doctest::Approx(8.0));
+}
+
+TEST_CASE("meters in the tasks of a batch: each its own span and work, the outer's their longest and sum") {
+  // As the report runs stages at once: a meter in each task.
+  task_pool pool(3);
+  span_meter outer(fake_clock);
+  std::array<double, 3> span{}, work{};
+  pool.for_each(3, [&](std::size_t i) {
+    span_meter m(fake_clock);
+    spend(1.0);
+    task_pool inner(2);
+    inner.for_each(2, [&](std::size_t j) { spend(static_cast<double>(i + j + 1)); });
+    span[i] = m.stop();
+    work[i] = m.work();
+  });
+  // Task i: 1 + max(i + 1, i + 2) = i + 3 of span, 1 + (i + 1) + (i + 2) = 2i + 4 of work.
+  CHECK(span == std::array<double, 3>{3.0, 4.0, 5.0});
+  CHECK(work == std::array<double, 3>{4.0, 6.0, 8.0});
+  CHECK(outer.stop() == doctest::Approx(5.0));
+  CHECK(outer.work() == doctest::Approx(18.0));
 }
 
 TEST_CASE("without a meter nothing is measured") {

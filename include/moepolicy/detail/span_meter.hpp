@@ -8,8 +8,9 @@
 // max(work / P, span) of CPU-bound time; with a greedy scheduler, at most work / P + span
 // (Brent's bound), scheduling and memory contention aside.
 //
-// A `span_meter` measures the span of the code that runs on its thread while it lives: it
-// opens a frame there (the thread's current frame, `current_span_frame`), and
+// A `span_meter` measures the span and the work of the code that runs on its thread while
+// it lives (the work: the CPU time of every task under it, so that stages run at once
+// each have their own): it opens a frame there (the thread's current frame, `current_span_frame`), and
 // `task_pool::for_each` called under a frame measures its batch with a `span_batch`, which
 // opens a frame for each task on the thread that runs it. Without a frame nothing is
 // measured and a batch costs one thread-local read. A meter opened under another frame (in
@@ -40,14 +41,30 @@ using thread_clock = double (*)() noexcept;
 #endif
 }
 
+/// Adds `x` to `to` (any thread).
+inline void add_seconds(std::atomic<double>& to, double x) noexcept {
+  double seen = to.load(std::memory_order_relaxed);
+  while (!to.compare_exchange_weak(seen, seen + x, std::memory_order_relaxed)) {
+  }
+}
+
 /// What a thread measures while it runs a task (or a meter's code): the clock, the clock's
-/// reading when its current serial stretch began, its span so far, and the frame it
-/// interrupted on this thread.
+/// reading when its current serial stretch began, its span so far, the frame it
+/// interrupted on this thread, and the work of the meter it belongs to (every stretch of
+/// every frame under a meter adds to it).
 struct span_frame {
   thread_clock clock = nullptr;
   double since = 0.0;
   double span = 0.0;
   span_frame* outer = nullptr;
+  std::atomic<double>* work = nullptr;
+
+  /// Ends the current stretch: its time joins the span and the work.
+  void close_stretch() noexcept {
+    const double d = clock() - since;
+    span += d;
+    add_seconds(*work, d);
+  }
 };
 
 /// The calling thread's current frame, null when nothing is measured.
@@ -62,7 +79,7 @@ inline thread_local span_frame* current_span_frame = nullptr;
 class span_batch {
  public:
   span_batch() noexcept : outer_(current_span_frame) {
-    if (outer_ != nullptr) outer_->span += outer_->clock() - outer_->since;
+    if (outer_ != nullptr) outer_->close_stretch();
   }
   span_batch(const span_batch&) = delete;
   span_batch& operator=(const span_batch&) = delete;
@@ -78,13 +95,13 @@ class span_batch {
       f();
       return;
     }
-    span_frame frame{outer_->clock, outer_->clock(), 0.0, current_span_frame};
+    span_frame frame{outer_->clock, outer_->clock(), 0.0, current_span_frame, outer_->work};
     current_span_frame = &frame;
     struct closer {
       span_batch& b;
       span_frame& frame;
       ~closer() {
-        frame.span += frame.clock() - frame.since;
+        frame.close_stretch();
         current_span_frame = frame.outer;
         double seen = b.longest_.load(std::memory_order_relaxed);
         while (frame.span > seen && !b.longest_.compare_exchange_weak(seen, frame.span, std::memory_order_relaxed)) {
@@ -109,15 +126,18 @@ class span_batch {
   std::atomic<double> longest_{0.0};
 };
 
-/// Measures the span of the code run on the constructing thread until `stop` (or the
-/// destructor), batches handed to pools included; under another frame it is a batch of one
-/// task there. Not copyable or movable: the thread's frame points into it.
+/// Measures the span and the work of the code run on the constructing thread until `stop`
+/// (or the destructor), batches handed to pools included: the work is the CPU time of every
+/// task under it on every thread (what the pools' own threads spend outside tasks, waking
+/// and waiting, is not in it). Under another frame it is a batch of one task there, its work
+/// part of the outer meter's. Not copyable or movable: the thread's frame points into it.
 class span_meter {
  public:
   /// Starts measuring on the calling thread with `clock`.
-  explicit span_meter(thread_clock clock = thread_cpu_seconds) noexcept : frame_{clock, 0.0, 0.0, current_span_frame} {
+  explicit span_meter(thread_clock clock = thread_cpu_seconds) noexcept
+      : frame_{clock, 0.0, 0.0, current_span_frame, &work_} {
     // Under another frame the outer stretch ends here.
-    if (frame_.outer != nullptr) frame_.outer->span += frame_.outer->clock() - frame_.outer->since;
+    if (frame_.outer != nullptr) frame_.outer->close_stretch();
     frame_.since = clock();
     current_span_frame = &frame_;
   }
@@ -131,11 +151,12 @@ class span_meter {
   double stop() noexcept {
     if (!stopped_) {
       stopped_ = true;
-      frame_.span += frame_.clock() - frame_.since;
+      frame_.close_stretch();
       current_span_frame = frame_.outer;
       // Under another frame: this meter's code was one task of a batch of one there.
       if (frame_.outer != nullptr) {
         frame_.outer->span += frame_.span;
+        add_seconds(*frame_.outer->work, work_.load(std::memory_order_relaxed));
         frame_.outer->since = frame_.outer->clock();
       }
     }
@@ -145,8 +166,15 @@ class span_meter {
   [[nodiscard]] double span() const noexcept {
     return stopped_ ? frame_.span : frame_.span + frame_.clock() - frame_.since;
   }
+  /// The work measured so far: after `stop`, or read on the measuring thread between
+  /// batches (the current stretch included).
+  [[nodiscard]] double work() const noexcept {
+    const double done = work_.load(std::memory_order_relaxed);
+    return stopped_ ? done : done + frame_.clock() - frame_.since;
+  }
 
  private:
+  std::atomic<double> work_{0.0};  // before `frame_`, which points to it
   span_frame frame_;
   bool stopped_ = false;
 };
