@@ -230,26 +230,8 @@ class progress {
       });
       f();
     }
-#if defined(__GLIBC__)
-    // What the stage freed goes back to the system before the next stage allocates its own:
-    // glibc keeps freed heap below its top (and in other threads' arenas) resident, so a
-    // stage's peak would otherwise stack on what the stages before it left.
-    malloc_trim(0);
-#endif
-    const double stage_span = chain ? chain->stop() : 0.0;
-    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
     // After periodic lines the stage's line is repeated whole, with its time.
-    if (ticked) std::cerr << "report: " << head << " ...";
-    std::cerr << ' ' << fixed(dt.count(), 1) << " s" << rate(rows_, dt.count());
-    if (span_) {
-      const double cpu = process_cpu_seconds() - cpu0;
-      cpu_ += cpu;
-      span_sum_ += stage_span;
-      std::cerr << "; CPU " << fixed(cpu, 2) << " s, span " << fixed(stage_span, 2) << " s";
-    }
-    std::cerr << '\n';
-    for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
-    notes_.clear();
+    end_line(ticked ? "report: " + head + " ..." : std::string(), t0, cpu0, chain);
   }
   /// A line printed under the current stage's (from any of the stages that run at once).
   void note(std::string line) {
@@ -298,22 +280,9 @@ class progress {
         std::cerr << '\n' << std::flush;
       });
     }
-#if defined(__GLIBC__)
-    malloc_trim(0);
-#endif
-    const double group_span = chain ? chain->stop() : 0.0;
-    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    std::cerr << "report: [" << first << "-" << done_ << "/" << total_ << "] " << whats.size() << " stages at once ... "
-              << fixed(dt.count(), 1) << " s";
-    if (span_) {
-      const double cpu = process_cpu_seconds() - cpu0;
-      cpu_ += cpu;
-      span_sum_ += group_span;
-      std::cerr << "; CPU " << fixed(cpu, 2) << " s, span " << fixed(group_span, 2) << " s";
-    }
-    std::cerr << '\n';
-    for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
-    notes_.clear();
+    end_line("report: [" + std::to_string(first) + "-" + std::to_string(done_) + "/" + std::to_string(total_) + "] " +
+                 std::to_string(whats.size()) + " stages at once ...",
+             t0, cpu0, chain);
   }
   /// The run's rate, when it was long.
   void finish() const {
@@ -330,6 +299,31 @@ class progress {
   }
 
  private:
+  /// Ends the line of a stage, or of stages run at once, that began at `t0` with `cpu0` of
+  /// the process's CPU time under `chain` (when `span`): hands back what it freed, prints
+  /// `prefix`, its time and rate, and with `span` its CPU time and span, then its notes.
+  void end_line(const std::string& prefix, std::chrono::steady_clock::time_point t0, double cpu0,
+                std::optional<detail::span_meter>& chain) {
+#if defined(__GLIBC__)
+    // What the stage freed goes back to the system before the next stage allocates its own:
+    // glibc keeps freed heap below its top (and in other threads' arenas) resident, so a
+    // stage's peak would otherwise stack on what the stages before it left.
+    malloc_trim(0);
+#endif
+    const double span = chain ? chain->stop() : 0.0;
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    std::cerr << prefix << ' ' << fixed(dt.count(), 1) << " s" << rate(rows_, dt.count());
+    if (span_) {
+      const double cpu = process_cpu_seconds() - cpu0;
+      cpu_ += cpu;
+      span_sum_ += span;
+      std::cerr << "; CPU " << fixed(cpu, 2) << " s, span " << fixed(span, 2) << " s";
+    }
+    std::cerr << '\n';
+    for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
+    notes_.clear();
+  }
+
   [[nodiscard]] static std::string rate(std::uint64_t rows, double seconds) {
     if (!(seconds > long_seconds) || rows == 0) return {};
     return ", " + std::to_string(std::llround(static_cast<double>(rows) / seconds)) + " rows/s";
