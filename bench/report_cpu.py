@@ -30,22 +30,22 @@ def cpu_seconds(pid):
 
 def main():
     args = sys.argv[1:]
-    jobs = []
+    passed = []  # the options handed on to the report
     span = "--span" in args
     if span:
         args.remove("--span")
-        jobs = ["--span"]
+        passed = ["--span"]
     if "--jobs" in args:
         i = args.index("--jobs")
         if i + 1 >= len(args):
             sys.exit(__doc__)
-        jobs += ["--jobs", args[i + 1]]
+        passed += ["--jobs", args[i + 1]]
         del args[i:i + 2]
     if len(args) not in (3, 4):
         sys.exit(__doc__)
     tool, trace, rows = args[0], args[1], int(args[2])
     out = args[3] if len(args) == 4 else tempfile.mkdtemp(prefix="report-cpu-")
-    p = subprocess.Popen([tool, "report", "--trace", trace, "--out", out, "--force"] + jobs,
+    p = subprocess.Popen([tool, "report", "--trace", trace, "--out", out, "--force"] + passed,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     text, start, end, names = "", {}, {}, {}
     wall_start, wall_end, spans = {}, {}, {}

@@ -274,10 +274,8 @@ class progress {
         const double own_work = own ? own->work() : 0.0;
         const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
         const std::lock_guard lock(lines);
-        std::cerr << "report: [" << first + i << "/" << total_ << "] " << whats[i] << " ... " << fixed(dt.count(), 1)
-                  << " s" << rate(rows_, dt.count());
-        if (span_) std::cerr << "; CPU " << fixed(own_work, 2) << " s, span " << fixed(own_span, 2) << " s";
-        std::cerr << '\n' << std::flush;
+        std::cerr << "report: [" << first + i << "/" << total_ << "] " << whats[i] << " ..."
+                  << line_tail(dt.count(), own_work, own_span) << std::flush;
       });
     }
     end_line("report: [" + std::to_string(first) + "-" + std::to_string(done_) + "/" + std::to_string(total_) + "] " +
@@ -312,16 +310,19 @@ class progress {
 #endif
     const double span = chain ? chain->stop() : 0.0;
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    std::cerr << prefix << ' ' << fixed(dt.count(), 1) << " s" << rate(rows_, dt.count());
-    if (span_) {
-      const double cpu = process_cpu_seconds() - cpu0;
-      cpu_ += cpu;
-      span_sum_ += span;
-      std::cerr << "; CPU " << fixed(cpu, 2) << " s, span " << fixed(span, 2) << " s";
-    }
-    std::cerr << '\n';
+    const double cpu = span_ ? process_cpu_seconds() - cpu0 : 0.0;
+    cpu_ += cpu;
+    span_sum_ += span;
+    std::cerr << prefix << line_tail(dt.count(), cpu, span);
     for (const auto& n : notes_) std::cerr << "report:   " << n << '\n';
     notes_.clear();
+  }
+
+  /// The end of a stage's line: its time and rate, with `span` its CPU time and span.
+  [[nodiscard]] std::string line_tail(double seconds, double cpu, double span) const {
+    std::string s = " " + fixed(seconds, 1) + " s" + rate(rows_, seconds);
+    if (span_) s += "; CPU " + fixed(cpu, 2) + " s, span " + fixed(span, 2) + " s";
+    return s + '\n';
   }
 
   [[nodiscard]] static std::string rate(std::uint64_t rows, double seconds) {

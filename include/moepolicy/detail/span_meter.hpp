@@ -9,10 +9,10 @@
 // (Brent's bound), scheduling and memory contention aside.
 //
 // A `span_meter` measures the span and the work of the code that runs on its thread while
-// it lives (the work: the CPU time of every task under it, so that stages run at once
-// each have their own): it opens a frame there (the thread's current frame, `current_span_frame`), and
-// `task_pool::for_each` called under a frame measures its batch with a `span_batch`, which
-// opens a frame for each task on the thread that runs it. Without a frame nothing is
+// it lives (the work: the CPU time of every task under it, so that stages run at once each
+// have their own): it opens a frame there (the thread's current frame,
+// `current_span_frame`), and `task_pool::for_each` called under a frame measures its batch
+// with a `span_batch`, which opens a frame for each task on the thread that runs it. Without a frame nothing is
 // measured and a batch costs one thread-local read. A meter opened under another frame (in
 // a measured task) counts as a batch of one task in it.
 //
@@ -45,6 +45,13 @@ using thread_clock = double (*)() noexcept;
 inline void add_seconds(std::atomic<double>& to, double x) noexcept {
   double seen = to.load(std::memory_order_relaxed);
   while (!to.compare_exchange_weak(seen, seen + x, std::memory_order_relaxed)) {
+  }
+}
+
+/// Raises `to` to `x` when `x` is larger (any thread).
+inline void raise_seconds(std::atomic<double>& to, double x) noexcept {
+  double seen = to.load(std::memory_order_relaxed);
+  while (x > seen && !to.compare_exchange_weak(seen, x, std::memory_order_relaxed)) {
   }
 }
 
@@ -103,9 +110,7 @@ class span_batch {
       ~closer() {
         frame.close_stretch();
         current_span_frame = frame.outer;
-        double seen = b.longest_.load(std::memory_order_relaxed);
-        while (frame.span > seen && !b.longest_.compare_exchange_weak(seen, frame.span, std::memory_order_relaxed)) {
-        }
+        raise_seconds(b.longest_, frame.span);
       }
     } close{*this, frame};
     f();
