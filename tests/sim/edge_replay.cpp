@@ -245,17 +245,24 @@ TEST_CASE("a sweep on several threads equals the sweep on one, system by system"
   replay_progress one_progress;
   const std::vector<edge_replay_result> one =
       replay_edge_sweep<roofline_cost>(d, cpu, m, points, {.progress = &one_progress, .block_steps = 5, .jobs = 1});
-  // 2 and 3 threads, and more threads than systems (one per system).
-  for (std::size_t jobs : {2u, 3u, 64u}) {
-    CAPTURE(jobs);
-    replay_progress progress;
-    const std::vector<edge_replay_result> many =
-        replay_edge_sweep<roofline_cost>(d, cpu, m, points, {.progress = &progress, .block_steps = 5, .jobs = jobs});
-    CHECK(progress.rows == one_progress.rows);
-    REQUIRE(many.size() == one.size());
-    for (std::size_t p = 0; p < points.size(); ++p) {
-      REQUIRE(many[p].systems.size() == one[p].systems.size());
-      for (std::size_t i = 0; i < one[p].systems.size(); ++i) check_same(many[p].systems[i], one[p].systems[i]);
+  // 2 and 3 threads, and more threads than systems (one per system); blocks of one step,
+  // of a few, and so long that the steps fill one, two or three of them (with more than
+  // one thread, three blocks are held: one prepared, one recorded, one run at a time).
+  const std::size_t steps = d.num_steps();
+  REQUIRE(steps >= 9);
+  for (std::size_t block : {std::size_t{1}, std::size_t{5}, steps / 3, (steps + 1) / 2, steps, 1000 * steps}) {
+    for (std::size_t jobs : {2u, 3u, 64u}) {
+      CAPTURE(block);
+      CAPTURE(jobs);
+      replay_progress progress;
+      const std::vector<edge_replay_result> many = replay_edge_sweep<roofline_cost>(
+          d, cpu, m, points, {.progress = &progress, .block_steps = block, .jobs = jobs});
+      CHECK(progress.rows == one_progress.rows);
+      REQUIRE(many.size() == one.size());
+      for (std::size_t p = 0; p < points.size(); ++p) {
+        REQUIRE(many[p].systems.size() == one[p].systems.size());
+        for (std::size_t i = 0; i < one[p].systems.size(); ++i) check_same(many[p].systems[i], one[p].systems[i]);
+      }
     }
   }
   CHECK(one[0].systems[0].token_seconds != one[0].systems[2].token_seconds);  // not trivially equal

@@ -153,9 +153,10 @@ struct edge_replay_config {
   /// Threads a replay's systems share, the caller's included (at most one per system): the
   /// systems step through a block in parallel (one task per system, each on its own
   /// timeline and cache) while the next block's prediction tapes and price tables are
-  /// recorded (one task per tape, handed out first), so that a thread that finishes its
-  /// system takes another's task rather than waiting for the tapes. The results are the
-  /// same for every value.
+  /// recorded (one task per tape, handed out first) and the inputs of the block after it
+  /// gathered (one task), so that a thread that finishes its system takes another's task
+  /// rather than waiting for the tapes, and no block waits for its inputs on one thread.
+  /// The results are the same for every value.
   std::size_t jobs = 1;
 };
 
@@ -802,10 +803,11 @@ requires DenseComputeCost<Gpu>
   std::vector<std::unique_ptr<edge_prices<Gpu, Cpu>>> prices;
   runs.reserve(systems);
   outs.reserve(systems);
-  // On more than one thread the tapes and the price tables hold two blocks: the next is
-  // recorded while the systems run the current one.
+  // On more than one thread the inputs, the tapes and the price tables hold three blocks:
+  // the one after next is prepared and the next recorded while the systems run the current
+  // one.
   const std::size_t block = cfg.block_steps;
-  const std::size_t blocks_held = std::min(cfg.jobs, systems) > 1 ? 2 : 1;
+  const std::size_t blocks_held = std::min(cfg.jobs, systems) > 1 ? 3 : 1;
   for (std::size_t i = 0; i < points.size(); ++i) {
     for (const edge_system_config& sc : points[i].systems) {
       edge_system_result& out = results[i].systems.emplace_back();
@@ -834,11 +836,12 @@ requires DenseComputeCost<Gpu>
   // Lockstep by blocks of steps: each step's inputs, predictions and prices once, then
   // every system's passes of the block, each on its own timeline and cache. On one thread
   // each block is prepared, recorded, then run. On more, the first block is prepared and
-  // recorded (the tapes and price tables, each one task, in parallel), then for each block
-  // the next one's inputs are prepared (into the other of two sets; its steps' slots in the
-  // tapes are the other half) and each batch of tasks records the next block (its first
-  // tasks, handed out first: a tape is a long task) and runs the current one (a task per
-  // system): a slot being recorded is never read.
+  // recorded (the tapes and price tables, each one task, in parallel) while the second is
+  // prepared, then for each block one batch of tasks prepares the block after next (into
+  // the third of three sets; its steps' slots in the tapes are the third part), records the
+  // next block (these first tasks are handed out first: a tape is a long task) and runs the
+  // current one (a task per system): a set or slot being written is never read, and no
+  // block's inputs are gathered on the caller's thread between batches.
   const routing_trace& b = d.batched();
   const std::size_t L = b.info().num_layers;
   // A block's inputs; the vectors never grow past their reservations, so the spans into
@@ -912,18 +915,28 @@ requires DenseComputeCost<Gpu>
   const auto block_size = [&](std::size_t s0) { return s0 < steps ? std::min(block, steps - s0) : std::size_t{0}; };
   if (steps > 0) {
     prepare(0, 0, block_size(0));
-    pool.for_each(recorders, [&](std::size_t t) { record(t, 0, block_size(0)); });
+    const std::size_t second = blocks_held == 3 ? block_size(block) : 0;
+    const std::size_t ahead = second > 0 ? 1 : 0;
+    pool.for_each(recorders + ahead, [&](std::size_t t) {
+      if (t < recorders) {
+        record(t, 0, block_size(0));
+      } else {
+        prepare(1, block, second);
+      }
+    });
   }
   for (std::size_t k = 0, s0 = 0; s0 < steps; ++k, s0 += block) {
     const std::size_t n = block_size(s0), next = block_size(s0 + block);
-    if (blocks_held == 2) {
-      if (next > 0) prepare(k + 1, s0 + block, next);
-      const std::size_t ahead = next > 0 ? recorders : 0;
-      pool.for_each(ahead + runs.size(), [&](std::size_t i) {
+    if (blocks_held == 3) {
+      const std::size_t after = block_size(s0 + 2 * block);
+      const std::size_t ahead = next > 0 ? recorders : 0, gather = after > 0 ? 1 : 0;
+      pool.for_each(ahead + gather + runs.size(), [&](std::size_t i) {
         if (i < ahead) {
           record(i, k + 1, next);
+        } else if (i < ahead + gather) {
+          prepare(k + 2, s0 + 2 * block, after);
         } else {
-          run(i - ahead, k, s0, n);
+          run(i - ahead - gather, k, s0, n);
         }
       });
     } else {
