@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""bench/report_mem.py MOEPOLICY TRACE [OUT_DIR]: the peak resident memory of each stage of
-`moepolicy report --trace TRACE` (one report family per stage), in MB (10^6 bytes) and as
-a multiple of the trace file's size, for the memory figures of the README.
+"""bench/report_mem.py MOEPOLICY TRACE [OUT_DIR] [-- REPORT_OPTIONS...]: the peak resident
+memory of each stage of `moepolicy report --trace TRACE` (one report family per stage), in
+MB (10^6 bytes) and as a multiple of the trace file's size, for the memory figures of the
+README. Options after `--` go to the report (e.g. `--stages-at-once --jobs 16`); stages run
+at once are one row, from the group's line to its end.
 
 The report prints a line on stderr as each stage starts and ends (see bench/report_cpu.py).
 As a stage's start line arrives this script resets the child's peak resident set (writing 5
@@ -36,15 +38,23 @@ def reset_peak(pid):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
+    args = sys.argv[1:]
+    extra = []
+    if "--" in args:
+        extra = args[args.index("--") + 1:]
+        args = args[:args.index("--")]
+    if len(args) not in (2, 3):
         sys.exit(__doc__)
-    tool, trace = sys.argv[1], sys.argv[2]
-    out = sys.argv[3] if len(sys.argv) == 4 else tempfile.mkdtemp(prefix="report-mem-")
+    tool, trace = args[0], args[1]
+    out = args[2] if len(args) == 3 else tempfile.mkdtemp(prefix="report-mem-")
     file_mb = os.path.getsize(trace) / 1e6
-    p = subprocess.Popen([tool, "report", "--trace", trace, "--out", out, "--force", "--progress-every", "0"],
+    p = subprocess.Popen([tool, "report", "--trace", trace, "--out", out, "--force", "--progress-every", "0"] + extra,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    pattern = re.compile(r"report: \[(\d+)/\d+\] (.*?) \.\.\.( [0-9.]+ s)?")
-    text, names, peak, seen = "", {}, {}, set()
+    # A stage's line, or a group's ("[4-7/10] 4 stages at once ..."): at its start, then
+    # again with its time at its end. The stages of a group print only their end lines,
+    # which are not read (the group's row is theirs).
+    pattern = re.compile(r"report: \[(\d+)(?:-(\d+))?/\d+\] (.*?) \.\.\.( [0-9.]+ s)?")
+    text, names, peak, seen, grouped = "", {}, {}, set(), set()
     first_stage_peak = None
     while True:
         chunk = os.read(p.stderr.fileno(), 65536)
@@ -52,14 +62,18 @@ def main():
             break
         text += chunk.decode(errors="replace")
         for m in pattern.finditer(text):
-            key = (m.group(1), bool(m.group(3)))
+            i = int(m.group(1))
+            if m.group(2):
+                grouped.update(range(i, int(m.group(2)) + 1))
+            elif i in grouped:
+                continue
+            key = (i, bool(m.group(4)))
             if key in seen:
                 continue
             seen.add(key)
-            i = int(m.group(1))
-            names[i] = m.group(2)
+            names[i] = m.group(3)
             try:
-                if m.group(3):
+                if m.group(4):
                     peak[i] = status_kb(p.pid, "VmHWM")
                 else:
                     if first_stage_peak is None:
