@@ -805,8 +805,8 @@ requires DenseComputeCost<Gpu>
   outs.reserve(systems);
   // On more than one thread the inputs, the tapes and the price tables hold three blocks:
   // the one after next is prepared and the next recorded while the systems run the current
-  // one.
-  const std::size_t block = cfg.block_steps;
+  // one. A block is at most the walk (room for steps that never come is not reserved).
+  const std::size_t block = std::max<std::size_t>(1, std::min(cfg.block_steps, d.num_steps()));
   const std::size_t blocks_held = std::min(cfg.jobs, systems) > 1 ? 3 : 1;
   for (std::size_t i = 0; i < points.size(); ++i) {
     for (const edge_system_config& sc : points[i].systems) {
