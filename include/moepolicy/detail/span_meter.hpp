@@ -12,8 +12,8 @@
 // it lives (the work: the CPU time of every task under it, so that stages run at once each
 // have their own): it opens a frame there (the thread's current frame,
 // `current_span_frame`), and `task_pool::for_each` called under a frame measures its batch
-// with a `span_batch`, which opens a frame for each task on the thread that runs it. Without a frame nothing is
-// measured and a batch costs one thread-local read. A meter opened under another frame (in
+// with a `span_batch`, which opens a frame for each task on the thread that runs it.
+// Without a frame nothing is measured and a batch costs one thread-local read. A meter opened under another frame (in
 // a measured task) counts as a batch of one task in it.
 //
 // The clock is a function of the calling thread's CPU time (`thread_cpu_seconds`, POSIX

@@ -913,37 +913,35 @@ requires DenseComputeCost<Gpu>
   task_pool pool(std::max<std::size_t>(1, std::min(cfg.jobs, runs.size())));
   const std::size_t steps = d.num_steps();
   const auto block_size = [&](std::size_t s0) { return s0 < steps ? std::min(block, steps - s0) : std::size_t{0}; };
-  if (steps > 0) {
-    prepare(0, 0, block_size(0));
-    const std::size_t second = blocks_held == 3 ? block_size(block) : 0;
-    const std::size_t ahead = second > 0 ? 1 : 0;
-    pool.for_each(recorders + ahead, [&](std::size_t t) {
-      if (t < recorders) {
-        record(t, 0, block_size(0));
+  // One batch of tasks: records block `k` (prepared before; its recorders first), with three
+  // blocks held gathers block k + 1, and with `run_previous` runs block k − 1.
+  const auto batch = [&](std::size_t k, bool run_previous) {
+    const std::size_t s0 = k * block, n = block_size(s0);
+    const std::size_t after = blocks_held == 3 ? block_size(s0 + block) : 0;
+    const std::size_t ahead = n > 0 ? recorders : 0, gather = after > 0 ? 1 : 0;
+    pool.for_each(ahead + gather + (run_previous ? runs.size() : 0), [&](std::size_t i) {
+      if (i < ahead) {
+        record(i, k, n);
+      } else if (i < ahead + gather) {
+        prepare(k + 1, s0 + block, after);
       } else {
-        prepare(1, block, second);
+        run(i - ahead - gather, k - 1, s0 - block, block_size(s0 - block));
       }
     });
+  };
+  if (steps > 0) {
+    prepare(0, 0, block_size(0));
+    batch(0, false);
   }
-  for (std::size_t k = 0, s0 = 0; s0 < steps; ++k, s0 += block) {
-    const std::size_t n = block_size(s0), next = block_size(s0 + block);
-    if (blocks_held == 3) {
-      const std::size_t after = block_size(s0 + 2 * block);
-      const std::size_t ahead = next > 0 ? recorders : 0, gather = after > 0 ? 1 : 0;
-      pool.for_each(ahead + gather + runs.size(), [&](std::size_t i) {
-        if (i < ahead) {
-          record(i, k + 1, next);
-        } else if (i < ahead + gather) {
-          prepare(k + 2, s0 + 2 * block, after);
-        } else {
-          run(i - ahead - gather, k, s0, n);
-        }
-      });
-    } else {
+  if (blocks_held == 3) {
+    for (std::size_t k = 1; (k - 1) * block < steps; ++k) batch(k, true);
+  } else {
+    for (std::size_t k = 0, s0 = 0; s0 < steps; ++k, s0 += block) {
+      const std::size_t n = block_size(s0), next = block_size(s0 + block);
       pool.for_each(runs.size(), [&](std::size_t r) { run(r, k, s0, n); });
       if (next > 0) {
         prepare(k + 1, s0 + block, next);
-        pool.for_each(recorders, [&](std::size_t t) { record(t, k + 1, next); });
+        batch(k + 1, false);
       }
     }
   }
