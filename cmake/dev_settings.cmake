@@ -12,3 +12,7 @@ if(MOEPOLICY_SANITIZERS)
     -fsanitize=${MOEPOLICY_SANITIZERS} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_link_options(moepolicy_dev_settings INTERFACE -fsanitize=${MOEPOLICY_SANITIZERS})
 endif()
+
+# Precompiled third-party headers (the standard library, doctest, Eigen, nlohmann-json, CLI11)
+# for the tests, and with clang for the examples: tests/CMakeLists.txt, examples/CMakeLists.txt.
+option(MOEPOLICY_PCH "Precompile the third-party headers that the tests and examples include" ON)

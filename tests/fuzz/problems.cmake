@@ -8,7 +8,7 @@ add_library(moepolicy_problems_fuzz STATIC
 target_include_directories(moepolicy_problems_fuzz PUBLIC ${PROJECT_SOURCE_DIR}/examples/moepolicy)
 target_link_libraries(moepolicy_problems_fuzz PUBLIC moepolicy::io)
 target_compile_options(moepolicy_problems_fuzz PRIVATE -fsanitize=fuzzer-no-link,address,undefined
-  -fno-sanitize-recover=all -g -O1)
+  -fno-sanitize-recover=all -gline-tables-only -O1)
 
 set(_problems ${PROJECT_SOURCE_DIR}/examples/problems)
 set(_tool_data ${PROJECT_SOURCE_DIR}/tests/data/tool)

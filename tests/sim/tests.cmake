@@ -6,5 +6,6 @@ moepolicy_add_test(test_sim_timed_residency SOURCES ${CMAKE_CURRENT_LIST_DIR}/ti
 moepolicy_add_test(test_sim_forward_pass SOURCES ${CMAKE_CURRENT_LIST_DIR}/forward_pass.cpp)
 moepolicy_add_test(test_sim_decode_streams SOURCES ${CMAKE_CURRENT_LIST_DIR}/decode_streams.cpp)
 moepolicy_add_test(test_sim_timed_cache SOURCES ${CMAKE_CURRENT_LIST_DIR}/timed_cache.cpp)
+moepolicy_optimise_when_sanitized(test_sim_timed_cache)
 moepolicy_add_test(test_sim_offload_replay SOURCES ${CMAKE_CURRENT_LIST_DIR}/offload_replay.cpp IO)
 moepolicy_add_test(test_sim_edge_replay SOURCES ${CMAKE_CURRENT_LIST_DIR}/edge_replay.cpp)
