@@ -421,6 +421,39 @@ TEST_CASE("reserved job slots: cancelling jobs and queueing others in their slot
   CHECK(m.tl.pending_jobs() == 8);
 }
 
+TEST_CASE("reserved job slots are made as jobs first need them, and reused") {
+  // A reservation for a hundred thousand jobs, of which at most three are pending at once: three
+  // slots are made, in the reserved memory (no allocation), and reused after each lands.
+  machine m({.chunk_bytes = 1, .reserved_jobs = 1000, .reserved_hops = 2, .reserved_one_hop_jobs = 100000});
+  CHECK(m.tl.job_slots() == 0);
+  const std::array<hop, 2> two{{{m.pcie, 2.0, 2}, {m.dimm, 1.0, 0, cost_kind::weight_read}}};
+  const std::array<hop, 1> one{{{m.dimm, 1.0, 2}}};
+  std::vector<timeline::job_id> ids;
+  ids.reserve(64);
+  test::allocation_counter count;
+  for (int round = 0; round < 8; ++round) {
+    const double t = 10.0 * round;
+    ids.push_back(m.tl.enqueue(t, one, 2, cost_kind::prefetch, 0));
+    ids.push_back(m.tl.enqueue(t, one, 2, cost_kind::prefetch, 0));
+    ids.push_back(m.tl.enqueue(t, two, 2, cost_kind::migration, 1));
+    m.tl.settle(t + 9.0);
+    m.tl.clear_landed();
+    CHECK(m.tl.pending_jobs() == 0);
+  }
+  if (test::allocation_counting) CHECK(count.count() == 0);
+  CHECK(m.tl.job_slots() == 3);
+  // Every job took one of those three slots.
+  for (const timeline::job_id id : ids) CHECK(id < 3);
+  // One-hop jobs beyond the one-hop slots take the wider slots, then new ones: every job
+  // lands, and the slots made are the jobs pending at once.
+  machine small({.chunk_bytes = 1, .reserved_jobs = 2, .reserved_hops = 2, .reserved_one_hop_jobs = 2});
+  for (int k = 0; k < 5; ++k) small.tl.enqueue(0.0, one, 2, cost_kind::prefetch, 0, static_cast<std::uint64_t>(k));
+  CHECK(small.tl.job_slots() == 5);
+  CHECK(small.tl.pending_jobs() == 5);
+  small.tl.settle(100.0);
+  CHECK(small.tl.landed().size() == 5);
+}
+
 TEST_CASE("one-hop job slots: one-hop jobs take them first, and the same placements as wide slots") {
   // Per round: 2 jobs of 2 hops and 6 of one hop in flight at once, against 2 slots of 2
   // hops and 6 of one hop; and the same jobs on a timeline whose 8 slots all hold 2 hops.
@@ -535,7 +568,7 @@ TEST_CASE("the queue lands jobs in (priority, queue order) through many cancels 
       std::uint64_t order, tag;
       timeline::job_id id;
     };
-    std::vector<pending_job> model;  // in queue order
+    std::vector<pending_job> model;                                 // in queue order
     std::vector<std::pair<timeline::job_id, std::uint64_t>> known;  // every job queued, and its tag
     double settled = 0.0, end = 0.0;
     std::uint64_t tags = 0, cancels = 0;

@@ -350,11 +350,13 @@ struct timeline_config {
   bytes chunk_bytes = bytes{1} << 20;
   /// Idle gaps each resource keeps room for before its list grows.
   std::size_t reserved_gaps = 64;
-  /// Background job slots made at construction, each with room for `reserved_hops` hops,
-  /// so that enqueueing up to that many pending jobs allocates nothing.
+  /// Background job slots reserved at construction, each with room for `reserved_hops`
+  /// hops, so that enqueueing up to that many pending jobs allocates nothing. A slot is made
+  /// in the reserved memory when a job first needs it, so the memory a timeline touches
+  /// follows the most jobs it had pending at once, not the reservation.
   std::size_t reserved_jobs = 0;
   std::size_t reserved_hops = 0;
-  /// Job slots of one hop made besides `reserved_jobs`, for a user whose many jobs have one
+  /// Job slots of one hop reserved besides `reserved_jobs`, for a user whose many jobs have one
   /// hop and few have more: a job of one hop takes one of these while any is free, so that
   /// the slots of `reserved_hops` hops are kept for the longer jobs (a slot of one hop
   /// holds the hop's share of a slot of n hops).
@@ -378,16 +380,16 @@ class timeline {
   explicit timeline(timeline_config config = {}) : config_(config) {
     if (config_.chunk_bytes == 0)
       detail::throw_invalid("timeline::timeline", "chunk_bytes must be > 0", config_.chunk_bytes);
+    // The reserved slots are made one by one as jobs first need them (`make_slot`), in
+    // memory reserved here: nothing allocates until more jobs are pending than reserved, and
+    // the memory a replay touches follows the most jobs it ever had pending, not the
+    // reservation (a worst case that can be hundreds of times larger).
     const std::size_t slots = config_.reserved_jobs + config_.reserved_one_hop_jobs;
-    jobs_.resize(slots);
-    next_.resize(slots);
-    for (std::size_t i = 0; i < slots; ++i) {
-      const std::size_t hops = i < config_.reserved_jobs ? config_.reserved_hops : 1;
-      if (hops > 1) jobs_[i].more.reserve(hops - 1);
-    }
+    jobs_.reserve(slots);
+    next_.reserve(slots);
+    more_.reserve(config_.reserved_jobs * (std::max<std::size_t>(config_.reserved_hops, 1) - 1));
     free_jobs_.reserve(config_.reserved_jobs);
     free_one_hop_.reserve(config_.reserved_one_hop_jobs);
-    fill_free_slots();
     // Cancelled entries are at most half the queue (`cancel`), so twice the slots hold it.
     order_.reserve(2 * slots + 1);
     landed_.reserve(slots);
@@ -601,17 +603,7 @@ class timeline {
       detail::throw_invalid(
           fn, "a job must be ready at or after the last settle(until) " + detail::show(settled_) + ", ready", ready);
     }
-    job_id id;
-    if (hops.size() == 1 && !free_one_hop_.empty()) {
-      id = free_one_hop_.back();
-      free_one_hop_.pop_back();
-    } else if (!free_jobs_.empty()) {
-      id = free_jobs_.back();
-      free_jobs_.pop_back();
-    } else {
-      id = static_cast<job_id>(jobs_.size());
-      jobs_.emplace_back();
-    }
+    const job_id id = take_slot(hops.size());
     job& j = jobs_[id];
     j.active = true;
     j.ready = ready;
@@ -628,9 +620,14 @@ class timeline {
     for (const hop& h : hops)
       j.crosses_link = j.crosses_link || ledger_.resources[h.resource].kind == resource_kind::link;
     j.first = {hops[0], 0.0, 0};
-    j.more.clear();
-    for (std::size_t h = 1; h < hops.size(); ++h) j.more.push_back({hops[h], 0.0, 0});
-    if (next_.size() < jobs_.size()) next_.resize(jobs_.size());
+    if (hops.size() - 1 > j.more_room) {
+      // More hops than the slot holds: a segment of its own at the end.
+      j.more_at = static_cast<std::uint32_t>(more_.size());
+      j.more_room = static_cast<std::uint32_t>(hops.size() - 1);
+      more_.resize(more_.size() + hops.size() - 1);
+    }
+    j.more_count = static_cast<std::uint32_t>(hops.size() - 1);
+    for (std::size_t h = 1; h < hops.size(); ++h) more_[j.more_at + h - 1] = {hops[h], 0.0, 0};
     next_[id].seq = j.seq;
     refresh_next(id);
     if (hops.size() > 1) ++multi_hop_;
@@ -673,6 +670,10 @@ class timeline {
     for (const auto& j : jobs_) n += j.active ? std::size_t{1} : std::size_t{0};
     return n;
   }
+  /// Job slots made so far: a slot is made when a job finds none free (in the memory
+  /// `timeline_config` reserved, while any is left), so this is the most jobs pending at
+  /// once (per kind of slot), not the reservation.
+  [[nodiscard]] std::size_t job_slots() const noexcept { return jobs_.size(); }
 
   /// Stops job `id`: its remaining chunks are not placed and it never lands. The chunks
   /// already placed stay charged (the bytes they moved were spent). Returns whether it was
@@ -735,9 +736,11 @@ class timeline {
     seconds done_seconds = 0.0;
     bytes done_moved = 0;
   };
-  /// A job slot. Its first hop is kept in the slot and the others in `more`, so that a job
-  /// of one hop (most of them) needs no memory of its own; the fields are ordered for the
-  /// smallest slot (144 bytes on x86-64), as a replay holds a slot for each job it may queue.
+  /// A job slot. Its first hop is kept in the slot and the others in its segment of
+  /// `more_` (`more_room` hops from `more_at`, `more_count` of them used), so that a job of
+  /// one hop (most of them) needs no memory of its own; the fields are ordered for the
+  /// smallest slot (136 bytes on x86-64), as a replay reserves a slot for each job it may
+  /// queue.
   struct job {
     seconds ready = 0.0;
     std::uint64_t seq = 0;
@@ -748,13 +751,18 @@ class timeline {
     bool active = false;
     bool crosses_link = false;
     cost_kind why = cost_kind::prefetch;
+    /// Whether the slot is one of `timeline_config::reserved_one_hop_jobs`.
+    bool one_hop_slot = false;
+    std::uint32_t more_at = 0, more_room = 0, more_count = 0;
     hop_progress first;
-    std::vector<hop_progress> more;
 
-    /// Hops of the job: `first`, then `more`.
-    [[nodiscard]] std::size_t hop_count() const noexcept { return 1 + more.size(); }
-    [[nodiscard]] hop_progress& at(std::size_t h) noexcept { return h == 0 ? first : more[h - 1]; }
+    /// Hops of the job: `first`, then its segment of `more_`.
+    [[nodiscard]] std::size_t hop_count() const noexcept { return 1 + more_count; }
   };
+  /// Hop `h` of job `j`.
+  [[nodiscard]] hop_progress& hop_of(job& j, std::size_t h) noexcept {
+    return h == 0 ? j.first : more_[j.more_at + h - 1];
+  }
   /// A queue entry: the job, and its priority and `seq` when it was queued. The entry keeps
   /// them so that the queue stays in order after the job is cancelled and its slot reused
   /// (`live` tells such an entry from the new job's).
@@ -963,7 +971,7 @@ class timeline {
       // window is the longest left).
       if (bounded && jobs_[id].done_bytes != before) {
         for (std::size_t h = 0; h < jobs_[id].hop_count(); ++h) {
-          const resource_id r = jobs_[id].at(h).whole.resource;
+          const resource_id r = hop_of(jobs_[id], h).whole.resource;
           window_[r] = longest_window(r, until);
         }
         // When no window left holds the shortest chunk of the jobs not yet visited, each of
@@ -1025,7 +1033,7 @@ class timeline {
       if (until < std::numeric_limits<seconds>::infinity()) {
         const seconds margin = 1e-12 * until;
         for (std::size_t h = 0; h < n; ++h) {
-          const hop_progress& p = j.at(h);
+          const hop_progress& p = hop_of(j, h);
           const hop& whole = p.whole;
           const seconds d = last ? whole.duration - p.done_seconds : whole.duration * share - p.done_seconds;
           if (d > window_[whole.resource] + margin) return;
@@ -1035,7 +1043,7 @@ class timeline {
       // remainder exactly on the last chunk.
       chunk_.resize(n);
       for (std::size_t h = 0; h < n; ++h) {
-        const hop_progress& p = j.at(h);
+        const hop_progress& p = hop_of(j, h);
         const hop& whole = p.whole;
         seconds d = last ? whole.duration - p.done_seconds : whole.duration * share - p.done_seconds;
         bytes m = last ? whole.moved - p.done_moved
@@ -1063,8 +1071,8 @@ class timeline {
         if (c.duration > 0.0) hold(c.resource, s, c.duration);
         charge(c.resource, c.charge_as.value_or(j.why), c.duration, c.moved);
         log(c.resource, s, c.duration, c.charge_as.value_or(j.why), c.moved, true);
-        j.at(h).done_seconds += c.duration;
-        j.at(h).done_moved += c.moved;
+        hop_of(j, h).done_seconds += c.duration;
+        hop_of(j, h).done_moved += c.moved;
         end = std::max(end, s + c.duration);
       }
       chunk_placed(id, j, size, s, end, last);
@@ -1421,7 +1429,7 @@ class timeline {
   void refresh_next(job_id id) noexcept {
     const job& j = jobs_[id];
     next_chunk& c = next_[id];
-    c.one_hop = j.more.empty() && j.active && j.done_bytes < j.payload;
+    c.one_hop = j.more_count == 0 && j.active && j.done_bytes < j.payload;
     if (!c.one_hop) return;
     set_next(id, j, next_one_hop_chunk(j));
   }
@@ -1436,23 +1444,60 @@ class timeline {
     least_raw_[n.resource] = std::min(least_raw_[n.resource], n.raw);
   }
 
-  /// Every slot free: those of `reserved_hops` hops (and any made since) in `free_jobs_`,
-  /// those of one hop in `free_one_hop_`, each taken lowest id first.
+  /// Every slot made free: those of `reserved_hops` hops (and any made beyond the
+  /// reservation) in `free_jobs_`, those of one hop in `free_one_hop_`, each taken lowest id
+  /// first.
   void fill_free_slots() noexcept {
     free_jobs_.clear();
     free_one_hop_.clear();
     for (std::size_t i = jobs_.size(); i-- > 0;) free_slot(static_cast<job_id>(i));
   }
   /// Returns slot `id` to its free list.
-  void free_slot(job_id id) noexcept {
-    const bool one_hop = id >= config_.reserved_jobs && id - config_.reserved_jobs < config_.reserved_one_hop_jobs;
-    (one_hop ? free_one_hop_ : free_jobs_).push_back(id);
+  void free_slot(job_id id) noexcept { (jobs_[id].one_hop_slot ? free_one_hop_ : free_jobs_).push_back(id); }
+
+  /// A free slot for a job of `hops` hops: a free slot of one hop for such a job, while any
+  /// is free or still to make; else a free slot of `reserved_hops` hops, while any is free
+  /// or still to make; else a new slot (which allocates when the reservation is spent).
+  job_id take_slot(std::size_t hops) {
+    const auto pop = [](std::vector<job_id>& free) {
+      const job_id id = free.back();
+      free.pop_back();
+      return id;
+    };
+    if (hops == 1) {
+      if (!free_one_hop_.empty()) return pop(free_one_hop_);
+      if (made_one_hop_ < config_.reserved_one_hop_jobs) {
+        ++made_one_hop_;
+        return make_slot(true, 0);
+      }
+    }
+    if (!free_jobs_.empty()) return pop(free_jobs_);
+    if (made_jobs_ < config_.reserved_jobs) {
+      ++made_jobs_;
+      return make_slot(false, std::max<std::size_t>(config_.reserved_hops, 1) - 1);
+    }
+    return make_slot(false, 0);
+  }
+  /// Makes slot `jobs_.size()` with room for `more_room` hops after its first in `more_`.
+  job_id make_slot(bool one_hop, std::size_t more_room) {
+    const auto id = static_cast<job_id>(jobs_.size());
+    job& j = jobs_.emplace_back();
+    j.one_hop_slot = one_hop;
+    j.more_at = static_cast<std::uint32_t>(more_.size());
+    j.more_room = static_cast<std::uint32_t>(more_room);
+    more_.resize(more_.size() + more_room);
+    next_.emplace_back();
+    return id;
   }
 
   timeline_config config_;
   ledger ledger_;
   std::vector<state> state_;
   std::vector<job> jobs_;
+  /// The hops after the first of the jobs of several hops, a segment per slot.
+  std::vector<hop_progress> more_;
+  /// Slots made of `reserved_jobs` and of `reserved_one_hop_jobs`.
+  std::size_t made_jobs_ = 0, made_one_hop_ = 0;
   std::vector<job_id> free_jobs_;
   /// The free slots of one hop (`timeline_config::reserved_one_hop_jobs`).
   std::vector<job_id> free_one_hop_;
