@@ -245,7 +245,8 @@ class progress {
   /// the group began and, with `span`, its CPU time and span as its own span meter measures
   /// them (the CPU time of its tasks on every thread: the process's cannot tell the stages
   /// apart); then a line with the group's time, CPU time (the process's) and span, the
-  /// longest of theirs. Periodic progress lines are left out while they run.
+  /// longest of theirs. While they run, every `every` seconds a line with the group's time
+  /// and how many of its stages have ended (these stages feed no rows to the meter).
   template <class F>
   void stages(bool at_once, const std::vector<std::string>& whats, F&& run) {
     if (!at_once) {
@@ -254,15 +255,24 @@ class progress {
     }
     const std::size_t first = done_ + 1;
     done_ += whats.size();
-    std::cerr << "report: [" << first << "-" << done_ << "/" << total_ << "] " << whats.size()
-              << " stages at once ...\n"
-              << std::flush;
+    const std::string head = "[" + std::to_string(first) + "-" + std::to_string(done_) + "/" + std::to_string(total_) +
+                             "] " + std::to_string(whats.size()) + " stages at once";
+    std::cerr << "report: " << head << " ...\n" << std::flush;
     const auto t0 = std::chrono::steady_clock::now();
     const double cpu0 = span_ ? process_cpu_seconds() : 0.0;
     std::optional<detail::span_meter> chain;
     if (span_) chain.emplace();
     std::mutex lines;
+    std::size_t ended = 0;  // under `lines`
     {
+      const progress_ticker ticker(every_, [&](double elapsed) {
+        const std::lock_guard lock(lines);
+        std::cerr << progress_line(
+                         head + " (" + std::to_string(ended) + " of " + std::to_string(whats.size()) + " ended)", 0, 0,
+                         elapsed)
+                  << '\n'
+                  << std::flush;
+      });
       // A whole stage on each thread: the stack the main thread would have (8 MiB), not a
       // replay task's 1 MiB.
       detail::task_pool pool(whats.size(), std::size_t{8} << 20);
@@ -274,13 +284,12 @@ class progress {
         const double own_work = own ? own->work() : 0.0;
         const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
         const std::lock_guard lock(lines);
+        ++ended;
         std::cerr << "report: [" << first + i << "/" << total_ << "] " << whats[i] << " ..."
                   << line_tail(dt.count(), own_work, own_span) << std::flush;
       });
     }
-    end_line("report: [" + std::to_string(first) + "-" + std::to_string(done_) + "/" + std::to_string(total_) + "] " +
-                 std::to_string(whats.size()) + " stages at once ...",
-             t0, cpu0, chain);
+    end_line("report: " + head + " ...", t0, cpu0, chain);
   }
   /// The run's rate, when it was long.
   void finish() const {
