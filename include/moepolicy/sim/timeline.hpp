@@ -380,10 +380,7 @@ class timeline {
   explicit timeline(timeline_config config = {}) : config_(config) {
     if (config_.chunk_bytes == 0)
       detail::throw_invalid("timeline::timeline", "chunk_bytes must be > 0", config_.chunk_bytes);
-    // The reserved slots are made one by one as jobs first need them (`make_slot`), in
-    // memory reserved here: nothing allocates until more jobs are pending than reserved, and
-    // the memory a replay touches follows the most jobs it ever had pending, not the
-    // reservation (a worst case that can be hundreds of times larger).
+    // Capacity only: `take_slot` makes each slot in it when a job first needs one.
     const std::size_t slots = config_.reserved_jobs + config_.reserved_one_hop_jobs;
     jobs_.reserve(slots);
     next_.reserve(slots);
