@@ -3,7 +3,9 @@
 wall time of each stage of `moepolicy report --trace TRACE [--jobs N]` (one report family per
 stage), as seconds and microseconds per routing row, for the scale table of the README.
 Without --jobs the report uses its default (the machine's hardware threads); --jobs 1 gives
-each stage's CPU time on one thread. With --span the report measures each stage's span (the
+each stage's CPU time on one thread. The report runs its stages one after another
+(`--stages-in-turn`, which this script passes), since the process's CPU time cannot tell
+stages run at once apart. With --span the report measures each stage's span (the
 CPU time of its longest chain of work that runs one after another, `report --span`) and the
 table adds it: on P cores a stage takes at least max(CPU / P, span).
 
@@ -45,7 +47,7 @@ def main():
         sys.exit(__doc__)
     tool, trace, rows = args[0], args[1], int(args[2])
     out = args[3] if len(args) == 4 else tempfile.mkdtemp(prefix="report-cpu-")
-    p = subprocess.Popen([tool, "report", "--trace", trace, "--out", out, "--force"] + passed,
+    p = subprocess.Popen([tool, "report", "--trace", trace, "--out", out, "--force", "--stages-in-turn"] + passed,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     text, start, end, names = "", {}, {}, {}
     wall_start, wall_end, spans = {}, {}, {}
