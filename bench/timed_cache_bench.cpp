@@ -3,13 +3,15 @@
 // replay of the bundled Granite trace per decoded token — CXL-MoE (sticky LRU, frequency
 // model prefetch, the prefill stand-in) and Edge-MoE's scheduler (router, transition
 // prefetch, score-aware eviction, two-pointer split) — and the report's lockstep sweeps of
-// both on 1 and 2 threads (wall time), each beside a floor that only reads the same inputs
-// once. The ratio to the floor is the figure to quote.
+// both on 1 and 2 threads (wall time), and forming the decode streams they replay from a
+// canonical file, each beside a floor that only reads the same inputs once. The ratio to the
+// floor is the figure to quote.
 #include <benchmark/benchmark.h>
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <variant>
@@ -206,5 +208,65 @@ void BM_timed_replay_floor(benchmark::State& state) {
   state.SetLabel("floor: read the trace's ids and weights once, per decoded token");
 }
 BENCHMARK(BM_timed_replay_floor)->Unit(benchmark::kMillisecond);
+
+// B decode streams formed from the bundled Granite file's map (sim/decode_streams.hpp), per
+// routing row of the file: each B on its own (`make_decode_streams`: the file walked to
+// check its rows and find its steps, then formed), from the walks done once for every B
+// (`file_decode_streams::form`), and the tokens alone (`tokens_only`, what a replay needs to
+// size itself).
+const canonical_file& granite_file() {
+  static const canonical_file f(
+      std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace",
+      canonical_file::access::copy);
+  return f;
+}
+void BM_decode_streams_each(benchmark::State& state) {
+  const auto B = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    const std::optional<decode_streams> d = make_decode_streams(granite_file(), {.streams = B});
+    benchmark::DoNotOptimize(d->num_rows());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(granite_file().num_rows()));
+  state.SetLabel("make_decode_streams(canonical_file), per routing row of the file");
+}
+BENCHMARK(BM_decode_streams_each)->ArgName("B")->Arg(1)->Arg(4)->Unit(benchmark::kMicrosecond);
+void BM_decode_streams_reused(benchmark::State& state) {
+  const auto B = static_cast<std::size_t>(state.range(0));
+  const bool tokens_only = state.range(1) != 0;
+  const std::optional<file_decode_streams> source = file_decode_streams::open(granite_file());
+  for (auto _ : state) {
+    const decode_streams d = source->form({.streams = B, .tokens_only = tokens_only});
+    benchmark::DoNotOptimize(d.num_rows());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(granite_file().num_rows()));
+  state.SetLabel(std::string("file_decode_streams::form") + (tokens_only ? ", tokens only" : "") +
+                 ", per routing row of the file");
+}
+BENCHMARK(BM_decode_streams_reused)
+    ->ArgNames({"B", "tokens_only"})
+    ->Args({1, 0})
+    ->Args({4, 0})
+    ->Args({1, 1})
+    ->Args({4, 1})
+    ->Unit(benchmark::kMicrosecond);
+// Floor of the streams: walk the file's map once, reading every id and gate weight.
+void BM_decode_streams_floor(benchmark::State& state) {
+  const auto nothing = [](const auto&) {};
+  for (auto _ : state) {
+    bench::routing_sums sums;
+    granite_file().for_each_batch(
+        nothing,
+        [&](const batch_view& v) {
+          for (auto e : v.experts) sums.ids += e;
+          for (auto x : v.weights) sums.weights += x;
+        },
+        nothing);
+    benchmark::DoNotOptimize(sums.ids);
+    benchmark::DoNotOptimize(sums.weights);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(granite_file().num_rows()));
+  state.SetLabel("floor: walk the file's map once, reading its ids and weights, per routing row");
+}
+BENCHMARK(BM_decode_streams_floor)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -190,7 +190,8 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   const link_spec cxl = opt.cxl_gpu.weight_link, pcie = opt.pcie_gpu.weight_link;
 
   const auto form = [&](std::size_t B) {
-    return opt.streams ? opt.streams(B) : make_decode_streams(trace, {.streams = B});
+    const decode_streams_config c{.streams = B};
+    return opt.streams ? opt.streams(c) : make_decode_streams(trace, c);
   };
   decode_streams one = form(1);
   std::size_t with_prefill = 0;

@@ -42,12 +42,11 @@ struct options {
   /// Threads each lockstep replay's systems share (`offload_replay_config::jobs`): the output is
   /// the same for every value.
   std::size_t jobs = 1;
-  /// When set, forms the B decode streams the replays run (`streams(B)`) in place of
-  /// `make_decode_streams(trace, {.streams = B})`; it must return those same streams. Then
-  /// `trace` need hold no more than its info, requests and recorded prefills (the report
-  /// forms the streams from the canonical file's map: `make_decode_streams(canonical_file)`
-  /// and `prefill_steps`).
-  std::function<decode_streams(std::size_t)> streams;
+  /// When set, forms the decode streams the replays run (`streams(c)`) in place of
+  /// `make_decode_streams(trace, c)`; it must return those same streams. Then `trace` need
+  /// hold no more than its info, requests and recorded prefills (the report forms the
+  /// streams from the canonical file's map, `file_decode_streams`, and `prefill_steps`).
+  std::function<decode_streams(const decode_streams_config&)> streams;
 };
 
 /// Replays the decode steps of `trace` and prints the tables to `out`.

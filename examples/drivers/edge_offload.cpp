@@ -145,18 +145,20 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
 
   // The KV cache of the largest batch (and, in a hybrid model, its sequences' linear-attention
   // states), for the room left to experts.
-  // The streams of each batch size are formed here for their KV cache and rows, and again
-  // for each capacity case, whose settings and systems replay them: one batch size's
-  // streams are held at a time. Those of one stream give the header's requests and steps.
-  const auto form = [&](std::size_t B) {
-    return opt.streams ? opt.streams(B) : make_decode_streams(trace, {.streams = B});
+  // The tokens of each batch size's streams are formed here, without their rows, for their
+  // KV cache and rows; the streams are formed whole for each capacity case, whose settings
+  // and systems replay them: one batch size's streams are held at a time. Those of one
+  // stream give the header's requests and steps.
+  const auto form = [&](std::size_t B, bool tokens_only = false) {
+    const decode_streams_config c{.streams = B, .tokens_only = tokens_only};
+    return opt.streams ? opt.streams(c) : make_decode_streams(trace, c);
   };
   std::uint64_t kv_tokens = 0, max_batch = 1, rows_per_system = 0;
   std::optional<std::pair<std::size_t, std::size_t>> single;  // requests and steps of B = 1
   for (std::uint32_t B : opt.batches) {
     max_batch = std::max<std::uint64_t>(max_batch, B);
-    const decode_streams d = form(B);
-    rows_per_system += d.batched().num_rows();
+    const decode_streams d = form(B, true);
+    rows_per_system += d.num_rows();
     for (std::size_t s = 0; s < d.num_steps(); ++s) {
       std::uint64_t kv = 0;
       for (const stream_token& tk : d.tokens(s)) kv += tk.context + 1;
@@ -165,7 +167,7 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
     if (B == 1) single.emplace(d.sequences().size(), d.num_tokens());
   }
   if (!single) {
-    const decode_streams one = form(1);
+    const decode_streams one = form(1, true);
     single.emplace(one.sequences().size(), one.num_tokens());
   }
   out << "trace: " << path.filename().string() << "\n  model " << shape->name << ": " << L << " MoE layers x "

@@ -669,15 +669,16 @@ void run_replay(const options& o) {
     const std::filesystem::path& file = scratch ? scratch->path() : paths.front();
     const canonical_file f(file, canonical_file::access::copy);
     const routing_trace prefills = prefill_steps(f);
-    std::optional<routing_trace> whole;  // where the file's columns cannot be used in place
+    // Every B's streams from one reading of the file's steps; the file read whole where its
+    // columns cannot be used in place.
+    const std::optional<file_decode_streams> source = file_decode_streams::open(f);
+    std::optional<routing_trace> whole;
+    if (!source) whole = io::read_trace(file);
     run_timed(
         o, prefills,
         [&](std::size_t B) {
-          if (!whole) {
-            if (auto d = make_decode_streams(f, {.streams = B})) return std::move(*d);
-            whole = io::read_trace(file);
-          }
-          return make_decode_streams(*whole, {.streams = B});
+          const decode_streams_config c{.streams = B};
+          return source ? source->form(c) : make_decode_streams(*whole, c);
         },
         paths);
     return;

@@ -864,22 +864,24 @@ class stream_source {
     trace.reset();
     trace.emplace(prefill_steps(*mapped_));
   }
-  /// `streams(B)`: B decode streams from the file's map (from the file read whole where
-  /// its columns cannot be used in place); empty when no file was given.
-  [[nodiscard]] std::function<decode_streams(std::size_t)> former() {
+  /// `streams(c)`: decode streams from the file's map (from the file read whole where its
+  /// columns cannot be used in place); empty when no file was given. The file's walks that
+  /// do not depend on B are done at the first call, for every family's streams.
+  [[nodiscard]] std::function<decode_streams(const decode_streams_config&)> former() {
     if (!mapped_) return {};
-    return [this](std::size_t B) {
-      if (!whole_) {
-        if (auto d = make_decode_streams(*mapped_, {.streams = B})) return std::move(*d);
-        whole_ = io::read_trace(file_);
+    return [this](const decode_streams_config& c) {
+      if (!whole_ && !source_) {
+        source_ = file_decode_streams::open(*mapped_);
+        if (!source_) whole_ = io::read_trace(file_);
       }
-      return make_decode_streams(*whole_, {.streams = B});
+      return source_ ? source_->form(c) : make_decode_streams(*whole_, c);
     };
   }
 
  private:
   fs::path file_;
   std::optional<canonical_file> mapped_;
+  std::optional<file_decode_streams> source_;
   std::optional<routing_trace> whole_;
 };
 

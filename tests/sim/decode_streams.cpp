@@ -1,6 +1,7 @@
 // B concurrent decode streams: continuous batching of whole requests, the split of a short
 // trace's tokens (the same loads as sched/batched_steps.hpp), contexts and positions, and
-// the same streams formed from a canonical file's map.
+// the same streams formed from a canonical file's map (once per B, or from its walks done once
+// for every B), and the tokens alone.
 #include "moepolicy/sim/decode_streams.hpp"
 
 #include <doctest/doctest.h>
@@ -144,8 +145,8 @@ TEST_CASE("one stream replays the decode steps as recorded") {
 namespace {
 
 /// Checks that `a` and `b` are the same streams: steps, tokens, sequences, prompts and
-/// the batched trace.
-void check_same_streams(const decode_streams& a, const decode_streams& b) {
+/// (unless `a` was formed with `tokens_only`, which holds no rows) the batched trace.
+void check_same_streams(const decode_streams& a, const decode_streams& b, bool a_tokens_only = false) {
   CHECK(a.formation() == b.formation());
   CHECK(a.num_streams() == b.num_streams());
   CHECK(a.rows_per_token() == b.rows_per_token());
@@ -167,7 +168,15 @@ void check_same_streams(const decode_streams& a, const decode_streams& b) {
   }
   CHECK(std::vector<std::uint64_t>(a.prompt_tokens().begin(), a.prompt_tokens().end()) ==
         std::vector<std::uint64_t>(b.prompt_tokens().begin(), b.prompt_tokens().end()));
-  test::check_same_trace(a.batched(), b.batched());
+  CHECK(a.num_rows() == b.batched().num_rows());
+  CHECK(b.num_rows() == b.batched().num_rows());
+  if (a_tokens_only) {
+    CHECK(a.batched().num_rows() == 0);
+    CHECK(a.batched().info().num_layers == b.batched().info().num_layers);
+    CHECK(a.batched().info().num_experts == b.batched().info().num_experts);
+  } else {
+    test::check_same_trace(a.batched(), b.batched());
+  }
 }
 
 }  // namespace
@@ -185,19 +194,29 @@ TEST_CASE("streams formed from a canonical file's map are those formed from the 
     const auto path = dir / ("t" + std::to_string(i) + ".mtrace");
     write_canonical(t, path);
     const canonical_file f(path, canonical_file::access::copy);
+    // The file's walks done once, every B and formation formed from them in turn, with and
+    // without their rows.
+    const std::optional<file_decode_streams> source = file_decode_streams::open(f);
+    REQUIRE(source.has_value());
     for (const std::size_t B : {1u, 2u, 3u, 5u, 16u}) {
       for (const auto how :
            {stream_formation::automatic, stream_formation::whole_requests, stream_formation::split_tokens}) {
         CAPTURE(i);
         CAPTURE(B);
         CAPTURE(to_string(how));
+        const decode_streams whole = make_decode_streams(t, {.streams = B, .formation = how});
         const std::optional<decode_streams> got = make_decode_streams(f, {.streams = B, .formation = how});
         REQUIRE(got.has_value());
-        check_same_streams(*got, make_decode_streams(t, {.streams = B, .formation = how}));
+        check_same_streams(*got, whole);
+        check_same_streams(source->form({.streams = B, .formation = how}), whole);
+        check_same_streams(source->form({.streams = B, .formation = how, .tokens_only = true}), whole, true);
+        check_same_streams(make_decode_streams(t, {.streams = B, .formation = how, .tokens_only = true}), whole, true);
       }
     }
     CHECK_THROWS_WITH_AS(static_cast<void>(make_decode_streams(f, {.streams = 0})),
                          "moepolicy::make_decode_streams: streams must be >= 1, got 0", invalid_argument);
+    CHECK_THROWS_WITH_AS(static_cast<void>(source->form({.streams = 0})),
+                         "moepolicy::file_decode_streams::form: streams must be >= 1, got 0", invalid_argument);
   }
   // Columns at an odd address cannot be used in place: nothing is formed, and the caller
   // reads the trace whole instead.
@@ -208,6 +227,7 @@ TEST_CASE("streams formed from a canonical file's map are those formed from the 
   }
   const canonical_file odd(std::span<const std::byte>(shifted).subspan(1), "odd.mtrace");
   CHECK_FALSE(make_decode_streams(odd, {.streams = 2}).has_value());
+  CHECK_FALSE(file_decode_streams::open(odd).has_value());
   std::filesystem::remove_all(dir);
 }
 

@@ -76,6 +76,11 @@ struct decode_streams_config {
   /// B, concurrent streams, >= 1.
   std::size_t streams = 1;
   stream_formation formation = stream_formation::automatic;
+  /// Form the steps' tokens, the sequences and the prompts but not the batched trace:
+  /// `batched()` holds no rows (its info is the trace's), `num_rows()` still counts those it
+  /// would hold. What a caller needs to size a replay before forming the streams it runs
+  /// (their contexts, tokens and rows), at a small part of the cost and memory.
+  bool tokens_only = false;
 };
 
 /// One token of a batched step.
@@ -122,8 +127,9 @@ struct replay_progress {
 
 class decode_streams;
 namespace detail {
+struct decode_inputs;
 template <class Source>
-decode_streams form_decode_streams(const Source& src, const decode_streams_config& c);
+decode_streams form_decode_streams(const Source& src, const decode_inputs& in, const decode_streams_config& c);
 }  // namespace detail
 
 /// Batched decode steps of B concurrent streams (see the header).
@@ -131,8 +137,12 @@ class decode_streams {
  public:
   decode_streams() = default;
 
-  /// The steps as a trace: one request, step s = batched step s.
+  /// The steps as a trace: one request, step s = batched step s (no rows when formed with
+  /// `tokens_only`).
   [[nodiscard]] const routing_trace& batched() const noexcept { return batched_; }
+  /// The rows of the batched steps: `batched().num_rows()`, or the rows it would hold when
+  /// formed with `tokens_only`.
+  [[nodiscard]] std::uint64_t num_rows() const noexcept { return rows_; }
   [[nodiscard]] std::size_t num_streams() const noexcept { return streams_; }
   /// The rule used (never `automatic`).
   [[nodiscard]] stream_formation formation() const noexcept { return formation_; }
@@ -158,9 +168,11 @@ class decode_streams {
 
  private:
   template <class Source>
-  friend decode_streams detail::form_decode_streams(const Source& src, const decode_streams_config& c);
+  friend decode_streams detail::form_decode_streams(const Source& src, const detail::decode_inputs& in,
+                                                    const decode_streams_config& c);
 
   routing_trace batched_;
+  std::uint64_t rows_ = 0;
   std::size_t streams_ = 0;
   stream_formation formation_ = stream_formation::whole_requests;
   std::uint32_t rows_per_token_ = 1;
@@ -207,7 +219,7 @@ class file_stream_source {
   };
 
   /// `steps`: the file's steps, which a walk has counted (and so checked the rows).
-  file_stream_source(const canonical_file& f, canonical_columns c, std::uint64_t steps) : f_(f), c_(c) {
+  file_stream_source(const canonical_file& f, canonical_columns c, std::uint64_t steps) : f_(&f), c_(c) {
     const auto nothing = [](const auto&) {};
     steps_.reserve(static_cast<std::size_t>(steps));
     f.for_each_batch(
@@ -223,8 +235,8 @@ class file_stream_source {
     f.release_columns();
   }
 
-  [[nodiscard]] const trace_info& info() const noexcept { return f_.info(); }
-  [[nodiscard]] std::size_t num_requests() const noexcept { return f_.request_names().size(); }
+  [[nodiscard]] const trace_info& info() const noexcept { return f_->info(); }
+  [[nodiscard]] std::size_t num_requests() const noexcept { return f_->request_names().size(); }
   [[nodiscard]] std::span<const step> steps() const noexcept { return steps_; }
   template <class F>
   void for_each_batch(const step& s, F&& f) const {
@@ -238,16 +250,16 @@ class file_stream_source {
     }
   }
   [[nodiscard]] std::span<const expert_id> experts(std::size_t r) const noexcept {
-    const std::size_t k = f_.info().top_k;
+    const std::size_t k = f_->info().top_k;
     return c_.experts.subspan(r * k, k);
   }
   [[nodiscard]] std::span<const float> weights(std::size_t r) const noexcept {
-    const std::size_t k = f_.info().top_k;
+    const std::size_t k = f_->info().top_k;
     return c_.weights.subspan(r * k, k);
   }
   [[nodiscard]] std::span<const float> scores(std::size_t r) const noexcept {
-    if (!f_.info().has_scores) return {};
-    const std::size_t e = f_.info().num_experts;
+    if (!f_->info().has_scores) return {};
+    const std::size_t e = f_->info().num_experts;
     return c_.scores.subspan(r * e, e);
   }
   void gathered(std::size_t rows) const noexcept {
@@ -257,7 +269,7 @@ class file_stream_source {
   /// Gives back every page read (the last part, otherwise held while the batched trace is
   /// replayed).
   void done() const noexcept {
-    f_.release_columns();
+    f_->release_columns();
     since_release_ = 0;
   }
 
@@ -265,27 +277,34 @@ class file_stream_source {
   static constexpr std::size_t release_rows = std::size_t{1} << 16;
 
  private:
-  const canonical_file& f_;
+  const canonical_file* f_;  // a pointer: the source is assignable
   canonical_columns c_;
   std::vector<step> steps_;
   bool open_ = false;
   mutable std::size_t since_release_ = 0;
 };
 
-/// `make_decode_streams` over `src` (`trace_stream_source` or `file_stream_source`).
-template <class Source>
-decode_streams form_decode_streams(const Source& src, const decode_streams_config& c) {
-  using step_type = typename decltype(src.steps())::value_type;
-  const trace_info& info = src.info();
-  decode_streams out;
-  out.streams_ = c.streams;
-
-  // Decode tokens per request, and recorded prompts (the most rows of a prefill step's
-  // batches, summed over its prefill steps).
-  std::vector<std::vector<const step_type*>> decode(src.num_requests());
-  out.prompts_.assign(src.num_requests(), 0);
+/// What forming streams reads of a source whatever B: each request's decode steps (indices
+/// into the source's steps), the recorded prompts and the rows per token.
+struct decode_inputs {
+  std::vector<std::vector<std::size_t>> decode;  // per request
+  std::vector<std::uint64_t> prompts;            // per request
   std::uint32_t rows_per_token = 1;
-  for (const step_type& s : src.steps()) {
+  std::vector<std::uint32_t> with_decode;  // the requests with decode steps, in order
+  std::size_t tokens = 0;                  // decode tokens, all requests
+};
+
+/// `decode_inputs` of `src` (`trace_stream_source` or `file_stream_source`): one walk of its
+/// steps' layers. A prompt is the most rows of a prefill step's batches, summed over the
+/// request's prefill steps.
+template <class Source>
+decode_inputs read_decode_inputs(const Source& src) {
+  decode_inputs in;
+  in.decode.resize(src.num_requests());
+  in.prompts.assign(src.num_requests(), 0);
+  const auto steps = src.steps();
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto& s = steps[i];
     std::uint32_t rows = 0;
     std::size_t seen = 0;
     src.for_each_batch(s, [&](layer_id, std::size_t, std::uint32_t count) {
@@ -294,20 +313,34 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
     });
     src.gathered(seen);
     if (s.kind == phase::decode) {
-      decode[s.request].push_back(&s);
-      rows_per_token = std::max(rows_per_token, rows);
+      in.decode[s.request].push_back(i);
+      in.rows_per_token = std::max(in.rows_per_token, rows);
     } else {
-      out.prompts_[s.request] += rows;
+      in.prompts[s.request] += rows;
     }
   }
-  out.rows_per_token_ = rows_per_token;
-  std::vector<std::uint32_t> with_decode;
-  std::size_t n = 0;
-  for (std::uint32_t r = 0; r < decode.size(); ++r) {
-    if (decode[r].empty()) continue;
-    with_decode.push_back(r);
-    n += decode[r].size();
+  for (std::uint32_t r = 0; r < in.decode.size(); ++r) {
+    if (in.decode[r].empty()) continue;
+    in.with_decode.push_back(r);
+    in.tokens += in.decode[r].size();
   }
+  return in;
+}
+
+/// `make_decode_streams` over `src` (`trace_stream_source` or `file_stream_source`), whose
+/// `decode_inputs` are `in`.
+template <class Source>
+decode_streams form_decode_streams(const Source& src, const decode_inputs& in, const decode_streams_config& c) {
+  const trace_info& info = src.info();
+  const auto src_steps = src.steps();
+  decode_streams out;
+  out.streams_ = c.streams;
+  out.prompts_ = in.prompts;
+  out.rows_per_token_ = in.rows_per_token;
+  const std::uint32_t rows_per_token = in.rows_per_token;
+  const std::vector<std::uint32_t>& with_decode = in.with_decode;
+  const std::size_t n = in.tokens;
+  const auto step_of = [&](const auto& x) -> decltype(auto) { return src_steps[in.decode[x.request][x.index]]; };
   stream_formation how = c.formation;
   if (how == stream_formation::automatic) {
     how = with_decode.size() >= c.streams ? stream_formation::whole_requests : stream_formation::split_tokens;
@@ -341,7 +374,7 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
         }
         if (!slot[j].busy) continue;
         slots.push_back({j, slot[j].request, slot[j].next, first});
-        if (++slot[j].next == decode[slot[j].request].size()) slot[j].busy = false;
+        if (++slot[j].next == in.decode[slot[j].request].size()) slot[j].busy = false;
       }
       if (slots.size() == before) break;
       end_step();
@@ -350,7 +383,7 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
     std::vector<std::pair<std::uint32_t, std::uint32_t>> stream;  // (request, index) in trace order
     stream.reserve(n);
     for (std::uint32_t r : with_decode) {
-      for (std::uint32_t i = 0; i < decode[r].size(); ++i) stream.emplace_back(r, i);
+      for (std::uint32_t i = 0; i < in.decode[r].size(); ++i) stream.emplace_back(r, i);
     }
     const std::size_t s = n / c.streams;
     slots.reserve(s * c.streams);
@@ -375,16 +408,18 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
     std::size_t rows = 0;
     for (const slot_token& x : slots) {
       std::size_t seen = 0;
-      src.for_each_batch(*decode[x.request][x.index], [&](layer_id l, std::size_t, std::uint32_t count) {
+      src.for_each_batch(step_of(x), [&](layer_id l, std::size_t, std::uint32_t count) {
         if (l < L) rows += count;
         seen += count;
       });
       src.gathered(seen);
     }
+    out.rows_ = rows;
     out.offsets_.reserve(step_start.size());
     out.tokens_.reserve(tokens);
-    cols.reserve(rows, info.top_k, info.has_scores ? info.num_experts : 0);
+    if (!c.tokens_only) cols.reserve(rows, info.top_k, info.has_scores ? info.num_experts : 0);
   }
+  std::size_t w = 0;  // rows written
   out.offsets_.push_back(0);
   // A step's tokens' batches, each token's in layer order, read once per token; `next[i]`:
   // token i's first batch not yet written.
@@ -397,7 +432,7 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
   std::vector<std::size_t> starts, next;
   for (std::size_t s = 0; s + 1 < step_start.size(); ++s) {
     const std::span<const slot_token> step(slots.data() + step_start[s], step_start[s + 1] - step_start[s]);
-    const std::size_t before = cols.layer.size();
+    const std::size_t before = w;
     for (const slot_token& x : step) {
       if (x.first) {
         current[x.stream] = static_cast<std::uint32_t>(out.sequences_.size());
@@ -408,11 +443,12 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
           {x.stream, current[x.stream], x.request, x.index, out.prompts_[x.request] + x.index, x.first});
     }
     out.offsets_.push_back(out.tokens_.size());
+    if (c.tokens_only) continue;
     batches.clear();
     starts.clear();
     for (const slot_token& x : step) {
       starts.push_back(batches.size());
-      src.for_each_batch(*decode[x.request][x.index], [&](layer_id bl, std::size_t first, std::uint32_t count) {
+      src.for_each_batch(step_of(x), [&](layer_id bl, std::size_t first, std::uint32_t count) {
         batches.push_back({bl, first, count});
       });
       // A step's rows are sorted by layer (`routing_trace::from_sorted`, which a canonical
@@ -428,7 +464,7 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
         for (; next[i] < starts[i + 1] && batches[next[i]].layer == l; ++next[i]) {
           const std::size_t first = batches[next[i]].first;
           const std::uint32_t count = batches[next[i]].count;
-          for (std::uint32_t j = 0; j < count; ++j) {
+          for (std::uint32_t j = 0; j < count; ++j, ++w) {
             const std::size_t r = first + j;
             cols.request.push_back(0);
             cols.step.push_back(static_cast<std::uint32_t>(s));
@@ -447,12 +483,12 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
         }
       }
     }
-    src.gathered(cols.layer.size() - before);
+    src.gathered(w - before);
   }
+  MOEPOLICY_ASSERT(w == cols.layer.size() && w == (c.tokens_only ? 0 : out.rows_));
   src.done();
   slots = {};
   step_start = {};
-  decode = {};
   out.batched_ = routing_trace::from_sorted(
       info, {std::to_string(c.streams) + " concurrent decode stream" + (c.streams == 1 ? "" : "s")}, std::move(cols));
   return out;
@@ -468,15 +504,62 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
 /// Complexity: O(rows of the trace + steps × layers).
 [[nodiscard]] inline decode_streams make_decode_streams(const routing_trace& t, const decode_streams_config& c) {
   if (c.streams == 0) detail::throw_invalid("make_decode_streams", "streams must be >= 1", c.streams);
-  return detail::form_decode_streams(detail::trace_stream_source{t}, c);
+  const detail::trace_stream_source src{t};
+  return detail::form_decode_streams(src, detail::read_decode_inputs(src), c);
 }
+
+/// The decode streams of one canonical file at any B and formation, formed from the file's
+/// columns used in place as `make_decode_streams(const canonical_file&, …)` forms them, with
+/// what does not depend on B read once: the walks that check the rows and find the steps,
+/// and each request's decode steps and prompt. A caller that forms several B (a sweep of
+/// concurrency) walks the file once for each set of streams instead of four times. Holds 32
+/// bytes per recorded step beside the streams it forms, and the file (referenced, not
+/// copied), which must outlive it.
+class file_decode_streams {
+ public:
+  /// Walks `f` twice (the first walk checks the rows unless one already has, the second
+  /// finds the steps), then reads its steps' layers once.
+  ///
+  /// Returns: nothing when the file's columns cannot be used in place
+  /// (`canonical_file::columns`).
+  /// Throws: `parse_error` naming the file for a row the reader rejects.
+  /// Complexity: O(rows of the file).
+  [[nodiscard]] static std::optional<file_decode_streams> open(const canonical_file& f) {
+    std::uint64_t steps = 0;
+    const auto nothing = [](const auto&) {};
+    f.for_each_batch(nothing, nothing, [&](const step_ref&) { ++steps; });
+    const std::optional<canonical_columns> cols = f.columns();
+    if (!cols) return std::nullopt;
+    return file_decode_streams(f, *cols, steps);
+  }
+
+  /// The streams `make_decode_streams(f.read(), c)` forms. Not for calls at the same time on
+  /// one object: each counts the file's pages it reads, to give them back.
+  ///
+  /// Throws: `invalid_argument` naming `file_decode_streams::form` when `streams` is 0.
+  /// Complexity: O(rows of the streams + steps × layers); O(tokens + steps) with
+  /// `tokens_only`, which reads only the file's layer column.
+  [[nodiscard]] decode_streams form(const decode_streams_config& c) const {
+    if (c.streams == 0) detail::throw_invalid("file_decode_streams::form", "streams must be >= 1", c.streams);
+    return detail::form_decode_streams(src_, in_, c);
+  }
+
+ private:
+  file_decode_streams(const canonical_file& f, canonical_columns c, std::uint64_t steps)
+      : src_(f, c, steps), in_(detail::read_decode_inputs(src_)) {
+    src_.done();
+  }
+
+  detail::file_stream_source src_;
+  detail::decode_inputs in_;
+};
 
 /// Forms the same streams as `make_decode_streams(f.read(), c)` straight from the canonical
 /// file's columns used in place (`canonical_file::columns`), without the trace: beside the
-/// batched trace it holds 24 bytes per recorded step and a part of the file (its pages are
+/// batched trace it holds 32 bytes per recorded step and a part of the file (its pages are
 /// given back every `detail::file_stream_source::release_rows` rows gathered). Walks the
 /// file twice first (the first walk checks the rows unless one already has, the second
-/// finds the steps).
+/// finds the steps); `file_decode_streams` does these walks once for several B.
 ///
 /// Returns: as `make_decode_streams`; nothing when the file's columns cannot be used in
 /// place (`canonical_file::columns`).
@@ -486,12 +569,9 @@ decode_streams form_decode_streams(const Source& src, const decode_streams_confi
 [[nodiscard]] inline std::optional<decode_streams> make_decode_streams(const canonical_file& f,
                                                                        const decode_streams_config& c) {
   if (c.streams == 0) detail::throw_invalid("make_decode_streams", "streams must be >= 1", c.streams);
-  std::uint64_t steps = 0;
-  const auto nothing = [](const auto&) {};
-  f.for_each_batch(nothing, nothing, [&](const step_ref&) { ++steps; });
-  const std::optional<canonical_columns> cols = f.columns();
-  if (!cols) return std::nullopt;
-  return detail::form_decode_streams(detail::file_stream_source(f, *cols, steps), c);
+  const std::optional<file_decode_streams> s = file_decode_streams::open(f);
+  if (!s) return std::nullopt;
+  return s->form(c);
 }
 
 /// The prefill steps of `f` alone, as a trace of the same requests (every request named,
