@@ -11,7 +11,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <variant>
@@ -215,9 +214,7 @@ BENCHMARK(BM_timed_replay_floor)->Unit(benchmark::kMillisecond);
 // (`file_decode_streams::form`), and the tokens alone (`tokens_only`, what a replay needs to
 // size itself).
 const canonical_file& granite_file() {
-  static const canonical_file f(
-      std::filesystem::path(MOEPOLICY_BUNDLED_TRACES) / "granite-3.1-1b-a400m" / "granite-3.1-1b-a400m.mtrace",
-      canonical_file::access::copy);
+  static const canonical_file f(bench::bundled_granite_path(), canonical_file::access::copy);
   return f;
 }
 void BM_decode_streams_each(benchmark::State& state) {
@@ -255,12 +252,7 @@ void BM_decode_streams_floor(benchmark::State& state) {
   for (auto _ : state) {
     bench::routing_sums sums;
     granite_file().for_each_batch(
-        nothing,
-        [&](const batch_view& v) {
-          for (auto e : v.experts) sums.ids += e;
-          for (auto x : v.weights) sums.weights += x;
-        },
-        nothing);
+        nothing, [&](const batch_view& v) { bench::add_routing(sums, v); }, nothing);
     benchmark::DoNotOptimize(sums.ids);
     benchmark::DoNotOptimize(sums.weights);
   }
