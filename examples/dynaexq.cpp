@@ -46,6 +46,10 @@ int main(int argc, char** argv) {
                  "Times each serving request is replayed back to back in the phased stream")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000}))
       ->capture_default_str();
+  app.add_option("--series-points", opt.series_points,
+                 "Most points of each per-interval series the plots draw (>= 1): more update intervals are merged, "
+                 "consecutive ones, into each point")
+      ->capture_default_str();
   app.add_flag("--admit-at-issue", opt.admit_at_issue,
                "Reserve a transition's budget when it is issued, not when it is requested (DynaExq §3.4)");
   app.add_flag("--resolve-each-access", opt.resolve_each_access,

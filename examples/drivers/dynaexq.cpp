@@ -69,6 +69,7 @@
 
 #include "drivers/dynaexq.hpp"
 
+#include "common/interval_points.hpp"
 #include "common/model_match.hpp"
 #include "common/table.hpp"
 #include "moepolicy/core/model_shape.hpp"
@@ -143,7 +144,21 @@ struct clock_model {
   [[nodiscard]] std::uint64_t interval_of_stream_pass(std::size_t p) const {
     return at(calibration_passes + p) / interval_us;
   }
+  // Whether an update interval ends with pass p of a stream of `passes` (its last pass ends
+  // the last one).
+  [[nodiscard]] bool interval_ends(std::size_t p, std::size_t passes) const {
+    return p + 1 == passes || interval_of_stream_pass(p + 1) != interval_of_stream_pass(p);
+  }
 };
+
+// The update intervals of `stream` (one ends with its last pass).
+std::size_t count_intervals(const stream_spec& stream, const clock_model& clk) {
+  std::size_t n = 0;
+  for (std::size_t p = 0; p < stream.passes; ++p) {
+    if (clk.interval_ends(p, stream.passes)) ++n;
+  }
+  return n;
+}
 
 struct budget_case {
   std::uint32_t n = 0;
@@ -174,14 +189,11 @@ struct run_result {
   /// making progress).
   std::uint64_t left_unserved = 0;
   std::uint64_t admission_waits = 0;
-  /// Per update interval of the stream: the share of its activations served at high
-  /// precision, the transitions published during it, and the stream time at its end (ms).
-  /// Kept only for the replays whose series are shown (empty otherwise).
-  struct interval_series {
-    std::vector<double> high_share;
-    std::vector<std::uint64_t> transitions;
-    std::vector<double> end_ms;
-  } intervals;
+  /// Per point of the stream's update intervals (`interval_points`: `options::series_points`
+  /// at most): the share of their activations served at high precision, the transitions
+  /// published per interval, and the stream time at the last one's end (ms). Kept only for
+  /// the replays whose series are shown (no points otherwise).
+  interval_points intervals;
 };
 
 // The largest power of two dividing `b`, at most 256: a block alignment the pool accepts.
@@ -448,23 +460,16 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
       runs.push_back(std::make_unique<replay_state>(w, hv, *budgets[g], specs[g], opt, step_cap_scaled));
     }
   }
-  // Only the replays whose per-interval series a caller keeps record them (one entry per
-  // interval of the stream: the only state of a replay that grows with the stream).
+  // Only the replays whose per-interval series a caller keeps record them, in at most
+  // `opt.series_points` points, so that no state of a replay grows with the stream.
   const std::size_t P = stream.passes, C = w.calibration_passes;
-  const auto interval_ends = [&](std::size_t p) {
-    return p + 1 == P || clk.interval_of_stream_pass(p + 1) != clk.interval_of_stream_pass(p);
-  };
-  std::size_t intervals = 0;
-  for (std::size_t p = 0; p < P; ++p) {
-    if (interval_ends(p)) ++intervals;
-  }
+  const std::size_t intervals = count_intervals(stream, clk);
+  const std::size_t per_point = intervals_per_point(intervals, opt.series_points);
   for (std::size_t g = 0; g < G; ++g) {
     if (series[g] == 0 || runs[run_of[g]]->series) continue;
     replay_state& s = *runs[run_of[g]];
     s.series = true;
-    s.r.intervals.high_share.reserve(intervals);
-    s.r.intervals.transitions.reserve(intervals);
-    s.r.intervals.end_ms.reserve(intervals);
+    s.r.intervals = interval_points(intervals, per_point);
   }
 
   // The online policies' hotness EMA watches the calibration, in intervals of modelled time
@@ -552,22 +557,18 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
     if (spec.online) {
       for (const batch_ref& bt : batches) hot.observe(bt.layer, w.trace->view(bt).experts);
     }
-    if (interval_ends(p)) {
+    if (clk.interval_ends(p, P)) {
       const double end_ms = static_cast<double>(clk.at(q + 1) - clk.at(C)) * 1e-3;
       for (auto& run : runs) {
         replay_state& s = *run;
-        if (s.series) {
-          s.r.intervals.high_share.push_back(s.interval_selections == 0
-                                                 ? std::nan("")
-                                                 : static_cast<double>(s.interval_high) /
-                                                       static_cast<double>(s.interval_selections));
-          s.r.intervals.transitions.push_back(s.interval_transitions);
-          s.r.intervals.end_ms.push_back(end_ms);
-        }
+        if (s.series) s.r.intervals.add(s.interval_high, s.interval_selections, s.interval_transitions, end_ms);
         s.interval_selections = s.interval_high = s.interval_transitions = 0;
       }
     }
   });
+  for (auto& run : runs) {
+    if (run->series) run->r.intervals.finish();
+  }
   std::vector<run_result> ran;
   ran.reserve(runs.size());
   for (auto& run : runs) {
@@ -599,7 +600,7 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
   for (std::size_t g = 0; g < G; ++g) {
     // Each replay of the group gets its run's figures, and the series only where it keeps them.
     run_result& src = ran[run_of[g]];
-    run_result::interval_series kept = std::exchange(src.intervals, {});
+    interval_points kept = std::exchange(src.intervals, {});
     out.push_back(src);
     if (series[g] != 0) out.back().intervals = kept;
     src.intervals = std::move(kept);
@@ -611,12 +612,13 @@ std::vector<run_result> replay_group(const workload& w, const stream_spec& strea
 // hindsight).
 struct bound_result {
   double oracle = 0.0, hindsight = 0.0;
-  /// The oracle's share in each interval (when asked for).
+  /// The oracle's share in each point of `series_points` intervals (when asked for): the
+  /// activations its intervals' own top-n would serve over its activations.
   std::vector<double> interval_oracle;
 };
 
 bound_result bounds(const workload& w, const stream_spec& stream, const clock_model& clk, std::uint32_t n,
-                    bool keep_series) {
+                    bool keep_series, std::size_t series_points) {
   const std::size_t L = w.layers, E = w.experts;
   const auto top_sum = [&](std::vector<std::uint64_t> c) {
     std::sort(c.begin(), c.end(), std::greater<>());
@@ -626,7 +628,11 @@ bound_result bounds(const workload& w, const stream_spec& stream, const clock_mo
   };
   std::vector<std::uint64_t> window(L * E, 0), whole(L * E, 0);
   std::uint64_t oracle = 0, hindsight = 0, in_window = 0;
-  std::vector<double> series;
+  interval_points series;
+  if (keep_series) {
+    const std::size_t intervals = count_intervals(stream, clk);
+    series = interval_points(intervals, intervals_per_point(intervals, series_points));
+  }
   const auto flush = [&] {
     std::uint64_t best = 0;
     for (std::size_t l = 0; l < L; ++l) {
@@ -634,9 +640,7 @@ bound_result bounds(const workload& w, const stream_spec& stream, const clock_mo
       best += top_sum(std::vector<std::uint64_t>(first, first + static_cast<std::ptrdiff_t>(E)));
     }
     oracle += best;
-    if (keep_series) {
-      series.push_back(in_window == 0 ? std::nan("") : static_cast<double>(best) / static_cast<double>(in_window));
-    }
+    if (keep_series) series.add(best, in_window, 0, 0.0);
     in_window = 0;
     std::fill(window.begin(), window.end(), std::uint64_t{0});
   };
@@ -649,14 +653,15 @@ bound_result bounds(const workload& w, const stream_spec& stream, const clock_mo
         ++in_window;
       }
     }
-    if (p + 1 == P || clk.interval_of_stream_pass(p + 1) != clk.interval_of_stream_pass(p)) flush();
+    if (clk.interval_ends(p, P)) flush();
   });
+  series.finish();
   for (std::size_t l = 0; l < L; ++l) {
     const auto first = whole.begin() + static_cast<std::ptrdiff_t>(l * E);
     hindsight += top_sum(std::vector<std::uint64_t>(first, first + static_cast<std::ptrdiff_t>(E)));
   }
   const auto total = static_cast<double>(stream.selections);
-  return {static_cast<double>(oracle) / total, static_cast<double>(hindsight) / total, std::move(series)};
+  return {static_cast<double>(oracle) / total, static_cast<double>(hindsight) / total, series.take_ratio()};
 }
 
 double share(const run_result& r) { return static_cast<double>(r.high) / static_cast<double>(r.selections); }
@@ -725,6 +730,9 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
   }
   if (to_us(opt.step_ms) == 0 || to_us(opt.interval_ms) == 0) {
     throw std::runtime_error("the pass time and the update interval must be at least 1 us");
+  }
+  if (opt.series_points == 0) {
+    throw std::invalid_argument("dynaexq::run: series_points must be >= 1, is 0");
   }
   const workload w = load(trace);
   const std::size_t E = w.experts;
@@ -918,15 +926,23 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
     const clock_model clk{to_us(opt.step_ms), to_us(opt.interval_ms), w.calibration_passes};
     out << "\n  == stream: " << stream.name << " (" << stream.passes << " passes, " << stream.selections
         << " activations)\n";
+    const std::size_t intervals = count_intervals(stream, clk);
+    const std::size_t per_point = intervals_per_point(intervals, opt.series_points);
+    if (per_point > 1) {
+      out << "  per-interval series (plots): " << intervals << " update intervals merged " << per_point
+          << " per point, " << (intervals + per_point - 1) / per_point << " points (--series-points "
+          << opt.series_points << ")\n";
+    }
     out << "  bound: share of activations at high precision\n";
     examples::text_table ot({"budget", "oracle (each interval's own top-n_l)", "best static set in hindsight"});
     stream_result sr;
     sr.name = stream.name;
     sr.description = stream.description;
     sr.interval_ms = opt.interval_ms;
+    sr.intervals = intervals;
     std::vector<bound_result> brs;
     for (const auto& b : budgets) {
-      brs.push_back(bounds(w, stream, clk, b.n, &b == &half));
+      brs.push_back(bounds(w, stream, clk, b.n, &b == &half, opt.series_points));
       if (&b == &half) sr.oracle_high_share = std::move(brs.back().interval_oracle);
       ot.add({std::to_string(100 * b.n / E) + "%", fixed(100.0 * brs.back().oracle, 2),
               fixed(100.0 * brs.back().hindsight, 2)});
@@ -982,9 +998,13 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
         pt.add(std::move(cells));
         (si == 0 ? row.static_share : si == 1 ? row.none : si == 2 ? row.margin : row.slack) = share(rr);
         if (&b == &half) {
-          if (sr.interval_end_ms.empty()) sr.interval_end_ms = rr.intervals.end_ms;
+          if (sr.interval_end_ms.empty()) {
+            sr.interval_end_ms = rr.intervals.end();
+            sr.activations = rr.intervals.denominator();
+            sr.intervals_per_point = rr.intervals.per_point();
+          }
           sr.policies.push_back(
-              {s.label, std::move(rr.intervals.high_share), std::move(rr.intervals.transitions), share(rr)});
+              {s.label, rr.intervals.take_ratio(), rr.intervals.take_events_per_interval(), share(rr)});
         }
       }
       summary.push_back(row);

@@ -53,6 +53,11 @@ struct options {
   /// every table row that shows them (they differ only in their label). Off: each row's
   /// replay runs on its own (the general path; the golden test runs both).
   bool share_equal_replays = true;
+  /// Most points of each per-interval series of the result (for plots), >= 1: a stream of
+  /// more update intervals merges ⌈intervals / series_points⌉ consecutive intervals into
+  /// each point (examples/common/interval_points.hpp), so that the series, and the plots
+  /// drawn from them, do not grow with the trace.
+  std::size_t series_points = 1000;
   std::vector<double> sweep_margins{0.0, 0.01, 0.02, 0.05};
   std::vector<double> sweep_alphas{0.05, 0.1, 0.2, 0.5};
   std::vector<double> sweep_intervals_ms{4.0, 10.0, 20.0, 50.0};
@@ -66,11 +71,12 @@ struct options {
 /// One policy over a stream at the budget of half the experts at high precision.
 struct policy_series {
   std::string label;
-  /// Per update interval: the share of its activations served at high precision (NaN for
-  /// an interval without activations).
+  /// Per point (`stream_result::intervals_per_point` update intervals): the share of its
+  /// activations served at high precision (NaN for a point without activations).
   std::vector<double> high_share;
-  /// Per update interval: the promotions and demotions published during it.
-  std::vector<std::uint64_t> transitions;
+  /// Per point: the promotions and demotions published, per interval (their mean over the
+  /// point's intervals; each interval's count when a point is one interval).
+  std::vector<double> transitions;
   /// The share over the whole stream.
   double total_high_share = 0.0;
 };
@@ -82,12 +88,18 @@ struct stream_result {
   /// How the stream is built, in words.
   std::string description;
   double interval_ms = 0.0;
-  /// Per update interval: modelled time of the stream at the interval's last pass end, ms.
+  /// The stream's update intervals, and how many consecutive ones each point of the series
+  /// merges (1 unless they outnumber `options::series_points`).
+  std::size_t intervals = 0;
+  std::size_t intervals_per_point = 1;
+  /// Per point: modelled time of the stream at the end of its last interval's last pass, ms.
   std::vector<double> interval_end_ms;
+  /// Per point: the activations of its intervals.
+  std::vector<std::uint64_t> activations;
   /// Static, online, + margin, + rank slack.
   std::vector<policy_series> policies;
-  /// Per interval, the share that interval's own top-n_l would serve (the clairvoyant,
-  /// instantaneous bound).
+  /// Per point, the share its intervals' own top-n_l would serve (the clairvoyant,
+  /// instantaneous bound), over its activations.
   std::vector<double> oracle_high_share;
 };
 
@@ -103,7 +115,7 @@ struct result {
 ///
 /// Throws: what the trace readers throw; `std::runtime_error` when no model preset matches,
 /// the trace has neither named calibration requests nor two requests, or the budget plan
-/// fails.
+/// fails; `std::invalid_argument` when `opt.series_points` is 0.
 result run(const std::filesystem::path& trace, const options& opt, std::ostream& out);
 
 /// The same on `trace`, already read from `path` (which labels the output).

@@ -765,13 +765,22 @@ std::string trimoe_device_plot(const examples::trimoe::result& r) {
   return svg::stacked_bars(spec);
 }
 
+/// The x axis of DynaExq's series: interval ends, or the ends of each point's last interval
+/// when a point merges several (a long stream: `dynaexq::options::series_points`).
+std::string residency_time_label(const examples::dynaexq::stream_result& st) {
+  return st.intervals_per_point == 1
+             ? "modelled time of the stream, ms (interval ends)"
+             : "modelled time of the stream, ms (ends of each " + std::to_string(st.intervals_per_point) +
+                   " intervals: one point each, of " + std::to_string(st.intervals) + " intervals)";
+}
+
 /// DynaExq's per-interval high-precision share of each policy on one serving stream,
 /// beside the oracle.
 std::string residency_share_plot(const examples::dynaexq::result& r, const examples::dynaexq::stream_result& st) {
   svg::line_chart_spec spec;
   spec.title = "Share of activations served at high precision, " + st.name + " stream, budget " +
                std::to_string(r.high_experts) + " of " + std::to_string(r.experts) + " experts per layer";
-  spec.x_label = "modelled time of the stream, ms (interval ends)";
+  spec.x_label = residency_time_label(st);
   spec.y_label = "high-precision share";
   spec.y_range = svg::value_range{0.0, 1.0};
   for (const auto& p : st.policies) {
@@ -796,13 +805,14 @@ std::string residency_share_plot(const examples::dynaexq::result& r, const examp
 std::string residency_churn_plot(const examples::dynaexq::stream_result& st) {
   svg::line_chart_spec spec;
   spec.title = "Precision transitions (promotions + demotions) published per interval, " + st.name + " stream";
-  spec.x_label = "modelled time of the stream, ms (interval ends)";
-  spec.y_label = "transitions";
+  spec.x_label = residency_time_label(st);
+  spec.y_label =
+      st.intervals_per_point == 1 ? "transitions" : "transitions per interval (mean of each point's intervals)";
   for (const auto& p : st.policies) {
     svg::series line{p.label, {}, {}};
     for (std::size_t i = 0; i < p.transitions.size() && i < st.interval_end_ms.size(); ++i) {
       line.x.push_back(st.interval_end_ms[i]);
-      line.y.push_back(static_cast<double>(p.transitions[i]));
+      line.y.push_back(p.transitions[i]);
     }
     spec.lines.push_back(std::move(line));
   }

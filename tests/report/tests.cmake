@@ -40,3 +40,8 @@ add_test(NAME report_check_svg_bad_folder COMMAND moepolicy_check_svg ${_report_
 set_tests_properties(report_check_svg_bad_folder PROPERTIES PASS_REGULAR_EXPRESSION "check_svg: 0 passed, 4 failed")
 add_test(NAME report_check_svg_rejects_no_svg COMMAND moepolicy_check_svg ${_report_data}/no-svg)
 set_tests_properties(report_check_svg_rejects_no_svg PROPERTIES WILL_FAIL TRUE)
+
+# The DynaExq plots' series merged into at most a fixed number of points
+# (examples/common/interval_points.hpp).
+moepolicy_add_test(test_report_interval_points SOURCES ${CMAKE_CURRENT_LIST_DIR}/interval_points.cpp)
+target_include_directories(test_report_interval_points PRIVATE ${PROJECT_SOURCE_DIR}/examples)
