@@ -4,8 +4,8 @@ wall time of each stage of `moepolicy report --trace TRACE [--jobs N]` (one repo
 stage), as seconds and microseconds per routing row, for the scale table of the README.
 Without --jobs the report uses its default (the machine's hardware threads); --jobs 1 gives
 each stage's CPU time on one thread. The report runs its stages one after another
-(`--stages-in-turn`, its default, which this script passes), since the process's CPU time
-cannot tell stages run at once apart. With --span the report measures each stage's span (the
+(`--stages-in-turn`, which this script passes), since the process's CPU time cannot tell
+stages run at once apart. With --span the report measures each stage's span (the
 CPU time of its longest chain of work that runs one after another, `report --span`) and the
 table adds it: on P cores a stage takes at least max(CPU / P, span).
 

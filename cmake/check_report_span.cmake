@@ -1,8 +1,9 @@
 # `moepolicy report --span` adds to each stage's line on stderr its CPU time and its span
 # (detail/span_meter.hpp), and a line with the run's, and changes nothing in the report; so
-# does `--stages-at-once`, whose four stages (4 to 7) then run at the same time, each line
-# with its own CPU time and span, and a line for the group whose span is the longest of
-# theirs. By default, or with `--stages-in-turn`, they run one after another.
+# does running the four stages 4 to 7 at the same time (the default from --jobs 4 on, or
+# `--stages-at-once`), each line with its own CPU time and span, and a line for the group
+# whose span is the longest of theirs. On 3 threads, or with `--stages-in-turn`, they run one
+# after another.
 #   cmake -DTOOL=<moepolicy> -DWORKDIR=<the source tree> -DTRACE=<the bundled Granite trace, from WORKDIR>
 #         -DGOLDEN=<tests/golden/report_granite.md> -DDIR=<scratch folder> -P check_report_span.cmake
 # Each stage's span is at most its CPU time (the span is a sum of CPU time spent in the stage
@@ -50,7 +51,7 @@ endif()
 # The lines hold ';', a CMake list's separator: it is read as '|'.
 string(REPLACE ";" "|" e "${e}")
 if(e MATCHES "stages at once")
-  message(FATAL_ERROR "stages run at once by default:\n${e}")
+  message(FATAL_ERROR "stages run at once on 3 threads by default:\n${e}")
 endif()
 string(REGEX MATCHALL "report: \\[[0-9]+/10\\] [^\n]*" stages "${e}")
 list(LENGTH stages n)
@@ -78,15 +79,15 @@ foreach(pair "cpu;cpu_sum" "span;span_sum")
   endif()
 endforeach()
 
-# The same with stages 4 to 7 at once.
-execute_process(COMMAND ${TOOL} report --trace ${TRACE} --jobs 4 --span --stages-at-once --progress-every 0
+# The same with stages 4 to 7 at once: the default on 4 threads.
+execute_process(COMMAND ${TOOL} report --trace ${TRACE} --jobs 4 --span --progress-every 0
   --out ${DIR}/at-once WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "report --span --stages-at-once failed (${rc}):\n${o}${e}")
+  message(FATAL_ERROR "report --span --jobs 4 failed (${rc}):\n${o}${e}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${DIR}/at-once/index.md ${GOLDEN} RESULT_VARIABLE differ)
 if(NOT differ EQUAL 0)
-  message(FATAL_ERROR "report --stages-at-once wrote another index.md than ${GOLDEN}")
+  message(FATAL_ERROR "report --jobs 4 (stages at once) wrote another index.md than ${GOLDEN}")
 endif()
 string(REPLACE ";" "|" e "${e}")
 set(longest 0)
@@ -123,7 +124,8 @@ if(d GREATER 5 OR d LESS -5)
   message(FATAL_ERROR "the run's span (${run} hundredths) is not the group's and the other stages':\n${e}")
 endif()
 
-# Without --span the lines are as before; --stages-in-turn runs them one after another.
+# Without --span the lines are as before; --stages-in-turn runs them one after another on 4
+# threads.
 execute_process(COMMAND ${TOOL} report --trace ${TRACE} --skip-timed --progress-every 0 --jobs 4 --stages-in-turn
   --out ${DIR}/plain
   WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
@@ -135,6 +137,17 @@ if(e MATCHES " s, span [0-9]|stages. CPU")
 endif()
 if(e MATCHES "stages at once" OR NOT e MATCHES "report: \\[4/10\\] [^\n]* \\.\\.\\. ")
   message(FATAL_ERROR "--stages-in-turn did not run stages 4 to 7 one after another:\n${e}")
+endif()
+
+# --stages-at-once runs them at once below 4 threads too.
+execute_process(COMMAND ${TOOL} report --trace ${TRACE} --skip-timed --progress-every 0 --jobs 2 --stages-at-once
+  --out ${DIR}/asked
+  WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "report --jobs 2 --stages-at-once failed (${rc}):\n${o}${e}")
+endif()
+if(NOT e MATCHES "report: \\[4-7/10\\] 4 stages at once")
+  message(FATAL_ERROR "--stages-at-once did not run stages 4 to 7 at once on 2 threads:\n${e}")
 endif()
 
 # The two options exclude each other.

@@ -174,10 +174,15 @@ struct report_options {
   bool span = false;
   /// Run the four stages that read the trace held in memory (hit ratio, timed prefetch,
   /// TriMoE, DynaExq) at the same time, each with `jobs` threads: the report's span is then
-  /// the longest of their spans rather than their sum, and its peak holds their state at once
-  /// (on sixteen threads at 10^7 rows 1.26 to 1.31 times the trace file, at the edge of the
-  /// 1.3 that whole-trace operations keep to, so it is not the default).
-  bool stages_at_once = false;
+  /// the longest of their spans rather than their sum, and its peak holds their state at once.
+  /// Unset: at once when `jobs` is at least `stages_at_once_from`.
+  std::optional<bool> stages_at_once;
+
+  /// The threads from which the four stages run at once by default: each keeps about 2.6
+  /// to 4.5 threads busy on average (its CPU time over its span), so on fewer they fill the
+  /// machine one after another and at once would only hold more memory.
+  static constexpr std::size_t stages_at_once_from = 4;
+  [[nodiscard]] bool at_once() const noexcept { return stages_at_once.value_or(jobs >= stages_at_once_from); }
 };
 
 /// The CPU time of every thread of the process, in seconds.
@@ -1108,7 +1113,7 @@ void run_report(const report_options& o) {
     std::array<std::ostringstream, 4> sections;
     const std::array<std::function<void(std::ostream&)>, 4> bodies{hit_ratio_stage, prefetch_stage, trimoe_stage,
                                                                    dynaexq_stage};
-    bar.stages(o.stages_at_once,
+    bar.stages(o.at_once(),
                {name + ": hit ratio against capacity", name + ": prefetch on the timed model",
                 name + ": TriMoE scheduling", name + ": DynaExq residency"},
                [&](std::size_t i) { bodies[i](sections[i]); });
@@ -1198,11 +1203,11 @@ void add_report(CLI::App& app) {
          "Run the four stages that read the trace held in memory (hit ratio, timed prefetch, TriMoE, DynaExq) at "
          "the same time, each with --jobs threads: on many cores the report's span is then the longest of theirs "
          "rather than their sum, at the price of a higher peak (their state held at once); the report does not "
-         "depend on it")
+         "depend on it (default: at once with --jobs 4 or more)")
       ->excludes(cmd->add_flag_callback(
           "--stages-in-turn", [opt] { opt->stages_at_once = false; },
-          "Run those four stages one after another (the default; each stage's CPU time can then be read from the "
-          "process's, as bench/report_cpu.py does)"));
+          "Run those four stages one after another, whatever --jobs (each stage's CPU time can then be read from "
+          "the process's, as bench/report_cpu.py does)"));
   cmd->add_flag("--span", opt->span,
                 "Add to each stage's line on stderr, and to the run's, the CPU time of all threads and the span: the "
                 "CPU time of the longest chain of work that runs one after another as the stage hands tasks to its "
