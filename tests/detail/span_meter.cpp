@@ -9,8 +9,10 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <stdexcept>
+#include <thread>
 
 #include "moepolicy/detail/task_pool.hpp"
 
@@ -167,4 +169,63 @@ TEST_CASE("the thread's CPU clock: a span within the thread's CPU time") {
   CHECK(span >= 0.0);
   CHECK(span <= after - before);
   CHECK(x == 1000000.0);
+}
+
+TEST_CASE("span_position: where the chain stands, tasks starting where their batch began") {
+  using moepolicy::detail::span_position;
+  CHECK(span_position() == 0.0);  // nothing measured
+  span_meter m(fake_clock);
+  spend(1.0);
+  CHECK(span_position() == doctest::Approx(1.0));
+  span_batch b;
+  double in_task = -1.0;
+  std::thread t([&] { b.run([&] { spend(0.5), in_task = span_position(); }); });
+  t.join();
+  b.finish();
+  // The task began where the caller stood (1) and ran 0.5.
+  CHECK(in_task == doctest::Approx(1.5));
+  CHECK(span_position() == doctest::Approx(1.5));
+  // A meter under another frame goes on from it too.
+  {
+    span_meter inner(fake_clock);
+    spend(0.25);
+    CHECK(span_position() == doctest::Approx(1.75));
+  }
+  CHECK(m.stop() == doctest::Approx(1.75));
+}
+
+TEST_CASE("span_wait_until: a task that waits for another's chain goes on from it") {
+  using moepolicy::detail::span_position;
+  using moepolicy::detail::span_wait_until;
+  span_wait_until(9.0);  // nothing measured: nothing happens
+  CHECK(current_span_frame == nullptr);
+  span_meter m(fake_clock);
+  spend(1.0);
+  span_batch b;
+  std::atomic<double> released{-1.0};
+  // Task 0 runs 1 s and releases; task 1 runs 0.5 s, waits for the release, then runs 1 s:
+  // its chain is 1 (task 0's, to the release) + 1 = 2, longer than task 0's.
+  std::thread t0([&] {
+    b.run([&] {
+      spend(1.0);
+      released = span_position();
+    });
+  });
+  std::thread t1([&] {
+    b.run([&] {
+      spend(0.5);
+      while (released.load() < 0.0) std::this_thread::yield();
+      span_wait_until(released.load());
+      CHECK(span_position() == doctest::Approx(2.0));
+      span_wait_until(1.0);  // already past it: nothing
+      CHECK(span_position() == doctest::Approx(2.0));
+      spend(1.0);
+    });
+  });
+  t0.join();
+  t1.join();
+  b.finish();
+  CHECK(m.stop() == doctest::Approx(3.0));
+  // Waiting is no work: 1 + 1 + 0.5 + 1.
+  CHECK(m.work() == doctest::Approx(3.5));
 }

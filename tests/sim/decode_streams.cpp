@@ -6,13 +6,16 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../cache/cache_test_support.hpp"
@@ -270,4 +273,208 @@ TEST_CASE("prefill_steps: a canonical file's prefill rows alone, every request k
   CHECK(prefill_steps(canonical_file(dir / "t0.mtrace")).num_rows() == 2 * (3 + 5 + 2));
   CHECK(prefill_steps(canonical_file(dir / "t1.mtrace")).num_rows() == 0);
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// A former over `t` that counts its calls (formations, tokens-only included).
+struct counting_former {
+  const routing_trace* t;
+  std::atomic<int>* calls;
+  decode_streams operator()(const decode_streams_config& c) const {
+    calls->fetch_add(1);
+    return make_decode_streams(*t, c);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("shared_decode_streams: one configuration formed once while held, again after release") {
+  const routing_trace t = requests({3, 0, 5}, {2, 3, 1});
+  std::atomic<int> calls{0};
+  shared_decode_streams shared(counting_former{&t, &calls});
+  {
+    const auto a = shared.acquire({.streams = 1});
+    const auto b = shared.acquire({.streams = 1});
+    CHECK(a.get() == b.get());
+    CHECK(shared.formations() == 1);
+    CHECK(shared.held() == 1);
+    check_same_streams(*a, make_decode_streams(t, {.streams = 1}));
+    // A copy of a handle keeps the streams too.
+    const auto copy = a;
+    CHECK(calls.load() == 1);
+  }
+  CHECK(shared.held() == 0);
+  const auto again = shared.acquire({.streams = 1});
+  CHECK(shared.formations() == 2);
+  CHECK(calls.load() == 2);
+  // Another formation rule is another configuration (and waits for none: this thread holds
+  // B = 1, and max_held is 1, so it refuses instead).
+  CHECK_THROWS_WITH_AS(
+      static_cast<void>(shared.acquire({.streams = 1, .formation = stream_formation::split_tokens})),
+      "moepolicy::shared_decode_streams::acquire: the calling thread holds streams and would wait for itself "
+      "(max_held 1, streams 1)",
+      std::logic_error);
+}
+
+TEST_CASE("shared_decode_streams: tokens-only streams are formed for each call, neither shared nor counted") {
+  const routing_trace t = requests({3, 0, 5}, {2, 3, 1});
+  std::atomic<int> calls{0};
+  shared_decode_streams shared(counting_former{&t, &calls});
+  const auto held = shared.acquire({.streams = 2});
+  const auto a = shared.acquire({.streams = 2, .tokens_only = true});
+  const auto b = shared.acquire({.streams = 2, .tokens_only = true});
+  CHECK(a.get() != b.get());
+  CHECK(a->batched().num_rows() == 0);
+  CHECK(a->num_rows() == held->num_rows());
+  CHECK(shared.held() == 1);
+  CHECK(shared.formations() == 1);
+  CHECK(calls.load() == 3);
+}
+
+TEST_CASE("shared_decode_streams: max_held configurations at once, each of a thread's own") {
+  const routing_trace t = requests({3, 0, 5}, {2, 3, 1});
+  std::atomic<int> calls{0};
+  shared_decode_streams two(counting_former{&t, &calls}, 2);
+  const auto one = two.acquire({.streams = 1});
+  const auto other = two.acquire({.streams = 3});
+  CHECK(two.held() == 2);
+  CHECK(one->num_streams() == 1);
+  CHECK(other->num_streams() == 3);
+  CHECK_THROWS_WITH_AS(
+      static_cast<void>(two.acquire({.streams = 2})),
+      "moepolicy::shared_decode_streams::acquire: the calling thread holds streams and would wait for itself "
+      "(max_held 2, streams 2)",
+      std::logic_error);
+}
+
+TEST_CASE("shared_decode_streams: a failed formation is not held, and the next caller forms again") {
+  const routing_trace t = requests({3, 0, 5}, {2, 3, 1});
+  int calls = 0;
+  shared_decode_streams shared([&](const decode_streams_config& c) {
+    if (++calls == 1) throw std::runtime_error("formation failed");
+    return make_decode_streams(t, c);
+  });
+  CHECK_THROWS_WITH_AS(static_cast<void>(shared.acquire({.streams = 2})), "formation failed", std::runtime_error);
+  CHECK(shared.held() == 0);
+  CHECK(shared.formations() == 0);
+  CHECK(shared.acquire({.streams = 2})->num_streams() == 2);
+  CHECK(shared.formations() == 1);
+  // The former's own errors pass through: B = 0.
+  CHECK_THROWS_WITH_AS(static_cast<void>(shared.acquire({.streams = 0})),
+                       "moepolicy::make_decode_streams: streams must be >= 1, got 0", std::invalid_argument);
+}
+
+TEST_CASE("shared_decode_streams: an empty former or max_held 0 is refused") {
+  CHECK_THROWS_WITH_AS(shared_decode_streams(shared_decode_streams::former{}),
+                       "moepolicy::shared_decode_streams: the former must not be empty", std::invalid_argument);
+  const routing_trace t = requests({1}, {1});
+  CHECK_THROWS_WITH_AS(
+      shared_decode_streams([&](const decode_streams_config& c) { return make_decode_streams(t, c); }, 0),
+      "moepolicy::shared_decode_streams: max_held must be >= 1, got 0", std::invalid_argument);
+}
+
+TEST_CASE("shared_decode_streams: on several threads, one set held at a time, each formed once while held") {
+  const routing_trace t = requests({3, 0, 5, 2, 1}, {20, 30, 10, 25, 5});
+  std::atomic<int> calls{0};
+  shared_decode_streams shared(counting_former{&t, &calls});
+  // Six threads: each asks for B = 1 (shared by all that hold it at once), drops it, then
+  // asks for its own B (2, 3 or 4: two threads each), and checks them against the trace's.
+  // With one configuration held at a time, no thread ever sees two held.
+  std::atomic<int> most_held{0};
+  std::atomic<bool> ok{true};
+  const auto note_held = [&] {
+    const int h = static_cast<int>(shared.held());
+    int seen = most_held.load();
+    while (h > seen && !most_held.compare_exchange_weak(seen, h)) {
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&, i] {
+      for (const std::size_t B : {std::size_t{1}, static_cast<std::size_t>(2 + i % 3)}) {
+        const auto d = shared.acquire({.streams = B});
+        note_held();
+        const decode_streams want = make_decode_streams(t, {.streams = B});
+        if (d->num_streams() != B || d->num_tokens() != want.num_tokens() || d->num_steps() != want.num_steps() ||
+            d->batched().num_rows() != want.batched().num_rows()) {
+          ok = false;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(ok.load());
+  CHECK(most_held.load() == 1);
+  CHECK(shared.held() == 0);
+  // Each formation was of a configuration no one held then: at most one per thread and B.
+  CHECK(shared.formations() >= 4);
+  CHECK(shared.formations() <= 12);
+  CHECK(calls.load() == static_cast<int>(shared.formations()));
+}
+
+TEST_CASE("shared_decode_streams: a caller waits while another configuration is held, until it is released") {
+  const routing_trace t = requests({3, 0, 5}, {2, 3, 1});
+  std::atomic<int> calls{0};
+  shared_decode_streams shared(counting_former{&t, &calls});
+  auto held = shared.acquire({.streams = 1});
+  std::atomic<bool> got{false};
+  std::atomic<bool> released{false};
+  bool before_release = false;
+  std::thread waiter([&] {
+    const auto d = shared.acquire({.streams = 2});
+    before_release = !released.load();
+    got = true;
+  });
+  // It cannot hold B = 2 before B = 1 is released.
+  while (shared.waiting() == 0) std::this_thread::yield();
+  CHECK_FALSE(got.load());
+  released = true;
+  held.reset();
+  waiter.join();
+  CHECK(got.load());
+  CHECK_FALSE(before_release);
+  CHECK(shared.held() == 0);
+}
+
+namespace {
+// Seconds of "CPU time" the calling thread has spent, advanced by hand.
+thread_local double fake_seconds = 0.0;
+double fake_clock() noexcept { return fake_seconds; }
+}  // namespace
+
+TEST_CASE("shared_decode_streams: under a span meter, a waiter's chain goes on from the release it waited for") {
+  const routing_trace t = requests({3, 0, 5}, {2, 3, 1});
+  shared_decode_streams shared([&](const decode_streams_config& c) { return make_decode_streams(t, c); });
+  detail::span_meter m(fake_clock);
+  fake_seconds += 1.0;
+  detail::span_batch b;
+  std::atomic<bool> holding{false};
+  double after_wait = -1.0;
+  // Task 0 holds B = 1 for 2 s of its chain; task 1 runs 0.5 s, then waits for B = 2 until
+  // task 0 releases B = 1: its chain goes on from the release (1 + 2 = 3), then runs 1 s.
+  std::thread t0([&] {
+    b.run([&] {
+      auto d = shared.acquire({.streams = 1});
+      holding = true;
+      fake_seconds += 2.0;
+      while (shared.waiting() == 0) std::this_thread::yield();  // task 1 waits for B = 2
+      d.reset();
+    });
+  });
+  std::thread t1([&] {
+    b.run([&] {
+      while (!holding.load()) std::this_thread::yield();
+      fake_seconds += 0.5;
+      const auto d = shared.acquire({.streams = 2});
+      after_wait = detail::span_position();
+      fake_seconds += 1.0;
+    });
+  });
+  t0.join();
+  t1.join();
+  b.finish();
+  CHECK(after_wait == doctest::Approx(3.0));
+  CHECK(m.stop() == doctest::Approx(4.0));
+  CHECK(m.work() == doctest::Approx(4.5));  // 1 + 2 + 0.5 + 1: waiting is no work
 }

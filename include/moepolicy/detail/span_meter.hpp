@@ -16,6 +16,10 @@
 // Without a frame nothing is measured and a batch costs one thread-local read. A meter opened under another frame (in
 // a measured task) counts as a batch of one task in it.
 //
+// Chains that meet otherwise — a thread that waits until another releases what it needs —
+// join by `span_position` (read by the releasing thread) and `span_wait_until` (called by
+// the waiting one as it goes on): the waiter's chain then continues from the releaser's.
+//
 // The clock is a function of the calling thread's CPU time (`thread_cpu_seconds`, POSIX
 // `CLOCK_THREAD_CPUTIME_ID`), or any other clock a test passes (each task reads it on its
 // own thread). Reading it costs about a system call: twice per task and once per batch.
@@ -65,6 +69,9 @@ struct span_frame {
   double span = 0.0;
   span_frame* outer = nullptr;
   std::atomic<double>* work = nullptr;
+  /// Where its chain stood when it began, from the outermost meter's start: the position of
+  /// the frame that handed it out when its batch began.
+  double start = 0.0;
 
   /// Ends the current stretch: its time joins the span and the work.
   void close_stretch() noexcept {
@@ -102,7 +109,8 @@ class span_batch {
       f();
       return;
     }
-    span_frame frame{outer_->clock, outer_->clock(), 0.0, current_span_frame, outer_->work};
+    span_frame frame{outer_->clock,      outer_->clock(), 0.0,
+                     current_span_frame, outer_->work,    outer_->start + outer_->span};
     current_span_frame = &frame;
     struct closer {
       span_batch& b;
@@ -140,9 +148,12 @@ class span_meter {
  public:
   /// Starts measuring on the calling thread with `clock`.
   explicit span_meter(thread_clock clock = thread_cpu_seconds) noexcept
-      : frame_{clock, 0.0, 0.0, current_span_frame, &work_} {
-    // Under another frame the outer stretch ends here.
-    if (frame_.outer != nullptr) frame_.outer->close_stretch();
+      : frame_{clock, 0.0, 0.0, current_span_frame, &work_, 0.0} {
+    // Under another frame the outer stretch ends here, and this meter's chain goes on from it.
+    if (frame_.outer != nullptr) {
+      frame_.outer->close_stretch();
+      frame_.start = frame_.outer->start + frame_.outer->span;
+    }
     frame_.since = clock();
     current_span_frame = &frame_;
   }
@@ -183,5 +194,26 @@ class span_meter {
   span_frame frame_;
   bool stopped_ = false;
 };
+
+/// Where the calling thread's chain stands now: the span from the outermost meter's start
+/// along the chain of batches and tasks that leads to here (0 when nothing is measured).
+/// For a dependency between chains that no batch expresses — a thread that waits until
+/// another releases something (`span_wait_until`) — whose chains, under one outermost meter,
+/// share its origin.
+[[nodiscard]] inline double span_position() noexcept {
+  const span_frame* f = current_span_frame;
+  return f == nullptr ? 0.0 : f->start + f->span + (f->clock() - f->since);
+}
+
+/// Moves the calling thread's chain on to `position` when it stands before it: the thread
+/// waited for something that another chain reached at `position` (`span_position` read there),
+/// so what it does next follows both. The work does not change (waiting is none). Nothing
+/// when nothing is measured.
+inline void span_wait_until(double position) noexcept {
+  span_frame* f = current_span_frame;
+  if (f == nullptr) return;
+  const double now = f->start + f->span + (f->clock() - f->since);
+  if (position > now) f->span += position - now;
+}
 
 }  // namespace moepolicy::detail

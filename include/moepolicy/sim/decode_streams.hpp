@@ -39,17 +39,24 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
+#include "moepolicy/detail/span_meter.hpp"
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
@@ -573,6 +580,172 @@ class file_decode_streams {
   if (!s) return std::nullopt;
   return s->form(c);
 }
+
+/// Decode streams shared by replays that run at the same time (the report's CXL-MoE and
+/// Edge-MoE stages, which both replay B = 1): the streams of one configuration are formed
+/// once while any caller holds them, and at most `max_held` configurations' streams are held
+/// at once — a caller that asks for another waits until a holder releases one — so that
+/// replays run at once hold no more streams than they would one after another. Streams
+/// formed with `tokens_only` are small and are neither shared nor counted: each call forms
+/// its own. Every formation (shared or not) runs on the calling thread, one at a time: the
+/// former need not be safe to call at once (`file_decode_streams::form` is not).
+///
+/// Under a span meter (detail/span_meter.hpp), a caller that waited goes on from where the
+/// chain it waited for stood: the formation's end, or the release that made room.
+///
+/// `acquire` returns a handle: the streams stay held while any handle to them (or a copy)
+/// lives. A thread that holds a handle and asks for another configuration's streams while
+/// `max_held` are held would wait for itself: `acquire` throws instead. Handles must not
+/// outlive the object. Thread-safe.
+class shared_decode_streams {
+ public:
+  /// What forms a configuration's streams (`file_decode_streams::form`, or
+  /// `make_decode_streams` on a trace).
+  using former = std::function<decode_streams(const decode_streams_config&)>;
+
+  /// Throws: `invalid_argument` naming `shared_decode_streams` when `form` is empty or
+  /// `max_held` is 0.
+  explicit shared_decode_streams(former form, std::size_t max_held = 1) : form_(std::move(form)), max_held_(max_held) {
+    if (!form_) detail::throw_invalid("shared_decode_streams", "the former must not be empty");
+    if (max_held_ == 0) detail::throw_invalid("shared_decode_streams", "max_held must be >= 1", max_held_);
+  }
+  shared_decode_streams(const shared_decode_streams&) = delete;
+  shared_decode_streams& operator=(const shared_decode_streams&) = delete;
+
+  /// The streams of `c`: those another caller holds, else formed here once fewer than
+  /// `max_held` configurations are held (waiting until then).
+  ///
+  /// Throws: what the former throws (the next caller of `c` forms again); `logic_error`
+  /// naming `shared_decode_streams::acquire` when the calling thread holds streams and would
+  /// wait for a configuration to be released.
+  [[nodiscard]] std::shared_ptr<const decode_streams> acquire(const decode_streams_config& c) {
+    if (c.tokens_only) {
+      const std::lock_guard forming(form_mutex_);
+      return std::make_shared<const decode_streams>(form_(c));
+    }
+    const std::thread::id me = std::this_thread::get_id();
+    std::unique_lock lock(mutex_);
+    bool waited = false;
+    for (;;) {
+      const auto found = std::find_if(held_.begin(), held_.end(), [&](const auto& h) { return same(h->config, c); });
+      if (found != held_.end()) {
+        const std::shared_ptr<entry> e = *found;
+        if (!e->streams) {
+          wait(lock);  // being formed by another caller
+          continue;
+        }
+        // A span meter's chain (detail/span_meter.hpp) goes on from the formation's end.
+        detail::span_wait_until(e->formed_at);
+        return handle(e, me);
+      }
+      if (held_.size() < max_held_) {
+        // ... or from the release that made room.
+        if (waited) detail::span_wait_until(released_at_);
+        break;
+      }
+      if (holds(me)) {
+        throw std::logic_error(
+            "moepolicy::shared_decode_streams::acquire: the calling thread holds streams and would wait for itself "
+            "(max_held " +
+            std::to_string(max_held_) + ", streams " + std::to_string(c.streams) + ")");
+      }
+      wait(lock);
+      waited = true;
+    }
+    const auto e = std::make_shared<entry>();
+    e->config = c;
+    held_.push_back(e);
+    lock.unlock();
+    std::optional<decode_streams> formed;
+    try {
+      const std::lock_guard forming(form_mutex_);
+      formed.emplace(form_(c));
+    } catch (...) {
+      lock.lock();
+      held_.erase(std::find(held_.begin(), held_.end(), e));
+      changed_.notify_all();
+      throw;
+    }
+    lock.lock();
+    e->streams = std::make_unique<const decode_streams>(std::move(*formed));
+    e->formed_at = detail::span_position();
+    formed.reset();
+    ++formations_;
+    changed_.notify_all();
+    return handle(e, me);
+  }
+
+  /// Configurations whose streams are held (or being formed) now.
+  [[nodiscard]] std::size_t held() const {
+    const std::lock_guard lock(mutex_);
+    return held_.size();
+  }
+  /// Callers waiting now (for a configuration to be released, or formed by another).
+  [[nodiscard]] std::size_t waiting() const {
+    const std::lock_guard lock(mutex_);
+    return waiting_;
+  }
+  /// Streams formed for sharing so far (each configuration once while it stays held).
+  [[nodiscard]] std::size_t formations() const {
+    const std::lock_guard lock(mutex_);
+    return formations_;
+  }
+
+ private:
+  struct entry {
+    decode_streams_config config;
+    std::unique_ptr<const decode_streams> streams;  // null while being formed
+    std::vector<std::pair<std::uint64_t, std::thread::id>> holders;
+    double formed_at = 0.0;  // `detail::span_position` as its formation ended
+  };
+
+  void wait(std::unique_lock<std::mutex>& lock) {
+    ++waiting_;
+    changed_.wait(lock);
+    --waiting_;
+  }
+  [[nodiscard]] static bool same(const decode_streams_config& a, const decode_streams_config& b) noexcept {
+    return a.streams == b.streams && a.formation == b.formation && a.tokens_only == b.tokens_only;
+  }
+  [[nodiscard]] bool holds(std::thread::id t) const noexcept {
+    for (const auto& e : held_) {
+      for (const auto& h : e->holders) {
+        if (h.second == t) return true;
+      }
+    }
+    return false;
+  }
+  // A handle to `e`'s streams for thread `t` (under the lock): its release removes it, and
+  // the streams with the last.
+  std::shared_ptr<const decode_streams> handle(const std::shared_ptr<entry>& e, std::thread::id t) {
+    const std::uint64_t id = ++next_handle_;
+    e->holders.emplace_back(id, t);
+    return std::shared_ptr<const decode_streams>(e->streams.get(), [this, e, id](const decode_streams*) {
+      std::unique_ptr<const decode_streams> last;  // freed outside the lock
+      {
+        const std::lock_guard lock(mutex_);
+        e->holders.erase(
+            std::find_if(e->holders.begin(), e->holders.end(), [&](const auto& h) { return h.first == id; }));
+        if (!e->holders.empty()) return;
+        last = std::move(e->streams);
+        held_.erase(std::find(held_.begin(), held_.end(), e));
+        released_at_ = detail::span_position();
+        changed_.notify_all();
+      }
+    });
+  }
+
+  former form_;
+  std::size_t max_held_;
+  mutable std::mutex mutex_;
+  std::mutex form_mutex_;
+  std::condition_variable changed_;
+  std::vector<std::shared_ptr<entry>> held_;
+  std::uint64_t next_handle_ = 0;
+  std::size_t formations_ = 0;
+  std::size_t waiting_ = 0;
+  double released_at_ = 0.0;  // `detail::span_position` of the last release
+};
 
 /// The prefill steps of `f` alone, as a trace of the same requests (every request named,
 /// its prefill rows as recorded, no decode row): what a timed replay reads of the recorded
