@@ -3,8 +3,8 @@
 memory of each stage of `moepolicy report --trace TRACE` (one report family per stage), in
 MB (10^6 bytes) and as a multiple of the trace file's size, for the memory figures of the
 README. Options after `--` go to the report (e.g. `--jobs 16`, where the four stages that
-read the trace held in memory run at once by default, or `--stages-in-turn`); stages run at
-once are one row, from the group's line to its end.
+read the trace held in memory, then CXL-MoE and Edge-MoE, run at once by default, or
+`--stages-in-turn`); stages run at once are one row, from the group's line to its end.
 
 The report prints a line on stderr as each stage starts and ends (see bench/report_cpu.py).
 As a stage's start line arrives this script resets the child's peak resident set (writing 5

@@ -191,22 +191,22 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
 
   const auto form = [&](std::size_t B) {
     const decode_streams_config c{.streams = B};
-    return opt.streams ? opt.streams(c) : make_decode_streams(trace, c);
+    return opt.streams ? opt.streams(c) : std::make_shared<const decode_streams>(make_decode_streams(trace, c));
   };
-  decode_streams one = form(1);
+  std::shared_ptr<const decode_streams> one = form(1);
   std::size_t with_prefill = 0;
-  for (const auto& q : one.sequences()) {
-    if (one.prompt_tokens()[q.request] > 0) ++with_prefill;
+  for (const auto& q : one->sequences()) {
+    if (one->prompt_tokens()[q.request] > 0) ++with_prefill;
   }
   out << "trace: " << path.string() << '\n'
       << "  model " << shape->name << ", " << L << " layers x " << E << " experts, top-" << k << "; FP16 expert "
       << fixed(static_cast<double>(expert_size) / (1024.0 * 1024.0), 1) << " MiB, all " << all_experts << " experts "
       << fixed(model_gb, 2) << " GB\n";
-  if (one.num_steps() == 0) {
+  if (one->num_steps() == 0) {
     out << "  no decode steps: nothing to replay\n";
     return;
   }
-  out << "  decode: " << one.sequences().size() << " request(s), " << one.num_tokens() << " tokens; "
+  out << "  decode: " << one->sequences().size() << " request(s), " << one->num_tokens() << " tokens; "
       << (with_prefill > 0 ? std::to_string(with_prefill) + " with a recorded prefill (run as a prefill pass first)"
                            : std::string("no recorded prefill (the prefill-stage prefetch cannot run)"))
       << '\n'
@@ -249,7 +249,7 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   // each B's streams are formed).
   const std::vector<offload_system_config> sweep{s.cxl, s.no_sticky, s.lru_demand, s.cpu_offload};
   const std::vector<offload_system_config> served{s.hbm, s.cpu_offload, s.cxl};
-  const std::uint64_t rows1 = one.batched().num_rows();
+  const std::uint64_t rows1 = one->batched().num_rows();
   const size_point& ps = sizes[paper];
   std::vector<offload_system_config> all{s.hbm,    s.cxl,  s.no_sticky, s.no_gate,    s.lru_prefetch, s.markov,
                                          s.oracle, s.half, s.over_pcie, s.lru_demand, s.cpu_offload};
@@ -275,15 +275,15 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   alongside(
       opt.jobs,
       [&] {
-        by_size = replay_offload_sweep(trace, one, gpu, *shape, points, {.progress = opt.progress, .jobs = opt.jobs});
+        by_size = replay_offload_sweep(trace, *one, gpu, *shape, points, {.progress = opt.progress, .jobs = opt.jobs});
       },
-      [&] { belady = belady_ratios(one.batched(), sizes); });
+      [&] { belady = belady_ratios(one->batched(), sizes); });
   offload_replay_result at = std::move(by_size.back());
   by_size.pop_back();
 
   // 1. By cache size, one stream.
   // The B = 1 streams are not read again: held beside each B's, they doubled the peak.
-  one = decode_streams{};
+  one.reset();
   out << "\n  B = 1 (as recorded), by cache size (one pool of FP16 experts in HBM):\n";
   text_table summary({"system", "cache", "experts", "hit %", "Belady %", "TPOT ms", "tok/s", "late", "GPU stall %"});
   for (std::size_t i = 0; i < sizes.size(); ++i) {
@@ -332,8 +332,8 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   std::vector<offload_replay_result> by_b;
   for (std::size_t B : opt.concurrency) {
     // B = 1 is `one`, and its Belady figure the sweep's at this size.
-    std::optional<decode_streams> formed;
-    if (B != 1) formed.emplace(form(B));
+    std::shared_ptr<const decode_streams> formed;
+    if (B != 1) formed = form(B);
     double bound = belady[paper];  // Belady's at this B, computed beside the replay
     if (B == 1) {
       // The run above: the same systems at B = 1.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <ostream>
 #include <vector>
 
@@ -42,11 +43,13 @@ struct options {
   /// Threads each lockstep replay's systems share (`offload_replay_config::jobs`): the output is
   /// the same for every value.
   std::size_t jobs = 1;
-  /// When set, forms the decode streams the replays run (`streams(c)`) in place of
-  /// `make_decode_streams(trace, c)`; it must return those same streams. Then `trace` need
-  /// hold no more than its info, requests and recorded prefills (the report forms the
-  /// streams from the canonical file's map, `file_decode_streams`, and `prefill_steps`).
-  std::function<decode_streams(const decode_streams_config&)> streams;
+  /// When set, gives the decode streams the replays run (`streams(c)`) in place of
+  /// `make_decode_streams(trace, c)`; it must return those same streams, and may share them
+  /// with other replays (the report's `shared_decode_streams`: the driver drops each before
+  /// asking for the next). Then `trace` need hold no more than its info, requests and
+  /// recorded prefills (the report forms the streams from the canonical file's map,
+  /// `file_decode_streams`, and `prefill_steps`).
+  std::function<std::shared_ptr<const decode_streams>(const decode_streams_config&)> streams;
 };
 
 /// Replays the decode steps of `trace` and prints the tables to `out`.

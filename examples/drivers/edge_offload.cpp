@@ -151,24 +151,24 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   // stream give the header's requests and steps.
   const auto form = [&](std::size_t B, bool tokens_only = false) {
     const decode_streams_config c{.streams = B, .tokens_only = tokens_only};
-    return opt.streams ? opt.streams(c) : make_decode_streams(trace, c);
+    return opt.streams ? opt.streams(c) : std::make_shared<const decode_streams>(make_decode_streams(trace, c));
   };
   std::uint64_t kv_tokens = 0, max_batch = 1, rows_per_system = 0;
   std::optional<std::pair<std::size_t, std::size_t>> single;  // requests and steps of B = 1
   for (std::uint32_t B : opt.batches) {
     max_batch = std::max<std::uint64_t>(max_batch, B);
-    const decode_streams d = form(B, true);
-    rows_per_system += d.num_rows();
-    for (std::size_t s = 0; s < d.num_steps(); ++s) {
+    const std::shared_ptr<const decode_streams> d = form(B, true);
+    rows_per_system += d->num_rows();
+    for (std::size_t s = 0; s < d->num_steps(); ++s) {
       std::uint64_t kv = 0;
-      for (const stream_token& tk : d.tokens(s)) kv += tk.context + 1;
+      for (const stream_token& tk : d->tokens(s)) kv += tk.context + 1;
       kv_tokens = std::max(kv_tokens, kv);
     }
-    if (B == 1) single.emplace(d.sequences().size(), d.num_tokens());
+    if (B == 1) single.emplace(d->sequences().size(), d->num_tokens());
   }
   if (!single) {
-    const decode_streams one = form(1, true);
-    single.emplace(one.sequences().size(), one.num_tokens());
+    const std::shared_ptr<const decode_streams> one = form(1, true);
+    single.emplace(one->sequences().size(), one->num_tokens());
   }
   out << "trace: " << path.filename().string() << "\n  model " << shape->name << ": " << L << " MoE layers x "
       << trace.info().num_experts << " experts, top-" << trace.info().top_k << ", " << single->first << " request(s), "
@@ -225,7 +225,7 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
     std::vector<sweep_row> sweep;
     for (std::size_t bi = 0; bi < opt.batches.size(); ++bi) {
       const std::uint32_t B = opt.batches[bi];
-      const decode_streams d = form(B);
+      const std::shared_ptr<const decode_streams> d = form(B);
       // Every setting's systems and alpha sweep at this batch size walk the steps in one
       // lockstep sweep: per setting, one point of its systems, then one per alpha.
       std::vector<roofline_cost> gpus;
@@ -254,10 +254,10 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
       alongside(
           opt.jobs,
           [&] {
-            swept = replay_edge_sweep<roofline_cost>(d, cpu, *shape, points,
+            swept = replay_edge_sweep<roofline_cost>(*d, cpu, *shape, points,
                                                      {.streams = B, .progress = opt.progress, .jobs = opt.jobs});
           },
-          [&] { belady = belady_ratios(d.batched(), cap.per_setting); });
+          [&] { belady = belady_ratios(d->batched(), cap.per_setting); });
       for (std::size_t si = 0; si < settings.size(); ++si) {
         const auto& set = settings[si];
         const roofline_cost& gpu = gpus[si];

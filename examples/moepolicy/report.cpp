@@ -173,14 +173,17 @@ struct report_options {
   /// Print each stage's CPU time (all threads) and span on stderr, and the run's.
   bool span = false;
   /// Run the four stages that read the trace held in memory (hit ratio, timed prefetch,
-  /// TriMoE, DynaExq) at the same time, each with `jobs` threads: the report's span is then
-  /// the longest of their spans rather than their sum, and its peak holds their state at once.
-  /// Unset: at once when `jobs` is at least `stages_at_once_from`.
+  /// TriMoE, DynaExq) at the same time, each with `jobs` threads, and then the two that read
+  /// decode streams (CXL-MoE, Edge-MoE) at the same time: the report's span is then the
+  /// longest of each group's spans rather than their sum, and its peak holds a group's state
+  /// at once (the two timed families share their B = 1 streams and hold one batch size's
+  /// streams at a time, as one after another). Unset: at once when `jobs` is at least
+  /// `stages_at_once_from`.
   std::optional<bool> stages_at_once;
 
-  /// The threads from which the four stages run at once by default: each keeps about 2.6
-  /// to 4.5 threads busy on average (its CPU time over its span), so on fewer they fill the
-  /// machine one after another and at once would only hold more memory.
+  /// The threads from which the stages run at once by default: each keeps about 2.6 to 8.6
+  /// threads busy on average (its CPU time over its span), so on fewer they fill the machine
+  /// one after another and at once would only hold more memory.
   static constexpr std::size_t stages_at_once_from = 4;
   [[nodiscard]] bool at_once() const noexcept { return stages_at_once.value_or(jobs >= stages_at_once_from); }
 };
@@ -252,12 +255,23 @@ class progress {
   /// the group began and, with `span`, its CPU time and span as its own span meter measures
   /// them (the CPU time of its tasks on every thread: the process's cannot tell the stages
   /// apart); then a line with the group's time, CPU time (the process's) and span, the
-  /// longest of theirs. While they run, every `every` seconds a line with the group's time
-  /// and how many of its stages have ended (these stages feed no rows to the meter).
+  /// longest of theirs. While they run, every `every` seconds a line with the group's time,
+  /// how many of its stages have ended and the rows their timed replays have fed the meter
+  /// (all of theirs together). `before()` runs first: at once, inside the group's time before
+  /// the stages start; one after another, inside the first stage's.
   template <class F>
   void stages(bool at_once, const std::vector<std::string>& whats, F&& run) {
+    stages(at_once, whats, std::forward<F>(run), [] {});
+  }
+  template <class F, class Before>
+  void stages(bool at_once, const std::vector<std::string>& whats, F&& run, Before&& before) {
     if (!at_once) {
-      for (std::size_t i = 0; i < whats.size(); ++i) stage(whats[i], [&] { run(i); });
+      for (std::size_t i = 0; i < whats.size(); ++i) {
+        stage(whats[i], [&] {
+          if (i == 0) before();
+          run(i);
+        });
+      }
       return;
     }
     const std::size_t first = done_ + 1;
@@ -265,6 +279,8 @@ class progress {
     const std::string head = "[" + std::to_string(first) + "-" + std::to_string(done_) + "/" + std::to_string(total_) +
                              "] " + std::to_string(whats.size()) + " stages at once";
     std::cerr << "report: " << head << " ...\n" << std::flush;
+    meter_.rows = 0;
+    meter_.total = 0;
     const auto t0 = std::chrono::steady_clock::now();
     const double cpu0 = span_ ? process_cpu_seconds() : 0.0;
     std::optional<detail::span_meter> chain;
@@ -275,11 +291,13 @@ class progress {
       const progress_ticker ticker(every_, [&](double elapsed) {
         const std::lock_guard lock(lines);
         std::cerr << progress_line(
-                         head + " (" + std::to_string(ended) + " of " + std::to_string(whats.size()) + " ended)", 0, 0,
+                         head + " (" + std::to_string(ended) + " of " + std::to_string(whats.size()) + " ended)",
+                         meter_.rows.load(std::memory_order_relaxed), meter_.total.load(std::memory_order_relaxed),
                          elapsed)
                   << '\n'
                   << std::flush;
       });
+      before();
       // A whole stage on each thread: the stack the main thread would have (8 MiB), not a
       // replay task's 1 MiB.
       detail::task_pool pool(whats.size(), std::size_t{8} << 20);
@@ -860,39 +878,52 @@ fs::path canonical_path(const fs::path& p) {
 }
 
 /// Decode streams formed from a canonical file's map in place of the trace read whole,
-/// for the families that read nothing else of the trace but its recorded prefills.
+/// for the families that read nothing else of the trace but its recorded prefills, and
+/// shared by them.
 class stream_source {
  public:
-  /// When `file` names a canonical file (the trace's own, or its scratch copy), replaces
-  /// `trace` (read whole from it) by its prefill steps alone (`prefill_steps`), so that
-  /// the streams `former()` forms are held without the whole trace beside them; else does
-  /// nothing, and `former()` is empty (the drivers form streams from the trace).
-  void release_whole_trace(std::optional<routing_trace>& trace, const fs::path& file) {
-    if (file.empty()) return;
-    file_ = file;
-    mapped_.emplace(file, canonical_file::access::copy);
-    trace.reset();
-    trace.emplace(prefill_steps(*mapped_));
-  }
-  /// `streams(c)`: decode streams from the file's map (from the file read whole where its
-  /// columns cannot be used in place); empty when no file was given. The file's walks that
-  /// do not depend on B are done at the first call, for every family's streams.
-  [[nodiscard]] std::function<decode_streams(const decode_streams_config&)> former() {
-    if (!mapped_) return {};
-    return [this](const decode_streams_config& c) {
+  /// Call once before `former()`. When `file` names a canonical file (the trace's own, or
+  /// its scratch copy), replaces `trace` (read whole from it) by its prefill steps alone
+  /// (`prefill_steps`), so that the streams are formed from the file's map and held without
+  /// the whole trace beside them; else they are formed from `trace`, which stays whole.
+  void prepare(std::optional<routing_trace>& trace, const fs::path& file) {
+    if (file.empty()) {
+      trace_ = &*trace;
+    } else {
+      file_ = file;
+      mapped_.emplace(file, canonical_file::access::copy);
+      trace.reset();
+      trace.emplace(prefill_steps(*mapped_));
+    }
+    shared_.emplace([this](const decode_streams_config& c) {
+      if (trace_ != nullptr) return make_decode_streams(*trace_, c);
       if (!whole_ && !source_) {
         source_ = file_decode_streams::open(*mapped_);
         if (!source_) whole_ = io::read_trace(file_);
       }
       return source_ ? source_->form(c) : make_decode_streams(*whole_, c);
-    };
+    });
+  }
+  /// `streams(c)`: decode streams from the file's map (from the file read whole where its
+  /// columns cannot be used in place), or from the trace; empty before `prepare`. The file's
+  /// walks that do not depend on B are done at the first call, for every family's streams.
+  /// The families share them (`shared_decode_streams`): a configuration's streams are formed
+  /// once while any family holds them (CXL-MoE's and Edge-MoE's B = 1, run at once), and one
+  /// configuration's streams are held at a time, as when the families run one after another
+  /// (a set of streams costs about as much memory as the trace). Safe to call from the
+  /// families' threads at once.
+  [[nodiscard]] std::function<std::shared_ptr<const decode_streams>(const decode_streams_config&)> former() {
+    if (!shared_) return {};
+    return [this](const decode_streams_config& c) { return shared_->acquire(c); };
   }
 
  private:
+  const routing_trace* trace_ = nullptr;
   fs::path file_;
   std::optional<canonical_file> mapped_;
   std::optional<file_decode_streams> source_;
   std::optional<routing_trace> whole_;
+  std::optional<shared_decode_streams> shared_;  // last: its handles go before what forms them
 };
 
 void run_report(const report_options& o) {
@@ -934,7 +965,7 @@ void run_report(const report_options& o) {
     // A routing JSONL or CSV file is read from the scratch canonical file it is first
     // written as (scratch_canonical.hpp), at the canonical rows' size; the drivers below
     // take the trace read here. The scratch file is kept for the trace's last two
-    // families, which form their decode streams from it (`release_whole_trace`).
+    // families, which form their decode streams from it (`stream_source::prepare`).
     std::unique_ptr<scratch_file> scratch;
     bar.stage(name + ": reading " + trace_path, [&] {
       scratch = scratch_canonical({path}, "report");
@@ -1131,20 +1162,21 @@ void run_report(const report_options& o) {
     });
     // CXL-MoE and Edge-MoE read only decode streams and the recorded prefills: for a
     // canonical file (or a text trace's scratch one) they form their streams from the
-    // file's map, and the trace read whole gives way to its prefill steps before them.
+    // file's map, and the trace read whole gives way to its prefill steps before them. One
+    // after another, or at once as the four stages above (each writing its section apart),
+    // sharing their B = 1 streams and holding one batch size's streams at a time.
     stream_source streams;
-    bar.stage(name + ": caching over CXL", [&] {
-      if (!o.skip_timed) streams.release_whole_trace(trace, scratch ? scratch->path() : canonical_path(path));
+    const auto cxl_stage = [&](std::ostream& sec) {
       examples::cxl_prefetch::options cxl = dev.cxl;
       cxl.progress = &bar.meter();
       cxl.jobs = o.jobs;
       cxl.streams = streams.former();
       const section_text c =
           timed("cxl_prefetch", [&](std::ostream& os) { examples::cxl_prefetch::run(path, *trace, cxl, os); });
-      md << "### Expert cache and prefetch over CXL vs PCIe on the timed model (CXL-MoE)\n\n";
-      code_block(md, c);
-    });
-    bar.stage(name + ": caching on the edge", [&] {
+      sec << "### Expert cache and prefetch over CXL vs PCIe on the timed model (CXL-MoE)\n\n";
+      code_block(sec, c);
+    };
+    const auto edge_stage = [&](std::ostream& sec) {
       examples::edge_offload::options edge = dev.edge;
       edge.progress = &bar.meter();
       edge.jobs = o.jobs;
@@ -1153,9 +1185,18 @@ void run_report(const report_options& o) {
         examples::edge_offload::print_settings(edge, os);
         examples::edge_offload::run(path, *trace, edge, os);
       });
-      md << "### Importance-driven scheduling on edge GPUs on the timed model (Edge-MoE)\n\n";
-      code_block(md, e);
-    });
+      sec << "### Importance-driven scheduling on edge GPUs on the timed model (Edge-MoE)\n\n";
+      code_block(sec, e);
+    };
+    std::array<std::ostringstream, 2> timed_sections;
+    const std::array<std::function<void(std::ostream&)>, 2> timed_bodies{cxl_stage, edge_stage};
+    bar.stages(
+        o.at_once(), {name + ": caching over CXL", name + ": caching on the edge"},
+        [&](std::size_t i) { timed_bodies[i](timed_sections[i]); },
+        [&] {
+          if (!o.skip_timed) streams.prepare(trace, scratch ? scratch->path() : canonical_path(path));
+        });
+    for (const auto& part : timed_sections) md << part.str();
   }
   write_file(out / "index.md", md.str());
   staged.commit();
@@ -1201,13 +1242,14 @@ void add_report(CLI::App& app) {
   cmd->add_flag_callback(
          "--stages-at-once", [opt] { opt->stages_at_once = true; },
          "Run the four stages that read the trace held in memory (hit ratio, timed prefetch, TriMoE, DynaExq) at "
-         "the same time, each with --jobs threads: on many cores the report's span is then the longest of theirs "
-         "rather than their sum, at the price of a higher peak (their state held at once); the report does not "
-         "depend on it (default: at once with --jobs 4 or more)")
+         "the same time, then the two that read decode streams (CXL-MoE, Edge-MoE), each with --jobs threads: on "
+         "many cores the report's span is then the longest of each group's rather than their sum, at the price of "
+         "a higher peak (a group's state held at once); the report does not depend on it (default: at once with "
+         "--jobs 4 or more)")
       ->excludes(cmd->add_flag_callback(
           "--stages-in-turn", [opt] { opt->stages_at_once = false; },
-          "Run those four stages one after another, whatever --jobs (each stage's CPU time can then be read from "
-          "the process's, as bench/report_cpu.py does)"));
+          "Run those stages one after another, whatever --jobs (each stage's CPU time can then be read from the "
+          "process's, as bench/report_cpu.py does)"));
   cmd->add_flag("--span", opt->span,
                 "Add to each stage's line on stderr, and to the run's, the CPU time of all threads and the span: the "
                 "CPU time of the longest chain of work that runs one after another as the stage hands tasks to its "
