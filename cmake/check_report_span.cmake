@@ -22,6 +22,18 @@ function(hundredths text var)
   set(${var} ${h} PARENT_SCOPE)
 endfunction()
 
+# Runs `report --trace TRACE <args> --out DIR/<name>` and sets `var` to what it printed on
+# stderr; a failed run fails the test.
+function(run_report var name)
+  execute_process(COMMAND ${TOOL} report --trace ${TRACE} ${ARGN} --out ${DIR}/${name}
+    WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    list(JOIN ARGN " " args)
+    message(FATAL_ERROR "report ${args} failed (${rc}):\n${o}${e}")
+  endif()
+  set(${var} "${e}" PARENT_SCOPE)
+endfunction()
+
 # The CPU time and span (hundredths) at the end of `line`, a stage's line or a group's (';'
 # read as '|'); a stage longer than 2 s also prints its rows per second (as under the
 # sanitizers). The span may not exceed the CPU time.
@@ -38,11 +50,7 @@ function(cpu_and_span line cpu_var span_var)
   set(${span_var} ${span} PARENT_SCOPE)
 endfunction()
 
-execute_process(COMMAND ${TOOL} report --trace ${TRACE} --jobs 3 --span --progress-every 0 --out ${DIR}/span
-  WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "report --span failed (${rc}):\n${o}${e}")
-endif()
+run_report(e span --jobs 3 --span --progress-every 0)
 execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${DIR}/span/index.md ${GOLDEN} RESULT_VARIABLE differ)
 if(NOT differ EQUAL 0)
   message(FATAL_ERROR "report --span wrote another index.md than ${GOLDEN}")
@@ -80,11 +88,7 @@ foreach(pair "cpu;cpu_sum" "span;span_sum")
 endforeach()
 
 # The same with stages 4 to 7 at once: the default on 4 threads.
-execute_process(COMMAND ${TOOL} report --trace ${TRACE} --jobs 4 --span --progress-every 0
-  --out ${DIR}/at-once WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "report --span --jobs 4 failed (${rc}):\n${o}${e}")
-endif()
+run_report(e at-once --jobs 4 --span --progress-every 0)
 execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${DIR}/at-once/index.md ${GOLDEN} RESULT_VARIABLE differ)
 if(NOT differ EQUAL 0)
   message(FATAL_ERROR "report --jobs 4 (stages at once) wrote another index.md than ${GOLDEN}")
@@ -140,12 +144,7 @@ endif()
 
 # Without --span the lines are as before; --stages-in-turn runs them one after another on 4
 # threads.
-execute_process(COMMAND ${TOOL} report --trace ${TRACE} --skip-timed --progress-every 0 --jobs 4 --stages-in-turn
-  --out ${DIR}/plain
-  WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "report failed (${rc}):\n${o}${e}")
-endif()
+run_report(e plain --skip-timed --progress-every 0 --jobs 4 --stages-in-turn)
 if(e MATCHES " s, span [0-9]|stages. CPU")
   message(FATAL_ERROR "a span printed without --span:\n${e}")
 endif()
@@ -155,12 +154,7 @@ if(e MATCHES "stages at once" OR NOT e MATCHES "report: \\[4/10\\] [^\n]* \\.\\.
 endif()
 
 # --stages-at-once runs them at once below 4 threads too.
-execute_process(COMMAND ${TOOL} report --trace ${TRACE} --skip-timed --progress-every 0 --jobs 2 --stages-at-once
-  --out ${DIR}/asked
-  WORKING_DIRECTORY ${WORKDIR} OUTPUT_VARIABLE o ERROR_VARIABLE e RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "report --jobs 2 --stages-at-once failed (${rc}):\n${o}${e}")
-endif()
+run_report(e asked --skip-timed --progress-every 0 --jobs 2 --stages-at-once)
 if(NOT e MATCHES "report: \\[4-7/10\\] 4 stages at once" OR NOT e MATCHES "report: \\[9-10/10\\] 2 stages at once")
   message(FATAL_ERROR "--stages-at-once did not run stages 4 to 7 and 9 to 10 at once on 2 threads:\n${e}")
 endif()
