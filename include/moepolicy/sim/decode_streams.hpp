@@ -618,6 +618,7 @@ class shared_decode_streams {
   /// Throws: what the former throws (the next caller of `c` forms again); `logic_error`
   /// naming `shared_decode_streams::acquire` when the calling thread holds streams and would
   /// wait for a configuration to be released.
+  /// Complexity: O(held configurations × their holders) besides the formation.
   [[nodiscard]] std::shared_ptr<const decode_streams> acquire(const decode_streams_config& c) {
     if (c.tokens_only) {
       const std::lock_guard forming(form_mutex_);
@@ -636,7 +637,9 @@ class shared_decode_streams {
         }
         // A span meter's chain (detail/span_meter.hpp) goes on from the formation's end.
         detail::span_wait_until(e->formed_at);
-        return handle(e, me);
+        const std::uint64_t id = add_holder(*e, me);
+        lock.unlock();
+        return handle(e, id);
       }
       if (held_.size() < max_held_) {
         // ... or from the release that made room.
@@ -672,7 +675,9 @@ class shared_decode_streams {
     formed.reset();
     ++formations_;
     changed_.notify_all();
-    return handle(e, me);
+    const std::uint64_t id = add_holder(*e, me);
+    lock.unlock();
+    return handle(e, id);
   }
 
   /// Configurations whose streams are held (or being formed) now.
@@ -715,11 +720,16 @@ class shared_decode_streams {
     }
     return false;
   }
-  // A handle to `e`'s streams for thread `t` (under the lock): its release removes it, and
-  // the streams with the last.
-  std::shared_ptr<const decode_streams> handle(const std::shared_ptr<entry>& e, std::thread::id t) {
+  // Registers a holder of `e` on thread `t` (under the lock); returns its id.
+  std::uint64_t add_holder(entry& e, std::thread::id t) {
     const std::uint64_t id = ++next_handle_;
-    e->holders.emplace_back(id, t);
+    e.holders.emplace_back(id, t);
+    return id;
+  }
+  // The handle of holder `id` of `e` (not under the lock: when making it fails, its deleter
+  // runs, which takes the lock): its release removes the holder, and the streams with the
+  // last.
+  std::shared_ptr<const decode_streams> handle(const std::shared_ptr<entry>& e, std::uint64_t id) {
     return std::shared_ptr<const decode_streams>(e->streams.get(), [this, e, id](const decode_streams*) {
       std::unique_ptr<const decode_streams> last;  // freed outside the lock
       {
