@@ -30,6 +30,11 @@ namespace moepolicy::examples {
   return intervals <= max_points ? 1 : (intervals + max_points - 1) / max_points;
 }
 
+/// The points `intervals` fill, `per_point` (>= 1) in each: ⌈intervals / per_point⌉.
+[[nodiscard]] constexpr std::size_t points_of(std::size_t intervals, std::size_t per_point) noexcept {
+  return (intervals + per_point - 1) / per_point;
+}
+
 /// The points of one series (see the header).
 class interval_points {
  public:
@@ -39,7 +44,7 @@ class interval_points {
   /// Throws: `std::invalid_argument` when `per_point` is 0.
   interval_points(std::size_t intervals, std::size_t per_point) : per_point_(per_point) {
     if (per_point == 0) throw std::invalid_argument("interval_points: per_point must be >= 1, is 0");
-    const std::size_t points = (intervals + per_point - 1) / per_point;
+    const std::size_t points = points_of(intervals, per_point);
     ratio_.reserve(points);
     events_.reserve(points);
     end_.reserve(points);
@@ -70,11 +75,9 @@ class interval_points {
   /// Per point: Σ denominator.
   [[nodiscard]] const std::vector<std::uint64_t>& denominator() const noexcept { return weight_; }
 
-  /// The vectors, moved out.
+  /// The ratios and the events per interval, moved out.
   std::vector<double> take_ratio() noexcept { return std::move(ratio_); }
   std::vector<double> take_events_per_interval() noexcept { return std::move(events_); }
-  std::vector<double> take_end() noexcept { return std::move(end_); }
-  std::vector<std::uint64_t> take_denominator() noexcept { return std::move(weight_); }
 
  private:
   void close() {

@@ -930,8 +930,8 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
     const std::size_t per_point = intervals_per_point(intervals, opt.series_points);
     if (per_point > 1) {
       out << "  per-interval series (plots): " << intervals << " update intervals merged " << per_point
-          << " per point, " << (intervals + per_point - 1) / per_point << " points (--series-points "
-          << opt.series_points << ")\n";
+          << " per point, " << points_of(intervals, per_point) << " points (--series-points " << opt.series_points
+          << ")\n";
     }
     out << "  bound: share of activations at high precision\n";
     examples::text_table ot({"budget", "oracle (each interval's own top-n_l)", "best static set in hindsight"});
@@ -1000,7 +1000,6 @@ result run(const fs::path& path, const routing_trace& trace, const options& opt,
         if (&b == &half) {
           if (sr.interval_end_ms.empty()) {
             sr.interval_end_ms = rr.intervals.end();
-            sr.activations = rr.intervals.denominator();
             sr.intervals_per_point = rr.intervals.per_point();
           }
           sr.policies.push_back(

@@ -94,8 +94,6 @@ struct stream_result {
   std::size_t intervals_per_point = 1;
   /// Per point: modelled time of the stream at the end of its last interval's last pass, ms.
   std::vector<double> interval_end_ms;
-  /// Per point: the activations of its intervals.
-  std::vector<std::uint64_t> activations;
   /// Static, online, + margin, + rank slack.
   std::vector<policy_series> policies;
   /// Per point, the share its intervals' own top-n_l would serve (the clairvoyant,

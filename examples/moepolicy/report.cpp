@@ -259,10 +259,6 @@ class progress {
   /// how many of its stages have ended and the rows their timed replays have fed the meter
   /// (all of theirs together). `before()` runs first: at once, inside the group's time before
   /// the stages start; one after another, inside the first stage's.
-  template <class F>
-  void stages(bool at_once, const std::vector<std::string>& whats, F&& run) {
-    stages(at_once, whats, std::forward<F>(run), [] {});
-  }
   template <class F, class Before>
   void stages(bool at_once, const std::vector<std::string>& whats, F&& run, Before&& before) {
     if (!at_once) {
@@ -850,6 +846,20 @@ struct section_text {
   std::string text;
 };
 
+/// Stages `whats` whose `bodies` each write a section of the page apart, run by
+/// `bar.stages` (at once or one after another, `before` first), and their sections joined in
+/// order.
+template <class Before>
+std::string sections(progress& bar, bool at_once, const std::vector<std::string>& whats,
+                     const std::vector<std::function<void(std::ostream&)>>& bodies, Before&& before) {
+  std::vector<std::ostringstream> parts(bodies.size());
+  bar.stages(
+      at_once, whats, [&](std::size_t i) { bodies[i](parts[i]); }, std::forward<Before>(before));
+  std::string joined;
+  for (const auto& part : parts) joined += part.str();
+  return joined;
+}
+
 template <class F>
 section_text capture(progress& bar, const std::string& family, F&& f) {
   std::ostringstream os;
@@ -1141,14 +1151,10 @@ void run_report(const report_options& o) {
       }
       code_block(sec, s);
     };
-    std::array<std::ostringstream, 4> sections;
-    const std::array<std::function<void(std::ostream&)>, 4> bodies{hit_ratio_stage, prefetch_stage, trimoe_stage,
-                                                                   dynaexq_stage};
-    bar.stages(o.at_once(),
-               {name + ": hit ratio against capacity", name + ": prefetch on the timed model",
-                name + ": TriMoE scheduling", name + ": DynaExq residency"},
-               [&](std::size_t i) { bodies[i](sections[i]); });
-    for (const auto& part : sections) md << part.str();
+    md << sections(bar, o.at_once(),
+                   {name + ": hit ratio against capacity", name + ": prefetch on the timed model",
+                    name + ": TriMoE scheduling", name + ": DynaExq residency"},
+                   {hit_ratio_stage, prefetch_stage, trimoe_stage, dynaexq_stage}, [] {});
 
     bar.stage(name + ": context-aware GPU + CXL-NDP", [&] {
       examples::context_aware_ndp::options opt = dev.context_aware;
@@ -1188,15 +1194,10 @@ void run_report(const report_options& o) {
       sec << "### Importance-driven scheduling on edge GPUs on the timed model (Edge-MoE)\n\n";
       code_block(sec, e);
     };
-    std::array<std::ostringstream, 2> timed_sections;
-    const std::array<std::function<void(std::ostream&)>, 2> timed_bodies{cxl_stage, edge_stage};
-    bar.stages(
-        o.at_once(), {name + ": caching over CXL", name + ": caching on the edge"},
-        [&](std::size_t i) { timed_bodies[i](timed_sections[i]); },
-        [&] {
-          if (!o.skip_timed) streams.prepare(trace, scratch ? scratch->path() : canonical_path(path));
-        });
-    for (const auto& part : timed_sections) md << part.str();
+    md << sections(bar, o.at_once(), {name + ": caching over CXL", name + ": caching on the edge"},
+                   {cxl_stage, edge_stage}, [&] {
+                     if (!o.skip_timed) streams.prepare(trace, scratch ? scratch->path() : canonical_path(path));
+                   });
   }
   write_file(out / "index.md", md.str());
   staged.commit();

@@ -12,6 +12,7 @@
 
 using moepolicy::examples::interval_points;
 using moepolicy::examples::intervals_per_point;
+using moepolicy::examples::points_of;
 
 TEST_CASE("intervals_per_point: the fewest intervals per point that fit the points") {
   CHECK(intervals_per_point(0, 1000) == 1);
@@ -22,6 +23,9 @@ TEST_CASE("intervals_per_point: the fewest intervals per point that fit the poin
   CHECK(intervals_per_point(2001, 1000) == 3);
   CHECK(intervals_per_point(7, 3) == 3);
   CHECK(intervals_per_point(122000, 1000) == 122);
+  CHECK(points_of(0, 1) == 0);
+  CHECK(points_of(1000, 7) == 143);
+  CHECK(points_of(125200, intervals_per_point(125200, 1000)) == 994);
   CHECK_THROWS_WITH_AS(static_cast<void>(intervals_per_point(5, 0)),
                        "intervals_per_point: max_points must be >= 1, is 0", std::invalid_argument);
 }
