@@ -134,7 +134,7 @@ run_test() {
   cmake --build build/ci-clang-guard -j"$jobs" --target callgrind_guard_driver
   run_ctest build/ci-clang-guard --output-on-failure -R '^bench_callgrind_guard$'
 
-  echo "== clang 14, ThreadSanitizer: the concurrent residency mechanism, the replays' thread pool and its span meter, shared decode streams"
+  echo "== clang 14, ThreadSanitizer: the concurrent residency mechanism, the replays' thread pool and its span meter, shared decode streams and their formation on several threads"
   configure build/ci-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
     -DMOEPOLICY_WERROR=ON -DMOEPOLICY_SANITIZERS=thread -DMOEPOLICY_BUILD_EXAMPLES=OFF -DMOEPOLICY_BUILD_BENCH=OFF \
@@ -144,10 +144,10 @@ run_test() {
     test_detail_task_pool test_detail_span_meter test_sim_offload_replay test_sim_edge_replay test_sim_decode_streams"
   # shellcheck disable=SC2086 # one target per word
   cmake --build build/ci-tsan -j"$jobs" --target $tsan_targets
-  # The residency tests, the pool's, the lockstep replays on several threads, and the decode
-  # streams the report's timed families share.
+  # The residency tests, the pool's, the lockstep replays on several threads, the decode
+  # streams the report's timed families share, and streams formed on several threads.
   TSAN_OPTIONS=halt_on_error=1 run_ctest build/ci-tsan -j"$jobs" --output-on-failure \
-    -R '^test_residency_|^test_detail_task_pool|^test_detail_span_meter|^test_sim_(offload|edge)_replay: ?a sweep on several threads|^test_sim_decode_streams: ?shared_decode_streams'
+    -R '^test_residency_|^test_detail_task_pool|^test_detail_span_meter|^test_sim_(offload|edge)_replay: ?a sweep on several threads|^test_sim_decode_streams: ?(shared_decode_streams|on several threads)'
 
   echo "== libFuzzer: each reader (traces, machine files, problem files) for ${fuzz_seconds}s"
   configure build/ci-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \

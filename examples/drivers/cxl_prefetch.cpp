@@ -191,7 +191,8 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
 
   const auto form = [&](std::size_t B) {
     const decode_streams_config c{.streams = B};
-    return opt.streams ? opt.streams(c) : std::make_shared<const decode_streams>(make_decode_streams(trace, c));
+    return opt.streams ? opt.streams(c)
+                       : std::make_shared<const decode_streams>(make_decode_streams(trace, c, opt.jobs));
   };
   std::shared_ptr<const decode_streams> one = form(1);
   std::size_t with_prefill = 0;

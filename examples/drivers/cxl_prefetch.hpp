@@ -40,11 +40,11 @@ struct options {
   device_spec pcie_gpu = presets::h100_host_pcie5();
   /// When set, the timed replays' rows go to it, and `run` plans their total first.
   replay_progress* progress = nullptr;
-  /// Threads each lockstep replay's systems share (`offload_replay_config::jobs`): the output is
-  /// the same for every value.
+  /// Threads each lockstep replay's systems share (`offload_replay_config::jobs`), and that form
+  /// each set of decode streams (`make_decode_streams`): the output is the same for every value.
   std::size_t jobs = 1;
   /// When set, gives the decode streams the replays run (`streams(c)`) in place of
-  /// `make_decode_streams(trace, c)`; it must return those same streams, and may share them
+  /// `make_decode_streams(trace, c, jobs)`; it must return those same streams, and may share them
   /// with other replays (the report's `shared_decode_streams`: the driver drops each before
   /// asking for the next). Then `trace` need hold no more than its info, requests and
   /// recorded prefills (the report forms the streams from the canonical file's map,

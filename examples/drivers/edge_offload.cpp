@@ -151,7 +151,8 @@ void run(const fs::path& path, const routing_trace& trace, const options& opt, s
   // stream give the header's requests and steps.
   const auto form = [&](std::size_t B, bool tokens_only = false) {
     const decode_streams_config c{.streams = B, .tokens_only = tokens_only};
-    return opt.streams ? opt.streams(c) : std::make_shared<const decode_streams>(make_decode_streams(trace, c));
+    return opt.streams ? opt.streams(c)
+                       : std::make_shared<const decode_streams>(make_decode_streams(trace, c, opt.jobs));
   };
   std::uint64_t kv_tokens = 0, max_batch = 1, rows_per_system = 0;
   std::optional<std::pair<std::size_t, std::size_t>> single;  // requests and steps of B = 1

@@ -678,7 +678,7 @@ void run_replay(const options& o) {
         o, prefills,
         [&](std::size_t B) {
           const decode_streams_config c{.streams = B};
-          return source ? source->form(c) : make_decode_streams(*whole, c);
+          return source ? source->form(c, o.jobs) : make_decode_streams(*whole, c, o.jobs);
         },
         paths);
     return;
@@ -705,7 +705,7 @@ void run_replay(const options& o) {
     run_untimed(o, t, &t, paths);
   } else {
     run_timed(
-        o, t, [&](std::size_t B) { return make_decode_streams(t, {.streams = B}); }, paths);
+        o, t, [&](std::size_t B) { return make_decode_streams(t, {.streams = B}, o.jobs); }, paths);
   }
 }
 

@@ -896,7 +896,8 @@ class stream_source {
   /// its scratch copy), replaces `trace` (read whole from it) by its prefill steps alone
   /// (`prefill_steps`), so that the streams are formed from the file's map and held without
   /// the whole trace beside them; else they are formed from `trace`, which stays whole.
-  void prepare(std::optional<routing_trace>& trace, const fs::path& file) {
+  /// Each set of streams is formed on up to `jobs` threads.
+  void prepare(std::optional<routing_trace>& trace, const fs::path& file, std::size_t jobs) {
     if (file.empty()) {
       trace_ = &*trace;
     } else {
@@ -905,13 +906,13 @@ class stream_source {
       trace.reset();
       trace.emplace(prefill_steps(*mapped_));
     }
-    shared_.emplace([this](const decode_streams_config& c) {
-      if (trace_ != nullptr) return make_decode_streams(*trace_, c);
+    shared_.emplace([this, jobs](const decode_streams_config& c) {
+      if (trace_ != nullptr) return make_decode_streams(*trace_, c, jobs);
       if (!whole_ && !source_) {
         source_ = file_decode_streams::open(*mapped_);
         if (!source_) whole_ = io::read_trace(file_);
       }
-      return source_ ? source_->form(c) : make_decode_streams(*whole_, c);
+      return source_ ? source_->form(c, jobs) : make_decode_streams(*whole_, c, jobs);
     });
   }
   /// `streams(c)`: decode streams from the file's map (from the file read whole where its
@@ -1196,7 +1197,8 @@ void run_report(const report_options& o) {
     };
     md << sections(bar, o.at_once(), {name + ": caching over CXL", name + ": caching on the edge"},
                    {cxl_stage, edge_stage}, [&] {
-                     if (!o.skip_timed) streams.prepare(trace, scratch ? scratch->path() : canonical_path(path));
+                     if (!o.skip_timed)
+                       streams.prepare(trace, scratch ? scratch->path() : canonical_path(path), o.jobs);
                    });
   }
   write_file(out / "index.md", md.str());

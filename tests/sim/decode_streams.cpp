@@ -155,20 +155,28 @@ void check_same_streams(const decode_streams& a, const decode_streams& b, bool a
   CHECK(a.rows_per_token() == b.rows_per_token());
   REQUIRE(a.num_steps() == b.num_steps());
   CHECK(a.num_tokens() == b.num_tokens());
+  // One check per table (the first difference named): the streams of the larger traces
+  // hold some 100,000 tokens.
+  std::size_t differ = 0, first = 0;
   for (std::size_t s = 0; s < a.num_steps(); ++s) {
     const auto x = a.tokens(s), y = b.tokens(s);
-    REQUIRE(x.size() == y.size());
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      CHECK((x[i].stream == y[i].stream && x[i].sequence == y[i].sequence && x[i].request == y[i].request &&
-             x[i].decode_index == y[i].decode_index && x[i].context == y[i].context && x[i].first == y[i].first));
+    bool same = x.size() == y.size();
+    for (std::size_t i = 0; same && i < x.size(); ++i) {
+      same = x[i].stream == y[i].stream && x[i].sequence == y[i].sequence && x[i].request == y[i].request &&
+             x[i].decode_index == y[i].decode_index && x[i].context == y[i].context && x[i].first == y[i].first;
     }
+    if (!same && differ++ == 0) first = s;
   }
+  CHECK_MESSAGE(differ == 0, differ << " steps' tokens differ, the first at step " << first);
   REQUIRE(a.sequences().size() == b.sequences().size());
+  differ = 0;
   for (std::size_t i = 0; i < a.sequences().size(); ++i) {
     const stream_sequence &x = a.sequences()[i], &y = b.sequences()[i];
-    CHECK((x.stream == y.stream && x.request == y.request && x.first_step == y.first_step && x.tokens == y.tokens &&
-           x.starts_request == y.starts_request));
+    const bool same = x.stream == y.stream && x.request == y.request && x.first_step == y.first_step &&
+                      x.tokens == y.tokens && x.starts_request == y.starts_request;
+    if (!same && differ++ == 0) first = i;
   }
+  CHECK_MESSAGE(differ == 0, differ << " sequences differ, the first is sequence " << first);
   CHECK(std::vector<std::uint64_t>(a.prompt_tokens().begin(), a.prompt_tokens().end()) ==
         std::vector<std::uint64_t>(b.prompt_tokens().begin(), b.prompt_tokens().end()));
   CHECK(a.num_rows() == b.batched().num_rows());
@@ -231,6 +239,75 @@ TEST_CASE("streams formed from a canonical file's map are those formed from the 
   const canonical_file odd(std::span<const std::byte>(shifted).subspan(1), "odd.mtrace");
   CHECK_FALSE(make_decode_streams(odd, {.streams = 2}).has_value());
   CHECK_FALSE(file_decode_streams::open(odd).has_value());
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// `requests` decode requests of `tokens + r % 7` tokens each (every third with a prefill
+/// of 5 tokens), 4 layers, 8 experts, top-2, with router scores: experts, weights and scores
+/// drawn from a fixed seed.
+routing_trace many_rows(std::uint32_t requests, std::uint32_t tokens) {
+  routing_trace_builder b({"m", "test", 4, 8, 2, true});
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> expert(0, 7);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  const auto add = [&](std::uint32_t r, phase kind, std::uint32_t step, std::uint32_t pos, layer_id l) {
+    const expert_id a = static_cast<expert_id>(expert(rng));
+    const expert_id e[2] = {a, static_cast<expert_id>((a + 1 + expert(rng) % 7) % 8)};
+    const float w[2] = {u(rng), u(rng)};
+    float sc[8];
+    for (float& x : sc) x = u(rng);
+    b.add({r, kind, step, pos, l, e, w, sc});
+  };
+  for (std::uint32_t r = 0; r < requests; ++r) {
+    b.add_request("r" + std::to_string(r));
+    const std::uint32_t prompt = r % 3 == 0 ? 5 : 0;
+    for (std::uint32_t p = 0; p < prompt; ++p) {
+      for (layer_id l = 0; l < 4; ++l) add(r, phase::prefill, 0, p, l);
+    }
+    for (std::uint32_t i = 0; i < tokens + r % 7; ++i) {
+      for (layer_id l = 0; l < 4; ++l) add(r, phase::decode, i + 1, prompt + i, l);
+    }
+  }
+  return std::move(b).finish();
+}
+
+}  // namespace
+
+TEST_CASE("on several threads: the streams formed on one, from the trace and from the file") {
+  // 26 requests of about 1,900 decode tokens at 4 layers: some 198,000 rows, cut into up to
+  // 3 parts of at least `detail::form_part_rows` (65,536) rows.
+  const routing_trace t = many_rows(26, 1900);
+  REQUIRE(t.num_rows() >= 3 * detail::form_part_rows);
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("moepolicy_decode_streams_jobs_" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  const auto path = dir / "t.mtrace";
+  write_canonical(t, path);
+  const canonical_file f(path, canonical_file::access::copy);
+  const std::optional<file_decode_streams> source = file_decode_streams::open(f);
+  REQUIRE(source.has_value());
+  for (const std::size_t B : {1u, 3u, 64u}) {
+    CAPTURE(B);
+    const decode_streams one = make_decode_streams(t, {.streams = B});
+    CHECK(one.formation() == (B == 64 ? stream_formation::split_tokens : stream_formation::whole_requests));
+    for (const std::size_t jobs : {2u, 3u, 8u}) {
+      CAPTURE(jobs);
+      check_same_streams(make_decode_streams(t, {.streams = B}, jobs), one);
+      check_same_streams(source->form({.streams = B}, jobs), one);
+      const std::optional<decode_streams> mapped = make_decode_streams(f, {.streams = B}, jobs);
+      REQUIRE(mapped.has_value());
+      check_same_streams(*mapped, one);
+      check_same_streams(source->form({.streams = B, .tokens_only = true}, jobs), one, true);
+    }
+  }
+  CHECK_THROWS_WITH_AS(static_cast<void>(make_decode_streams(t, {.streams = 2}, 0)),
+                       "moepolicy::make_decode_streams: jobs must be >= 1, got 0", invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(make_decode_streams(f, {.streams = 2}, 0)),
+                       "moepolicy::make_decode_streams: jobs must be >= 1, got 0", invalid_argument);
+  CHECK_THROWS_WITH_AS(static_cast<void>(source->form({.streams = 2}, 0)),
+                       "moepolicy::file_decode_streams::form: jobs must be >= 1, got 0", invalid_argument);
   std::filesystem::remove_all(dir);
 }
 

@@ -57,6 +57,7 @@
 #include "moepolicy/core/error.hpp"
 #include "moepolicy/core/ids.hpp"
 #include "moepolicy/detail/span_meter.hpp"
+#include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/routing_trace.hpp"
 
@@ -136,7 +137,8 @@ class decode_streams;
 namespace detail {
 struct decode_inputs;
 template <class Source>
-decode_streams form_decode_streams(const Source& src, const decode_inputs& in, const decode_streams_config& c);
+decode_streams form_decode_streams(const Source& src, const decode_inputs& in, const decode_streams_config& c,
+                                   std::size_t jobs);
 }  // namespace detail
 
 /// Batched decode steps of B concurrent streams (see the header).
@@ -176,7 +178,7 @@ class decode_streams {
  private:
   template <class Source>
   friend decode_streams detail::form_decode_streams(const Source& src, const detail::decode_inputs& in,
-                                                    const decode_streams_config& c);
+                                                    const decode_streams_config& c, std::size_t jobs);
 
   routing_trace batched_;
   std::uint64_t rows_ = 0;
@@ -269,15 +271,19 @@ class file_stream_source {
     const std::size_t e = f_->info().num_experts;
     return c_.scores.subspan(r * e, e);
   }
+  /// Safe to call from several threads at once (the parts of a formation on a pool): the
+  /// pages go back once the rows gathered by all of them since the last release reach
+  /// `release_rows`; a thread reading a page given back faults it in again from the page
+  /// cache, so only memory use depends on the order.
   void gathered(std::size_t rows) const noexcept {
-    since_release_ += rows;
-    if (since_release_ >= release_rows) done();
+    const std::size_t before = since_release_.n.fetch_add(rows, std::memory_order_relaxed);
+    if (before + rows >= release_rows) done();
   }
   /// Gives back every page read (the last part, otherwise held while the batched trace is
   /// replayed).
   void done() const noexcept {
+    since_release_.n.store(0, std::memory_order_relaxed);
     f_->release_columns();
-    since_release_ = 0;
   }
 
   /// Rows gathered between two releases of the file's pages.
@@ -288,7 +294,18 @@ class file_stream_source {
   canonical_columns c_;
   std::vector<step> steps_;
   bool open_ = false;
-  mutable std::size_t since_release_ = 0;
+  /// Rows gathered since the last release; copied as its value (the source is copyable).
+  struct release_count {
+    std::atomic<std::size_t> n{0};
+    release_count() = default;
+    release_count(const release_count& o) noexcept : n(o.n.load(std::memory_order_relaxed)) {}
+    release_count& operator=(const release_count& o) noexcept {
+      n.store(o.n.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      return *this;
+    }
+    ~release_count() = default;
+  };
+  mutable release_count since_release_;
 };
 
 /// What forming streams reads of a source whatever B: each request's decode steps (indices
@@ -334,10 +351,18 @@ decode_inputs read_decode_inputs(const Source& src) {
   return in;
 }
 
+/// The fewest rows a part of a formation gathers on a thread of its own (about 1.7 MB of a
+/// top-2 trace's columns): fewer would cost more in starting threads than they save.
+inline constexpr std::size_t form_part_rows = std::size_t{1} << 16;
+/// Rows a part reads between two calls of its source's `gathered`.
+inline constexpr std::size_t gather_count_rows = std::size_t{1} << 12;
+
 /// `make_decode_streams` over `src` (`trace_stream_source` or `file_stream_source`), whose
-/// `decode_inputs` are `in`.
+/// `decode_inputs` are `in`, the rows gathered on up to `jobs` threads (parts of the steps
+/// of about equal rows, at least `form_part_rows` each; the streams do not depend on it).
 template <class Source>
-decode_streams form_decode_streams(const Source& src, const decode_inputs& in, const decode_streams_config& c) {
+decode_streams form_decode_streams(const Source& src, const decode_inputs& in, const decode_streams_config& c,
+                                   std::size_t jobs) {
   const trace_info& info = src.info();
   const auto src_steps = src.steps();
   decode_streams out;
@@ -404,43 +429,62 @@ decode_streams form_decode_streams(const Source& src, const decode_inputs& in, c
     }
   }
 
-  // Tokens, sequences and the batched trace. Every column is reserved to its exact size
-  // first (a counting pass over the same rows), so that none grows by doubling: at B = 1
-  // the batched trace is the trace's decode rows again, and doubling held up to twice that.
-  std::vector<std::uint32_t> current(c.streams, 0);
-  trace_columns cols;
+  // Tokens, sequences and the batched trace. The rows of every step are counted first (a
+  // pass over the steps' layers), so that each column is sized once to its exact length —
+  // at B = 1 the batched trace is the trace's decode rows again, and growing by doubling
+  // held up to twice that — and each step's rows have their place before any is written.
   const std::size_t L = info.num_layers;
-  {
-    const std::size_t tokens = slots.size();
-    std::size_t rows = 0;
-    for (const slot_token& x : slots) {
-      std::size_t seen = 0;
-      src.for_each_batch(step_of(x), [&](layer_id l, std::size_t, std::uint32_t count) {
-        if (l < L) rows += count;
-        seen += count;
-      });
-      src.gathered(seen);
+  const std::size_t steps = step_start.size() - 1;
+  // The threads: parts of the steps of at least `form_part_rows` rows each (the rows of
+  // one per token and layer, before they are counted).
+  const std::size_t parts =
+      c.tokens_only ? 1 : std::min(jobs, std::max<std::size_t>(1, slots.size() * L / form_part_rows));
+  std::optional<task_pool> pool;
+  if (parts > 1) pool.emplace(parts);
+  // Calls `f(first, last)` for each part of the steps, [first, last) its steps, cut at
+  // `at`'s cumulative sizes (each part about 1/parts of the last), on the pool's threads.
+  const auto each_part = [&](std::span<const std::size_t> at, auto&& f) {
+    if (parts == 1) {
+      f(std::size_t{0}, steps);
+      return;
     }
-    out.rows_ = rows;
-    out.offsets_.reserve(step_start.size());
-    out.tokens_.reserve(tokens);
-    if (!c.tokens_only) cols.reserve(rows, info.top_k, info.has_scores ? info.num_experts : 0);
-  }
-  std::size_t w = 0;  // rows written
-  out.offsets_.push_back(0);
-  // A step's tokens' batches, each token's in layer order, read once per token; `next[i]`:
-  // token i's first batch not yet written.
-  struct token_batch {
-    layer_id layer;
-    std::size_t first;
-    std::uint32_t count;
+    std::vector<std::size_t> cut(parts + 1, steps);
+    cut[0] = 0;
+    for (std::size_t p = 1; p < parts; ++p) {
+      const std::size_t target = at.back() / parts * p;
+      cut[p] = static_cast<std::size_t>(std::lower_bound(at.begin(), at.end(), target) - at.begin());
+      cut[p] = std::min(std::max(cut[p], cut[p - 1]), steps);
+    }
+    pool->for_each(parts, [&](std::size_t p) { f(cut[p], cut[p + 1]); });
   };
-  std::vector<token_batch> batches;
-  std::vector<std::size_t> starts, next;
-  for (std::size_t s = 0; s + 1 < step_start.size(); ++s) {
-    const std::span<const slot_token> step(slots.data() + step_start[s], step_start[s + 1] - step_start[s]);
-    const std::size_t before = w;
-    for (const slot_token& x : step) {
+  std::vector<std::size_t> row_at(steps + 1, 0);  // the rows of the steps before step s
+  each_part(step_start, [&](std::size_t first, std::size_t last) {
+    std::size_t seen = 0;
+    for (std::size_t s = first; s < last; ++s) {
+      std::size_t rows = 0;
+      for (std::size_t t = step_start[s]; t < step_start[s + 1]; ++t) {
+        src.for_each_batch(step_of(slots[t]), [&](layer_id l, std::size_t, std::uint32_t count) {
+          if (l < L) rows += count;
+          seen += count;
+        });
+      }
+      row_at[s + 1] = rows;
+      if (seen >= gather_count_rows) {
+        src.gathered(seen);
+        seen = 0;
+      }
+    }
+    src.gathered(seen);
+  });
+  for (std::size_t s = 0; s < steps; ++s) row_at[s + 1] += row_at[s];
+  out.rows_ = row_at.back();
+  std::vector<std::uint32_t> current(c.streams, 0);
+  out.offsets_.reserve(steps + 1);
+  out.tokens_.reserve(slots.size());
+  out.offsets_.push_back(0);
+  for (std::size_t s = 0; s < steps; ++s) {
+    for (std::size_t t = step_start[s]; t < step_start[s + 1]; ++t) {
+      const slot_token& x = slots[t];
       if (x.first) {
         current[x.stream] = static_cast<std::uint32_t>(out.sequences_.size());
         out.sequences_.push_back({x.stream, x.request, static_cast<std::uint32_t>(s), 0, x.index == 0});
@@ -450,52 +494,118 @@ decode_streams form_decode_streams(const Source& src, const decode_inputs& in, c
           {x.stream, current[x.stream], x.request, x.index, out.prompts_[x.request] + x.index, x.first});
     }
     out.offsets_.push_back(out.tokens_.size());
-    if (c.tokens_only) continue;
-    batches.clear();
-    starts.clear();
-    for (const slot_token& x : step) {
-      starts.push_back(batches.size());
-      src.for_each_batch(step_of(x), [&](layer_id bl, std::size_t first, std::uint32_t count) {
-        batches.push_back({bl, first, count});
-      });
-      // A step's rows are sorted by layer (`routing_trace::from_sorted`, which a canonical
-      // file's rows pass too), so a token's batches come in layer order.
-      MOEPOLICY_ASSERT(std::is_sorted(batches.begin() + static_cast<std::ptrdiff_t>(starts.back()), batches.end(),
-                                      [](const token_batch& a, const token_batch& b) { return a.layer < b.layer; }));
+  }
+  trace_columns cols;
+  if (!c.tokens_only) {
+    const std::size_t k = info.top_k, e = info.has_scores ? info.num_experts : 0;
+    // Each column sized on a thread of its own: sizing writes every byte once, and the
+    // memory's pages are first touched there.
+    const std::size_t rows = out.rows_;
+    const auto size_column = [&](std::size_t i) {
+      switch (i) {
+        case 0:
+          cols.request.resize(rows);
+          break;
+        case 1:
+          cols.step.resize(rows);
+          break;
+        case 2:
+          cols.position.resize(rows);
+          break;
+        case 3:
+          cols.layer.resize(rows);
+          break;
+        case 4:
+          cols.kind.resize(rows);
+          break;
+        case 5:
+          cols.experts.resize(rows * k);
+          break;
+        case 6:
+          cols.weights.resize(rows * k);
+          break;
+        default:
+          cols.scores.resize(rows * e);
+          break;
+      }
+    };
+    if (pool) {
+      pool->for_each(8, size_column);
+    } else {
+      cols.resize(rows, k, e);
     }
-    next = starts;
-    starts.push_back(batches.size());
-    // Rows: layer-major, tokens in stream order within a layer.
-    for (std::size_t l = 0; l < L; ++l) {
-      for (std::size_t i = 0; i < step.size(); ++i) {
-        for (; next[i] < starts[i + 1] && batches[next[i]].layer == l; ++next[i]) {
-          const std::size_t first = batches[next[i]].first;
-          const std::uint32_t count = batches[next[i]].count;
-          for (std::uint32_t j = 0; j < count; ++j, ++w) {
-            const std::size_t r = first + j;
-            cols.request.push_back(0);
-            cols.step.push_back(static_cast<std::uint32_t>(s));
-            cols.position.push_back(static_cast<std::uint32_t>(i * rows_per_token + j));
-            cols.layer.push_back(static_cast<layer_id>(l));
-            cols.kind.push_back(phase::decode);
-            const auto ids = src.experts(r);
-            const auto ws = src.weights(r);
-            cols.experts.insert(cols.experts.end(), ids.begin(), ids.end());
-            cols.weights.insert(cols.weights.end(), ws.begin(), ws.end());
-            if (info.has_scores) {
-              const auto sc = src.scores(r);
-              cols.scores.insert(cols.scores.end(), sc.begin(), sc.end());
+    // Steps [first, last) into their rows; each call writes only its steps' rows, so that
+    // parts of the steps can be gathered on several threads at once.
+    const auto gather = [&](std::size_t first, std::size_t last) {
+      // A step's tokens' batches, each token's in layer order, read once per token;
+      // `next[i]`: token i's first batch not yet written.
+      struct token_batch {
+        layer_id layer;
+        std::size_t first;
+        std::uint32_t count;
+      };
+      std::vector<token_batch> batches;
+      std::vector<std::size_t> starts, next;
+      std::size_t counted = 0;  // rows told to `gathered`
+      for (std::size_t s = first; s < last; ++s) {
+        const std::span<const slot_token> step(slots.data() + step_start[s], step_start[s + 1] - step_start[s]);
+        batches.clear();
+        starts.clear();
+        for (const slot_token& x : step) {
+          starts.push_back(batches.size());
+          src.for_each_batch(step_of(x), [&](layer_id bl, std::size_t row, std::uint32_t count) {
+            batches.push_back({bl, row, count});
+          });
+          // A step's rows are sorted by layer (`routing_trace::from_sorted`, which a
+          // canonical file's rows pass too), so a token's batches come in layer order.
+          MOEPOLICY_ASSERT(
+              std::is_sorted(batches.begin() + static_cast<std::ptrdiff_t>(starts.back()), batches.end(),
+                             [](const token_batch& a, const token_batch& b) { return a.layer < b.layer; }));
+        }
+        next = starts;
+        starts.push_back(batches.size());
+        // Rows: layer-major, tokens in stream order within a layer.
+        std::size_t w = row_at[s];
+        for (std::size_t l = 0; l < L; ++l) {
+          for (std::size_t i = 0; i < step.size(); ++i) {
+            for (; next[i] < starts[i + 1] && batches[next[i]].layer == l; ++next[i]) {
+              const std::size_t from = batches[next[i]].first;
+              const std::uint32_t count = batches[next[i]].count;
+              for (std::uint32_t j = 0; j < count; ++j, ++w) {
+                const std::size_t r = from + j;
+                cols.request[w] = 0;
+                cols.step[w] = static_cast<std::uint32_t>(s);
+                cols.position[w] = static_cast<std::uint32_t>(i * rows_per_token + j);
+                cols.layer[w] = static_cast<layer_id>(l);
+                cols.kind[w] = phase::decode;
+                const auto ids = src.experts(r);
+                const auto ws = src.weights(r);
+                std::copy(ids.begin(), ids.end(), cols.experts.begin() + static_cast<std::ptrdiff_t>(w * k));
+                std::copy(ws.begin(), ws.end(), cols.weights.begin() + static_cast<std::ptrdiff_t>(w * k));
+                if (e != 0) {
+                  const auto sc = src.scores(r);
+                  std::copy(sc.begin(), sc.end(), cols.scores.begin() + static_cast<std::ptrdiff_t>(w * e));
+                }
+              }
             }
           }
         }
+        MOEPOLICY_ASSERT(w == row_at[s + 1]);
+        // The pages read are counted a few thousand rows at a time (one count shared by
+        // the threads).
+        if (row_at[s + 1] - row_at[first] >= counted + gather_count_rows) {
+          src.gathered(row_at[s + 1] - row_at[first] - counted);
+          counted = row_at[s + 1] - row_at[first];
+        }
       }
-    }
-    src.gathered(w - before);
+      src.gathered(row_at[last] - row_at[first] - counted);
+    };
+    each_part(row_at, gather);
   }
-  MOEPOLICY_ASSERT(w == cols.layer.size() && w == (c.tokens_only ? 0 : out.rows_));
   src.done();
   slots = {};
   step_start = {};
+  row_at = {};
   out.batched_ = routing_trace::from_sorted(
       info, {std::to_string(c.streams) + " concurrent decode stream" + (c.streams == 1 ? "" : "s")}, std::move(cols));
   return out;
@@ -505,14 +615,20 @@ decode_streams form_decode_streams(const Source& src, const decode_inputs& in, c
 
 /// Forms B concurrent decode streams from the decode steps of `t` (see the header).
 ///
+/// `jobs`: the threads that gather the batched trace's rows (parts of its steps of at least
+/// `detail::form_part_rows` rows each; the streams do not depend on it).
+///
 /// Returns: the batched steps; none when the trace has no decode steps, or fewer than B
 /// decode tokens under `split_tokens`.
-/// Throws: `invalid_argument` naming `make_decode_streams` when `streams` is 0.
-/// Complexity: O(rows of the trace + steps × layers).
-[[nodiscard]] inline decode_streams make_decode_streams(const routing_trace& t, const decode_streams_config& c) {
+/// Throws: `invalid_argument` naming `make_decode_streams` when `streams` or `jobs` is 0.
+/// Complexity: O(rows of the trace + steps × layers); the rows' gather, O(rows of the
+/// streams), split over up to `jobs` threads.
+[[nodiscard]] inline decode_streams make_decode_streams(const routing_trace& t, const decode_streams_config& c,
+                                                        std::size_t jobs = 1) {
   if (c.streams == 0) detail::throw_invalid("make_decode_streams", "streams must be >= 1", c.streams);
+  if (jobs == 0) detail::throw_invalid("make_decode_streams", "jobs must be >= 1", jobs);
   const detail::trace_stream_source src{t};
-  return detail::form_decode_streams(src, detail::read_decode_inputs(src), c);
+  return detail::form_decode_streams(src, detail::read_decode_inputs(src), c, jobs);
 }
 
 /// The decode streams of one canonical file at any B and formation, formed from the file's
@@ -540,15 +656,19 @@ class file_decode_streams {
     return file_decode_streams(f, *cols, steps);
   }
 
-  /// The streams `make_decode_streams(f.read(), c)` forms. Not for calls at the same time on
-  /// one object: each counts the file's pages it reads, to give them back.
+  /// The streams `make_decode_streams(f.read(), c)` forms, their rows gathered on up to
+  /// `jobs` threads (as `make_decode_streams` gathers them). Not for calls at the same time
+  /// on one object: each counts the file's pages it reads, to give them back.
   ///
-  /// Throws: `invalid_argument` naming `file_decode_streams::form` when `streams` is 0.
-  /// Complexity: O(rows of the streams + steps × layers); O(tokens + steps) with
-  /// `tokens_only`, which reads only the file's layer column.
-  [[nodiscard]] decode_streams form(const decode_streams_config& c) const {
+  /// Throws: `invalid_argument` naming `file_decode_streams::form` when `streams` or `jobs`
+  /// is 0.
+  /// Complexity: O(rows of the streams + steps × layers), the rows' gather split over up to
+  /// `jobs` threads; O(tokens + steps) with `tokens_only`, which reads only the file's layer
+  /// column.
+  [[nodiscard]] decode_streams form(const decode_streams_config& c, std::size_t jobs = 1) const {
     if (c.streams == 0) detail::throw_invalid("file_decode_streams::form", "streams must be >= 1", c.streams);
-    return detail::form_decode_streams(src_, in_, c);
+    if (jobs == 0) detail::throw_invalid("file_decode_streams::form", "jobs must be >= 1", jobs);
+    return detail::form_decode_streams(src_, in_, c, jobs);
   }
 
  private:
@@ -570,15 +690,17 @@ class file_decode_streams {
 ///
 /// Returns: as `make_decode_streams`; nothing when the file's columns cannot be used in
 /// place (`canonical_file::columns`).
-/// Throws: `invalid_argument` naming `make_decode_streams` when `streams` is 0; `parse_error`
-/// naming the file for a row the reader rejects.
-/// Complexity: as `make_decode_streams`.
+/// Throws: `invalid_argument` naming `make_decode_streams` when `streams` or `jobs` is 0;
+/// `parse_error` naming the file for a row the reader rejects.
+/// Complexity: as `make_decode_streams`, the rows' gather on up to `jobs` threads.
 [[nodiscard]] inline std::optional<decode_streams> make_decode_streams(const canonical_file& f,
-                                                                       const decode_streams_config& c) {
+                                                                       const decode_streams_config& c,
+                                                                       std::size_t jobs = 1) {
   if (c.streams == 0) detail::throw_invalid("make_decode_streams", "streams must be >= 1", c.streams);
+  if (jobs == 0) detail::throw_invalid("make_decode_streams", "jobs must be >= 1", jobs);
   const std::optional<file_decode_streams> s = file_decode_streams::open(f);
   if (!s) return std::nullopt;
-  return s->form(c);
+  return s->form(c, jobs);
 }
 
 /// Decode streams shared by replays that run at the same time (the report's CXL-MoE and

@@ -156,7 +156,8 @@ struct edge_replay_config {
   /// recorded (one task per tape, handed out first) and the inputs of the block after it
   /// gathered (one task), so that a thread that finishes its system takes another's task
   /// rather than waiting for the tapes, and no block waits for its inputs on one thread.
-  /// The results are the same for every value.
+  /// `replay_edge` of a trace also forms its streams on them. The results are the same for
+  /// every value.
   std::size_t jobs = 1;
 };
 
@@ -1018,7 +1019,8 @@ requires DenseComputeCost<Gpu>
                                              const model_shape& shape, std::span<const edge_system_config> systems,
                                              const edge_replay_config& cfg = {}) {
   detail::check_edge_systems(trace.info(), shape, systems, "replay_edge");
-  const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation});
+  if (cfg.jobs == 0) detail::throw_invalid("replay_edge", "jobs must be >= 1", cfg.jobs);
+  const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation}, cfg.jobs);
   edge_replay_result r = replay_edge(d, gpu, cpu, shape, systems, cfg);
   r.streams = cfg.streams;
   return r;

@@ -211,8 +211,8 @@ struct offload_replay_config {
   /// systems step through a window of steps in parallel (one task per system, each on its
   /// own timeline and cache) while the next window's prediction tapes and prices are
   /// recorded (one task per tape, handed out first), so that a thread that finishes its
-  /// system takes another's task rather than waiting for the tapes. The results are the
-  /// same for every value.
+  /// system takes another's task rather than waiting for the tapes. `replay_offload` of a
+  /// trace also forms its streams on them. The results are the same for every value.
   std::size_t jobs = 1;
 };
 
@@ -1293,7 +1293,7 @@ requires DenseComputeCost<Gpu>
   detail::check_offload_systems(systems, fn);
   if (cfg.jobs == 0) detail::throw_invalid(fn, "jobs must be >= 1", cfg.jobs);
   if (cfg.window_steps == 0) detail::throw_invalid(fn, "window_steps must be >= 1", cfg.window_steps);
-  const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation});
+  const decode_streams d = make_decode_streams(trace, {.streams = cfg.streams, .formation = cfg.formation}, cfg.jobs);
   const offload_sweep_point point{cfg.cache_experts, systems};
   return std::move(detail::replay_offload_points(trace, d, gpu, shape, std::span(&point, 1), cfg).front());
 }
