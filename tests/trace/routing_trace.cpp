@@ -492,3 +492,27 @@ TEST_CASE("trace_columns reserve and resize size every column by rows, k and e")
   const routing_trace t = routing_trace::from_sorted(small_info(), {"r"}, c);
   CHECK(t.num_rows() == 3);
 }
+
+TEST_CASE("trace_columns: resize_column sizes one column as resize sizes them all") {
+  trace_columns all;
+  all.resize(5, 2, 4);
+  trace_columns each;
+  for (std::size_t i = 0; i < trace_columns::column_count; ++i) {
+    CHECK(each.scores.empty());  // the last column is sized last
+    each.resize_column(i, 5, 2, 4);
+  }
+  const std::vector<std::size_t> want{5, 5, 5, 5, 5, 10, 10, 20};
+  const std::vector<std::size_t> got_all{all.request.size(), all.step.size(),  all.position.size(),
+                                         all.layer.size(),   all.kind.size(),  all.experts.size(),
+                                         all.weights.size(), all.scores.size()};
+  const std::vector<std::size_t> got_each{each.request.size(), each.step.size(),  each.position.size(),
+                                          each.layer.size(),   each.kind.size(),  each.experts.size(),
+                                          each.weights.size(), each.scores.size()};
+  CHECK(got_all == want);
+  CHECK(got_each == want);
+  // Without scores (e = 0) the scores column stays empty.
+  trace_columns none;
+  none.resize(3, 1, 0);
+  CHECK(none.experts.size() == 3);
+  CHECK(none.scores.empty());
+}

@@ -500,39 +500,10 @@ decode_streams form_decode_streams(const Source& src, const decode_inputs& in, c
     const std::size_t k = info.top_k, e = info.has_scores ? info.num_experts : 0;
     // Each column sized on a thread of its own: sizing writes every byte once, and the
     // memory's pages are first touched there.
-    const std::size_t rows = out.rows_;
-    const auto size_column = [&](std::size_t i) {
-      switch (i) {
-        case 0:
-          cols.request.resize(rows);
-          break;
-        case 1:
-          cols.step.resize(rows);
-          break;
-        case 2:
-          cols.position.resize(rows);
-          break;
-        case 3:
-          cols.layer.resize(rows);
-          break;
-        case 4:
-          cols.kind.resize(rows);
-          break;
-        case 5:
-          cols.experts.resize(rows * k);
-          break;
-        case 6:
-          cols.weights.resize(rows * k);
-          break;
-        default:
-          cols.scores.resize(rows * e);
-          break;
-      }
-    };
     if (pool) {
-      pool->for_each(8, size_column);
+      pool->for_each(trace_columns::column_count, [&](std::size_t i) { cols.resize_column(i, out.rows_, k, e); });
     } else {
-      cols.resize(rows, k, e);
+      cols.resize(out.rows_, k, e);
     }
     // Steps [first, last) into their rows; each call writes only its steps' rows, so that
     // parts of the steps can be gathered on several threads at once.

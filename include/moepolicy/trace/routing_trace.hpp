@@ -235,14 +235,39 @@ struct trace_columns {
   }
   /// Sizes the columns to `rows` rows of `k` experts and weights and `e` scores each.
   void resize(std::size_t rows, std::size_t k, std::size_t e) {
-    request.resize(rows);
-    step.resize(rows);
-    position.resize(rows);
-    layer.resize(rows);
-    kind.resize(rows);
-    experts.resize(rows * k);
-    weights.resize(rows * k);
-    scores.resize(rows * e);
+    for (std::size_t i = 0; i < column_count; ++i) resize_column(i, rows, k, e);
+  }
+  /// The columns, `request` to `scores`.
+  static constexpr std::size_t column_count = 8;
+  /// Sizes column `i` (in the order above, i < `column_count`) as `resize` sizes it: one
+  /// column at a time, so that several threads can size (and first touch) one each.
+  void resize_column(std::size_t i, std::size_t rows, std::size_t k, std::size_t e) {
+    switch (i) {
+      case 0:
+        request.resize(rows);
+        break;
+      case 1:
+        step.resize(rows);
+        break;
+      case 2:
+        position.resize(rows);
+        break;
+      case 3:
+        layer.resize(rows);
+        break;
+      case 4:
+        kind.resize(rows);
+        break;
+      case 5:
+        experts.resize(rows * k);
+        break;
+      case 6:
+        weights.resize(rows * k);
+        break;
+      default:
+        scores.resize(rows * e);
+        break;
+    }
   }
 };
 
