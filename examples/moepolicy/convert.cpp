@@ -15,57 +15,42 @@
 
 namespace moepolicy::tool {
 
-void add_convert(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "convert", "Convert traces to the canonical binary format (.mtrace) or to routing JSONL (.jsonl) or CSV (.csv)");
-  struct options {
-    std::vector<std::string> inputs;
-    std::string output;
-  };
-  auto opt = std::make_shared<options>();
-  cmd->add_option("inputs", opt->inputs, "Trace files or a directory; several Granite JSONL files make one trace")
-      ->required()
-      ->check(CLI::ExistingPath);
-  cmd->add_option("-o,--output", opt->output, "Output file: .mtrace (canonical), .jsonl or .csv (docs/trace-format.md)")
-      ->required();
-  cmd->callback([opt] {
-    const std::vector<std::filesystem::path> paths(opt->inputs.begin(), opt->inputs.end());
-    const std::filesystem::path out = opt->output;
-    // Canonical to canonical (a version-1 file rewritten as version 2, or a copy) streams
-    // from the input's map in bounded memory.
-    std::error_code ec;
-    if (out.extension() == ".mtrace" && paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
-        io::detect_trace_format(paths.front()) == io::trace_format::canonical) {
-      const canonical_file in(paths.front());
-      in.write_current_version(out);
-      std::cout << "wrote " << out.string() << ": " << in.num_rows() << " rows, " << in.request_names().size()
-                << " requests\n";
+void run_convert(const convert_options& o) {
+  const std::vector<std::filesystem::path> paths(o.inputs.begin(), o.inputs.end());
+  const std::filesystem::path out = o.output;
+  // Canonical to canonical (a version-1 file rewritten as version 2, or a copy) streams
+  // from the input's map in bounded memory.
+  std::error_code ec;
+  if (out.extension() == ".mtrace" && paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
+      io::detect_trace_format(paths.front()) == io::trace_format::canonical) {
+    const canonical_file in(paths.front());
+    in.write_current_version(out);
+    std::cout << "wrote " << out.string() << ": " << in.num_rows() << " rows, " << in.request_names().size()
+              << " requests\n";
+    return;
+  }
+  // Routing JSONL or CSV to canonical streams when the rows are in canonical order.
+  if (out.extension() == ".mtrace" && paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec)) {
+    if (const auto done = io::write_canonical_from_text(paths.front(), out)) {
+      std::cout << "wrote " << out.string() << ": " << done->rows << " rows, " << done->requests << " requests\n";
       return;
     }
-    // Routing JSONL or CSV to canonical streams when the rows are in canonical order.
-    if (out.extension() == ".mtrace" && paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec)) {
-      if (const auto done = io::write_canonical_from_text(paths.front(), out)) {
-        std::cout << "wrote " << out.string() << ": " << done->rows << " rows, " << done->requests << " requests\n";
-        return;
-      }
-    }
-    const routing_trace trace = io::read_trace(paths);
-    // Either output replaces OUT only once it is complete (a temporary file beside it,
-    // renamed over it): a failed write (a full disk) leaves an earlier OUT as it was.
-    if (out.extension() == ".csv") {
-      detail::write_file_atomically(out, "moepolicy convert",
-                                    [&](std::ostream& os) { io::write_trace_csv(trace, os); });
-    } else if (out.extension() == ".jsonl") {
-      detail::write_file_atomically(out, "moepolicy convert",
-                                    [&](std::ostream& os) { io::write_trace_jsonl(trace, os); });
-    } else if (out.extension() == ".mtrace") {
-      write_canonical(trace, out);
-    } else {
-      throw CLI::ValidationError("--output", "must end in .mtrace, .jsonl or .csv, got " + out.string());
-    }
-    std::cout << "wrote " << out.string() << ": " << trace.num_rows() << " rows, " << trace.requests().size()
-              << " requests\n";
-  });
+  }
+  const routing_trace trace = io::read_trace(paths);
+  // Either output replaces OUT only once it is complete (a temporary file beside it,
+  // renamed over it): a failed write (a full disk) leaves an earlier OUT as it was.
+  if (out.extension() == ".csv") {
+    detail::write_file_atomically(out, "moepolicy convert", [&](std::ostream& os) { io::write_trace_csv(trace, os); });
+  } else if (out.extension() == ".jsonl") {
+    detail::write_file_atomically(out, "moepolicy convert",
+                                  [&](std::ostream& os) { io::write_trace_jsonl(trace, os); });
+  } else if (out.extension() == ".mtrace") {
+    write_canonical(trace, out);
+  } else {
+    throw option_error("--output", "must end in .mtrace, .jsonl or .csv, got " + out.string());
+  }
+  std::cout << "wrote " << out.string() << ": " << trace.num_rows() << " rows, " << trace.requests().size()
+            << " requests\n";
 }
 
 }  // namespace moepolicy::tool

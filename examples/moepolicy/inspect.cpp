@@ -110,33 +110,18 @@ void inspect_one(const std::vector<std::filesystem::path>& paths, bool per_reque
 
 }  // namespace
 
-void add_inspect(CLI::App& app) {
-  auto* cmd = app.add_subcommand("inspect", "Print the shape, requests, tokens per phase and per-layer skew of traces");
-  struct options {
-    std::vector<std::string> traces;
-    bool combine = false;
-    bool per_request = false;
-  };
-  auto opt = std::make_shared<options>();
-  cmd->add_option("traces", opt->traces,
-                  "Trace files or directories (.mtrace, .jsonl, .csv); each is inspected on its own")
-      ->required()
-      ->check(CLI::ExistingPath);
-  cmd->add_flag("--combine", opt->combine, "Read all the given Granite JSONL files as one multi-request trace");
-  cmd->add_flag("--per-request", opt->per_request, "Always list every request");
-  cmd->callback([opt] {
-    if (opt->combine) {
-      std::vector<std::filesystem::path> paths(opt->traces.begin(), opt->traces.end());
-      inspect_one(paths, opt->per_request);
-      return;
-    }
-    bool first = true;
-    for (const auto& p : opt->traces) {
-      if (!first) std::cout << '\n';
-      first = false;
-      inspect_one({std::filesystem::path(p)}, opt->per_request);
-    }
-  });
+void run_inspect(const inspect_options& o) {
+  if (o.combine) {
+    std::vector<std::filesystem::path> paths(o.traces.begin(), o.traces.end());
+    inspect_one(paths, o.per_request);
+    return;
+  }
+  bool first = true;
+  for (const auto& p : o.traces) {
+    if (!first) std::cout << '\n';
+    first = false;
+    inspect_one({std::filesystem::path(p)}, o.per_request);
+  }
 }
 
 }  // namespace moepolicy::tool

@@ -270,85 +270,52 @@ void compare(const std::string& name, const loads_table& t, const ep_cluster& c,
 
 }  // namespace
 
-void add_rebalance(CLI::App& app) {
-  struct options {
-    std::string loads, current, algorithm = "ours", format = "deepseek", out, select;
-    std::uint32_t replicas = 0, groups = 1, nodes = 1, gpus = 0;
-    double tolerance = 0.0;
-    std::uint64_t expert_bytes = 0;
-    std::uint32_t search = 0;
-    bool compare = false;
-  };
-  auto opt = std::make_shared<options>();
-  CLI::App* cmd = app.add_subcommand(
-      "rebalance",
-      "expert-parallel placement of a load matrix: replication, packing, migration (DeepSeek EPLB's shapes)");
-  cmd->add_option("LOADS", opt->loads, "CSV (layer, expert, load) or JSON array of per-layer arrays")->required();
-  cmd->add_option("--replicas", opt->replicas, "R: physical expert slots in all, a multiple of --gpus")->required();
-  cmd->add_option("--gpus", opt->gpus, "G: GPUs in all")->required();
-  cmd->add_option("--groups", opt->groups, "K: expert groups (group-limited routing)");
-  cmd->add_option("--nodes", opt->nodes, "N: server nodes");
-  cmd->add_option("--current", opt->current,
-                  "current placement: JSON physical_to_logical [L][R] (or an object with it)");
-  cmd->add_option("--algorithm", opt->algorithm, "ours | deepseek")->check(CLI::IsMember({"ours", "deepseek"}));
-  cmd->add_option("--format", opt->format, "deepseek | vllm | sglang")
-      ->check(CLI::IsMember({"deepseek", "vllm", "sglang"}));
-  cmd->add_option("-o,--output", opt->out, "write here instead of standard output");
-  cmd->add_option("--select", opt->select, "slash-separated keys to the loads inside a JSON document");
-  cmd->add_option("--tolerance", opt->tolerance, "balance tolerance: accept (1 + t) x the best max load to move less");
-  cmd->add_option("--expert-bytes", opt->expert_bytes, "bytes of one expert, to price the moves");
-  cmd->add_option("--replica-search", opt->search,
-                  "rounds of the replica-count search per block and layer (0: EPLB's greedy replication; "
-                  "--compare shows 16 when 0)");
-  cmd->add_flag("--compare", opt->compare, "print ours, DeepSeek EPLB and the lower bound side by side");
-  cmd->callback([opt] {
-    const loads_table t = read_loads(opt->loads, opt->select);
-    const ep_cluster c{.replicas = opt->replicas, .gpus = opt->gpus, .nodes = opt->nodes, .groups = opt->groups};
-    const ep_load_view loads(t.values, t.layers, t.experts);
-    if (opt->compare) {
-      compare(opt->loads + (opt->select.empty() ? "" : " " + opt->select), t, c, opt->search > 0 ? opt->search : 16);
-      return;
-    }
-    std::vector<std::int32_t> current;
-    if (!opt->current.empty()) current = read_current(opt->current, t.layers, opt->replicas);
-    ep_placement placement;
-    std::uint64_t moved = 0;
-    if (opt->algorithm == "deepseek") {
-      placement = deepseek_rebalance(loads, c);
-    } else {
-      ep_rebalancer solver(t.layers, t.experts, c,
-                           {.balance_tolerance = opt->tolerance,
-                            .expert_bytes = opt->expert_bytes,
-                            .replica_search_rounds = opt->search});
-      placement = current.empty() ? solver.rebalance(loads).placement : solver.rebalance(loads, current).placement;
-    }
-    const auto stats = ep_evaluate(loads, placement, c.gpus, current);
-    moved = stats.moved_total;
-    std::ofstream file;
-    if (!opt->out.empty()) {
-      file.open(opt->out);
-      if (!file) throw std::runtime_error(opt->out + ": cannot write");
-    }
-    std::ostream& os = opt->out.empty() ? std::cout : file;
-    if (opt->format == "sglang") {
-      write_ep_sglang_json(os, placement);
-    } else if (opt->format == "vllm") {
-      write_ep_vllm_json(os, placement, c.gpus);
-    } else {
-      os << "{\n";
-      write_ep_maps_members(os, placement);
-      os << ",\n  \"gpu_loads\": ";
-      write_rows(os, stats.gpu_loads, c.gpus, 2);
-      os << ",\n  \"max_load\": ";
-      write_flat(os, stats.max_load);
-      os << ",\n  \"balancedness\": ";
-      write_flat(os, stats.balancedness);
-      os << ",\n  \"mean_balancedness\": " << std::setprecision(6) << stats.mean_balancedness;
-      os << ",\n  \"experts_moved\": " << moved;
-      os << ",\n  \"bytes_moved\": " << moved * opt->expert_bytes;
-      os << ",\n  \"algorithm\": \"" << opt->algorithm << "\"\n}\n";
-    }
-  });
+void run_rebalance(const rebalance_options& o) {
+  const loads_table t = read_loads(o.loads, o.select);
+  const ep_cluster c{.replicas = o.replicas, .gpus = o.gpus, .nodes = o.nodes, .groups = o.groups};
+  const ep_load_view loads(t.values, t.layers, t.experts);
+  if (o.compare) {
+    compare(o.loads + (o.select.empty() ? "" : " " + o.select), t, c, o.search > 0 ? o.search : 16);
+    return;
+  }
+  std::vector<std::int32_t> current;
+  if (!o.current.empty()) current = read_current(o.current, t.layers, o.replicas);
+  ep_placement placement;
+  std::uint64_t moved = 0;
+  if (o.algorithm == "deepseek") {
+    placement = deepseek_rebalance(loads, c);
+  } else {
+    ep_rebalancer solver(
+        t.layers, t.experts, c,
+        {.balance_tolerance = o.tolerance, .expert_bytes = o.expert_bytes, .replica_search_rounds = o.search});
+    placement = current.empty() ? solver.rebalance(loads).placement : solver.rebalance(loads, current).placement;
+  }
+  const auto stats = ep_evaluate(loads, placement, c.gpus, current);
+  moved = stats.moved_total;
+  std::ofstream file;
+  if (!o.out.empty()) {
+    file.open(o.out);
+    if (!file) throw std::runtime_error(o.out + ": cannot write");
+  }
+  std::ostream& os = o.out.empty() ? std::cout : file;
+  if (o.format == "sglang") {
+    write_ep_sglang_json(os, placement);
+  } else if (o.format == "vllm") {
+    write_ep_vllm_json(os, placement, c.gpus);
+  } else {
+    os << "{\n";
+    write_ep_maps_members(os, placement);
+    os << ",\n  \"gpu_loads\": ";
+    write_rows(os, stats.gpu_loads, c.gpus, 2);
+    os << ",\n  \"max_load\": ";
+    write_flat(os, stats.max_load);
+    os << ",\n  \"balancedness\": ";
+    write_flat(os, stats.balancedness);
+    os << ",\n  \"mean_balancedness\": " << std::setprecision(6) << stats.mean_balancedness;
+    os << ",\n  \"experts_moved\": " << moved;
+    os << ",\n  \"bytes_moved\": " << moved * o.expert_bytes;
+    os << ",\n  \"algorithm\": \"" << o.algorithm << "\"\n}\n";
+  }
 }
 
 }  // namespace moepolicy::tool

@@ -60,32 +60,7 @@ namespace {
 using examples::fixed;
 using json = nlohmann::json;
 
-struct options {
-  std::vector<std::string> traces;
-  std::string policy = "lru";
-  std::vector<std::uint64_t> capacities;
-  bool per_layer = false;
-  std::string predictor;  // "": the mode's default
-  std::optional<std::uint32_t> lookahead;
-  std::optional<std::uint32_t> history;
-  std::optional<double> router_alpha;
-  std::string reference = "belady";  // untimed: the bound printed beside the policies
-  // Timed mode.
-  std::string link;
-  std::vector<std::size_t> concurrency{1};
-  std::string gpu = "h100_pcie_gen5";
-  std::string duplex = "full";
-  std::size_t depth = 0;
-  bool prefill_prefetch = false;
-  bool json_out = false;
-  std::size_t jobs = 1;
-};
-
-std::string known_policies() {
-  std::string known;
-  for (const auto& e : eviction_policies) known += std::string(e.name) + ", ";
-  return known + "all";
-}
+using options = replay_options;
 
 std::string pct(double r) { return fixed(100.0 * r, 2) + "%"; }
 
@@ -521,7 +496,7 @@ link_spec link_by_name(const std::string& name) {
   if (const auto l = presets::find_link(name)) return *l;
   std::string known = "cxl, pcie";
   for (auto n : presets::link_names()) known += ", " + std::string(n);
-  throw CLI::ValidationError("--link", "unknown link \"" + name + "\" (known: " + known + ")");
+  throw option_error("--link", "unknown link \"" + name + "\" (known: " + known + ")");
 }
 
 /// The timed replay. `t` is the recorded trace, or at least its prefill steps (the decode
@@ -535,7 +510,7 @@ void run_timed(const options& o, const routing_trace& t, const std::function<dec
                              ": the timed replay needs the model's shape, and no model preset matches this trace");
   }
   const auto dev = presets::find(o.gpu);
-  if (!dev) throw CLI::ValidationError("--gpu", "unknown device preset \"" + o.gpu + "\"");
+  if (!dev) throw option_error("--gpu", "unknown device preset \"" + o.gpu + "\"");
   const roofline_cost gpu{*dev, *shape};
   const link_spec link = link_by_name(o.link);
   const std::string pred = o.predictor.empty() ? "short-horizon" : o.predictor;
@@ -648,7 +623,7 @@ void run_timed(const options& o, const routing_trace& t, const std::function<dec
   table.print(std::cout, "    ");
 }
 
-void run_replay(const options& o) {
+void replay_traces(const options& o) {
   const std::vector<std::filesystem::path> paths(o.traces.begin(), o.traces.end());
   // One canonical file is walked from its map in bounded memory, and so is one routing
   // JSONL or CSV file, from the scratch canonical file it is first written as
@@ -711,106 +686,57 @@ void run_replay(const options& o) {
 
 }  // namespace
 
-void add_replay(CLI::App& app) {
-  auto* cmd = app.add_subcommand("replay",
-                                 "Replay a trace's routing through an expert cache: hit ratio per capacity beside "
-                                 "Belady's MIN, or (--link) TPOT, throughput and stalls on the timed model");
-  auto opt = std::make_shared<options>();
-  cmd->add_option("traces", opt->traces, "Trace file or directory; several Granite JSONL files combine into one trace")
-      ->required()
-      ->check(CLI::ExistingPath);
-  cmd->add_option("--policy", opt->policy, "Eviction policy: " + known_policies())
-      ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            if (v == "all") return {};
-            for (const auto& e : eviction_policies) {
-              if (e.name == v) return {};
-            }
-            return "unknown policy '" + v + "' (known: " + known_policies() + ")";
-          },
-          "POLICY"));
-  cmd->add_option("--capacity", opt->capacities, "Cache capacities in experts (per layer with --per-layer), >= 1")
-      ->required()
-      ->expected(1, -1)
-      ->transform(whole_number(1));
-  cmd->add_flag("--per-layer", opt->per_layer, "One pool per layer instead of one shared pool (untimed)");
-  cmd->add_option("--predictor", opt->predictor,
-                  "Predictor: none, short-horizon, markov, transition (untimed), oracle. Untimed it hints the "
-                  "sticky LRU (default: short-horizon) and is scored; timed it drives prefetch (default: "
-                  "short-horizon)")
-      ->check(CLI::IsMember({"none", "short-horizon", "markov", "transition", "oracle"}));
-  cmd->add_option("--lookahead", opt->lookahead,
-                  "n: tokens (batches of a layer) a prediction covers, >= 1 (default: CXL-MoE's n = 2)")
-      ->transform(whole_number(1));
-  cmd->add_option("--history", opt->history, "m: past tokens the short-horizon or Markov model reads, >= 1")
-      ->transform(whole_number(1));
-  cmd->add_option("--router-alpha", opt->router_alpha,
-                  "Run the expert-cache router (substitution threshold alpha in [0, 1]) before the cache (untimed)");
-  cmd->add_option("--link", opt->link,
-                  "Replay on the timed model, fetching experts over this link: cxl, pcie, or a link preset name");
-  cmd->add_option("--concurrency", opt->concurrency, "Timed: concurrent decode streams B (default 1)")
-      ->expected(1, -1)
-      ->transform(whole_number(1));
-  cmd->add_option("--gpu", opt->gpu, "Timed: the GPU's device preset")->capture_default_str();
-  cmd->add_option("--duplex", opt->duplex, "Timed: full (reads and KV writes on separate directions) or half")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"full", "half"}));
-  cmd->add_option("--depth", opt->depth, "Timed: experts prefetched per layer and step (default: n x top-k per stream)")
-      ->transform(whole_number(0));
-  cmd->add_flag("--prefill-prefetch", opt->prefill_prefetch,
-                "Timed: CXL-MoE's prefill-stage prefetch (stand-in: the prefill's own activation counts)");
-  cmd->add_option("--reference", opt->reference,
-                  "Untimed: the bound printed beside the policies: belady (MIN, the default) or none (the "
-                  "policies alone, without the next-use pass and Belady's replays)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"belady", "none"}));
-  cmd->add_flag("--json", opt->json_out, "Print the results as JSON");
-  cmd->add_option("--jobs", opt->jobs,
-                  "Untimed: replays (one per capacity and policy) run on this many threads, >= 1; the results do "
-                  "not depend on it")
-      ->capture_default_str()
-      ->transform(whole_number(1));
-  cmd->callback([opt] {
-    for (std::uint64_t c : opt->capacities) {
-      if (c == 0) throw CLI::ValidationError("--capacity", "capacity must be >= 1 expert, got 0");
-    }
-    if (opt->lookahead && *opt->lookahead == 0)
-      throw CLI::ValidationError("--lookahead", "lookahead must be >= 1, got 0");
-    if (opt->history && *opt->history == 0) throw CLI::ValidationError("--history", "history must be >= 1, got 0");
-    for (std::size_t b : opt->concurrency) {
-      if (b == 0) throw CLI::ValidationError("--concurrency", "concurrency must be >= 1 stream, got 0");
-    }
-    if (opt->router_alpha && !(*opt->router_alpha >= 0.0 && *opt->router_alpha <= 1.0)) {
-      throw CLI::ValidationError("--router-alpha",
-                                 "alpha must be in [0, 1], got " + std::to_string(*opt->router_alpha));
-    }
-    const bool timed = !opt->link.empty();
-    if (!timed && opt->predictor == "none" && opt->lookahead) {
-      throw CLI::ValidationError("--lookahead", "--lookahead needs a predictor");
-    }
-    if (timed && opt->predictor == "transition") {
-      throw CLI::ValidationError("--predictor",
-                                 "the transition predictor scores the next layer of the same token; the timed replay "
-                                 "prefetches the next step: use short-horizon, markov or oracle");
-    }
-    if (timed && opt->per_layer) throw CLI::ValidationError("--per-layer", "the timed replay has one shared pool");
-    if (timed && opt->reference != "belady") {
-      throw CLI::ValidationError("--reference",
-                                 "--reference applies to the untimed replay; the timed one prints "
-                                 "Belady's untimed hit ratio beside every row");
-    }
-    if (timed && opt->router_alpha) {
-      throw CLI::ValidationError("--router-alpha", "the router runs in the untimed replay (the timed one has no CPU)");
-    }
-    if (timed && opt->policy == "belady") {
-      throw CLI::ValidationError("--policy",
-                                 "Belady needs the future and cannot run timed; its untimed hit ratio is "
-                                 "printed beside every row");
-    }
-    if (timed) link_by_name(opt->link);
-    run_replay(*opt);
-  });
+std::string known_policies() {
+  std::string known;
+  for (const auto& e : eviction_policies) known += std::string(e.name) + ", ";
+  return known + "all";
+}
+
+bool is_known_policy(std::string_view name) {
+  if (name == "all") return true;
+  for (const auto& e : eviction_policies) {
+    if (e.name == name) return true;
+  }
+  return false;
+}
+
+void run_replay(const replay_options& o) {
+  for (std::uint64_t c : o.capacities) {
+    if (c == 0) throw option_error("--capacity", "capacity must be >= 1 expert, got 0");
+  }
+  if (o.lookahead && *o.lookahead == 0) throw option_error("--lookahead", "lookahead must be >= 1, got 0");
+  if (o.history && *o.history == 0) throw option_error("--history", "history must be >= 1, got 0");
+  for (std::size_t b : o.concurrency) {
+    if (b == 0) throw option_error("--concurrency", "concurrency must be >= 1 stream, got 0");
+  }
+  if (o.router_alpha && !(*o.router_alpha >= 0.0 && *o.router_alpha <= 1.0)) {
+    throw option_error("--router-alpha", "alpha must be in [0, 1], got " + std::to_string(*o.router_alpha));
+  }
+  const bool timed = !o.link.empty();
+  if (!timed && o.predictor == "none" && o.lookahead) {
+    throw option_error("--lookahead", "--lookahead needs a predictor");
+  }
+  if (timed && o.predictor == "transition") {
+    throw option_error("--predictor",
+                       "the transition predictor scores the next layer of the same token; the timed replay "
+                       "prefetches the next step: use short-horizon, markov or oracle");
+  }
+  if (timed && o.per_layer) throw option_error("--per-layer", "the timed replay has one shared pool");
+  if (timed && o.reference != "belady") {
+    throw option_error("--reference",
+                       "--reference applies to the untimed replay; the timed one prints "
+                       "Belady's untimed hit ratio beside every row");
+  }
+  if (timed && o.router_alpha) {
+    throw option_error("--router-alpha", "the router runs in the untimed replay (the timed one has no CPU)");
+  }
+  if (timed && o.policy == "belady") {
+    throw option_error("--policy",
+                       "Belady needs the future and cannot run timed; its untimed hit ratio is "
+                       "printed beside every row");
+  }
+  if (timed) link_by_name(o.link);
+  replay_traces(o);
 }
 
 }  // namespace moepolicy::tool

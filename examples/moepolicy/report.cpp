@@ -151,43 +151,6 @@ fs::path calibration_for() {
   return fs::exists(p) ? fs::path(shown(p)) : fs::path();
 }
 
-struct report_options {
-  std::vector<std::string> traces;
-  std::string machine;
-  std::string out = "report";
-  bool force = false;
-  /// Leave out the families priced on the timed model (TriMoE, Context-Aware GPU-NDP,
-  /// CXL-MoE, Edge-MoE), the slow part on a large trace.
-  bool skip_timed = false;
-  /// The most requests of each trace the per-request figures show (the first in trace
-  /// order): the activation heatmaps, one SVG each, and the prefill <-> decode similarity's
-  /// lines and rows (with a row over every request when some are left out). A production
-  /// trace holds thousands of requests: at 10^8 rows of the synthetic traces, 3,125 heatmaps
-  /// took 7.1 GB.
-  std::size_t requests_shown = 32;
-  /// Seconds between the periodic progress lines of a running stage (0: none).
-  double progress_every = 2.0;
-  /// Threads the independent replays of a stage share: the hit-ratio walks, the timed
-  /// prefetching walks, and the systems of the CXL-MoE and Edge-MoE lockstep replays.
-  std::size_t jobs = examples::default_jobs();
-  /// Print each stage's CPU time (all threads) and span on stderr, and the run's.
-  bool span = false;
-  /// Run the four stages that read the trace held in memory (hit ratio, timed prefetch,
-  /// TriMoE, DynaExq) at the same time, each with `jobs` threads, and then the two that read
-  /// decode streams (CXL-MoE, Edge-MoE) at the same time: the report's span is then the
-  /// longest of each group's spans rather than their sum, and its peak holds a group's state
-  /// at once (the two timed families share their B = 1 streams and hold one batch size's
-  /// streams at a time, as one after another). Unset: at once when `jobs` is at least
-  /// `stages_at_once_from`.
-  std::optional<bool> stages_at_once;
-
-  /// The threads from which the stages run at once by default: each keeps about 2.6 to 8.6
-  /// threads busy on average (its CPU time over its span), so on fewer they fill the machine
-  /// one after another and at once would only hold more memory.
-  static constexpr std::size_t stages_at_once_from = 4;
-  [[nodiscard]] bool at_once() const noexcept { return stages_at_once.value_or(jobs >= stages_at_once_from); }
-};
-
 /// The CPU time of every thread of the process, in seconds.
 double process_cpu_seconds() {
   timespec ts{};
@@ -937,7 +900,7 @@ class stream_source {
   std::optional<shared_decode_streams> shared_;  // last: its handles go before what forms them
 };
 
-void run_report(const report_options& o) {
+void write_report(const report_options& o) {
 #if defined(__GLIBC__)
   // Freed memory at the top of each thread's arena goes back to the system above 128 KiB.
   // Otherwise glibc raises that threshold (to twice the largest block it has mapped and
@@ -1209,64 +1172,16 @@ void run_report(const report_options& o) {
 
 }  // namespace
 
-void add_report(CLI::App& app) {
-  auto* cmd = app.add_subcommand("report",
-                                 "Replay every policy family on the bundled traces (or --trace) and write "
-                                 "OUT/index.md with SVG plots");
-  auto opt = std::make_shared<report_options>();
-  cmd->add_option("--trace", opt->traces,
-                  "Traces to report on, each a file or directory any importer reads (default: the bundled traces, "
-                  "and the shared Mixtral-8x7B traces when ../shared/traces is present)")
-      ->check(CLI::ExistingPath);
-  cmd->add_option("--machine", opt->machine, "JSON file of device presets (docs/machine.md)")->check(CLI::ExistingFile);
-  cmd->add_option("--out", opt->out,
-                  "Directory to write index.md and the plots to; replaced once the report is complete, and only "
-                  "when it holds nothing but an earlier report's files (see " +
-                      std::string(report_manifest_name) + ")")
-      ->capture_default_str();
-  cmd->add_flag("--force", opt->force, "Replace --out even when it holds files no earlier report wrote");
-  cmd->add_option("--requests-shown", opt->requests_shown,
-                  "The most requests of each trace the per-request figures show, the first in trace order: the "
-                  "activation heatmaps (one SVG each) and the prefill <-> decode similarity's lines and rows (with a "
-                  "row over all requests when some are left out); the report says how many it left out")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--progress-every", opt->progress_every,
-                  "Seconds between the progress lines a running stage prints on stderr (rows of its timed replays "
-                  "done and planned, rows per second); 0 prints none")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--jobs", opt->jobs,
-                  "Threads the independent replays of a stage share (the hit-ratio and timed prefetching walks, "
-                  "TriMoE's replayers, DynaExq's groups of replays, the systems of the CXL-MoE and Edge-MoE replays; "
-                  "default: the machine's hardware threads); the report "
-                  "does not depend on it")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
-  cmd->add_flag_callback(
-         "--stages-at-once", [opt] { opt->stages_at_once = true; },
-         "Run the four stages that read the trace held in memory (hit ratio, timed prefetch, TriMoE, DynaExq) at "
-         "the same time, then the two that read decode streams (CXL-MoE, Edge-MoE), each with --jobs threads: on "
-         "many cores the report's span is then the longest of each group's rather than their sum, at the price of "
-         "a higher peak (a group's state held at once); the report does not depend on it (default: at once with "
-         "--jobs 4 or more)")
-      ->excludes(cmd->add_flag_callback(
-          "--stages-in-turn", [opt] { opt->stages_at_once = false; },
-          "Run those stages one after another, whatever --jobs (each stage's CPU time can then be read from the "
-          "process's, as bench/report_cpu.py does)"));
-  cmd->add_flag("--span", opt->span,
-                "Add to each stage's line on stderr, and to the run's, the CPU time of all threads and the span: the "
-                "CPU time of the longest chain of work that runs one after another as the stage hands tasks to its "
-                "threads (on P cores a stage takes at least max(CPU / P, span))");
-  cmd->add_flag(
-      "--skip-timed", opt->skip_timed,
-      "Leave out the families priced on the timed model (timed prefetch, TriMoE, Context-Aware GPU-NDP, CXL-MoE, "
-      "Edge-MoE); "
-      "each is listed as not run");
-  cmd->callback([opt] {
-    report_options o = *opt;
-    if (o.traces.empty()) o.traces = default_traces();
-    run_report(o);
-  });
+std::string_view report_manifest() { return report_manifest_name; }
+
+void run_report(const report_options& o) {
+  if (!o.traces.empty()) {
+    write_report(o);
+    return;
+  }
+  report_options with = o;
+  with.traces = default_traces();
+  write_report(with);
 }
 
 }  // namespace moepolicy::tool
