@@ -101,8 +101,9 @@ run_test() {
   # runs on the shared traces and the option variants of a driver ASan already runs take
   # minutes together unoptimised under ASan; the g++ stage below runs them optimised. ASan
   # runs the whole report once, on three threads, and Edge-MoE's driver on the default threads
-  # and on three.
-  local asan_slow='^(golden_report_granite|golden_report_granite_jobs_1|example_report_(span|requests_shown|warp_kimi_untimed)|report_svgs_well_formed|example_report_machine_workstation|example_report_warp_traces|example_trimoe_machine_example-workstation|golden_cxl_prefetch_(granite|mixtral)|golden_edge_offload_granite_jobs_1|golden_(edge_offload|context_aware_ndp|trimoe)_mixtral|example_reuse_eviction_(shared|granite_shared)|example_dynaexq_(phased_drains|arenas_fit|queued_at_end))$'
+  # and on three; the report's other runs (its progress lines, one stage after another, on a
+  # machine file) run in the g++ stage.
+  local asan_slow='^(golden_report_granite|golden_report_granite_jobs_1|example_report_(span|requests_shown|progress_in_turn|warp_kimi_untimed)|report_svgs_well_formed|example_report_machine_workstation|example_report_warp_traces|example_trimoe_machine_example-workstation|golden_cxl_prefetch_(granite|mixtral)|golden_edge_offload_granite_jobs_1|golden_(edge_offload|context_aware_ndp|trimoe)_mixtral|example_reuse_eviction_(shared|granite_shared)|example_dynaexq_(phased_drains|arenas_fit|queued_at_end))$'
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_ctest build/ci-clang-asan -j"$jobs" --output-on-failure -E "$asan_slow"
 
