@@ -45,6 +45,7 @@
 
 #include "common/driver_main.hpp"
 #include "common/model_match.hpp"
+#include "common/trace_input.hpp"
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
@@ -53,7 +54,6 @@
 #include "moepolicy/ep/lower_bound.hpp"
 #include "moepolicy/ep/problem.hpp"
 #include "moepolicy/ep/rebalancer.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/sim/forward_pass.hpp"
 #include "moepolicy/sim/timeline.hpp"
 
@@ -317,7 +317,7 @@ std::vector<std::int32_t> flat(const ep_placement& p) {
 }
 
 void run(const std::string& path, const options& given) {
-  const routing_trace trace = io::read_trace(path);
+  const routing_trace trace = examples::load_trace(path);
   const pass_loads pl = loads_of(trace);
   options o = given;
   const std::size_t L = pl.layers, E = pl.experts;

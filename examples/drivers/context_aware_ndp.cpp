@@ -9,9 +9,9 @@
 
 #include "common/model_match.hpp"
 #include "common/table.hpp"
+#include "common/trace_input.hpp"
 #include "drivers/context_aware_ndp.hpp"
 #include "moepolicy/cost/roofline.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/io/tables_json.hpp"
 #include "moepolicy/sim/gpu_ndp_replay.hpp"
 #include "moepolicy/stats/analysis.hpp"
@@ -68,7 +68,9 @@ const gpu_ndp_system_result* find(const gpu_ndp_replay_result& r, gpu_ndp_system
 
 }  // namespace
 
-void run(const fs::path& path, const options& opt, std::ostream& out) { run(path, io::read_trace(path), opt, out); }
+void run(const fs::path& path, const options& opt, std::ostream& out) {
+  run(path, examples::load_trace(path), opt, out);
+}
 
 void run(const fs::path& path, const routing_trace& trace, const options& opt, std::ostream& out) {
   const auto shape = examples::preset_for(trace.info());

@@ -26,9 +26,9 @@
 #include "common/model_match.hpp"
 #include "common/next_uses.hpp"
 #include "common/table.hpp"
+#include "common/trace_input.hpp"
 #include "moepolicy/cache/belady.hpp"
 #include "moepolicy/cost/roofline.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
 #include "moepolicy/sim/decode_streams.hpp"
 #include "moepolicy/sim/offload_replay.hpp"
@@ -177,7 +177,9 @@ const offload_system_result* find(const offload_replay_result& r, const std::str
 
 }  // namespace
 
-void run(const fs::path& path, const options& opt, std::ostream& out) { run(path, io::read_trace(path), opt, out); }
+void run(const fs::path& path, const options& opt, std::ostream& out) {
+  run(path, examples::load_trace(path), opt, out);
+}
 
 void run(const fs::path& path, const routing_trace& trace, const options& opt, std::ostream& out) {
   const auto shape = examples::preset_for(trace.info());

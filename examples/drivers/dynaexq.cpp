@@ -72,9 +72,9 @@
 #include "common/interval_points.hpp"
 #include "common/model_match.hpp"
 #include "common/table.hpp"
+#include "common/trace_input.hpp"
 #include "moepolicy/core/model_shape.hpp"
 #include "moepolicy/detail/task_pool.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/hotness.hpp"
 #include "moepolicy/predict/precision_budget.hpp"
 #include "moepolicy/predict/precision_target.hpp"
@@ -719,7 +719,7 @@ std::string passes_of(double ms, double step_ms) {
 }  // namespace
 
 result run(const fs::path& path, const options& opt, std::ostream& out) {
-  return run(path, io::read_trace(path), opt, out);
+  return run(path, examples::load_trace(path), opt, out);
 }
 
 result run(const fs::path& path, const routing_trace& trace, const options& opt, std::ostream& out) {

@@ -40,10 +40,10 @@
 #include "common/model_match.hpp"
 #include "common/next_uses.hpp"
 #include "common/table.hpp"
+#include "common/trace_input.hpp"
 #include "moepolicy/cache/belady.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
 #include "moepolicy/sim/decode_streams.hpp"
 #include "moepolicy/sim/edge_replay.hpp"
@@ -130,7 +130,9 @@ std::vector<double> belady_ratios(const routing_trace& batched, const std::vecto
 
 }  // namespace
 
-void run(const fs::path& path, const options& opt, std::ostream& out) { run(path, io::read_trace(path), opt, out); }
+void run(const fs::path& path, const options& opt, std::ostream& out) {
+  run(path, examples::load_trace(path), opt, out);
+}
 
 void run(const fs::path& path, const routing_trace& trace, const options& opt, std::ostream& out) {
   const auto shape = examples::preset_for(trace.info());

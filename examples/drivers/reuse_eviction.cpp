@@ -13,6 +13,7 @@
 
 #include "common/model_match.hpp"
 #include "common/table.hpp"
+#include "common/trace_input.hpp"
 #include "moepolicy/cache/belady.hpp"
 #include "moepolicy/cache/ema_score.hpp"
 #include "moepolicy/cache/gated_prefetch.hpp"
@@ -29,7 +30,6 @@
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/detail/task_pool.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/markov_predictor.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 #include "moepolicy/predict/transition_predictor.hpp"
@@ -536,7 +536,7 @@ void run_bytes(const routing_trace& t, const std::vector<std::uint64_t>& per_lay
 
 }  // namespace
 
-routing_trace load(const fs::path& path) { return io::read_trace(path); }
+routing_trace load(const fs::path& path) { return examples::load_trace(path); }
 
 void run(const routing_trace& t, const std::string& label, const options& opt, std::ostream& out) {
   const std::uint32_t E = t.info().num_experts;

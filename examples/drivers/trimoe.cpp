@@ -18,8 +18,8 @@
 
 #include "common/model_match.hpp"
 #include "common/table.hpp"
+#include "common/trace_input.hpp"
 #include "moepolicy/detail/task_pool.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/sched/batched_steps.hpp"
 #include "moepolicy/sim/forward_pass.hpp"
 
@@ -499,7 +499,7 @@ void print_sweep(std::span<const trimoe_result> points, std::ostream& out) {
 }  // namespace
 
 result run(const fs::path& path, const options& opt, std::ostream& out) {
-  return run(path, io::read_trace(path), opt, out);
+  return run(path, examples::load_trace(path), opt, out);
 }
 
 result run(const fs::path& path, const routing_trace& trace, const options& opt, std::ostream& out) {

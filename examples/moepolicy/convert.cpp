@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "common/trace_input.hpp"
 #include "moepolicy/detail/file_output.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/io/trace_text.hpp"
 #include "moepolicy/trace/canonical.hpp"
 
@@ -22,7 +22,7 @@ void run_convert(const convert_options& o) {
   // from the input's map in bounded memory.
   std::error_code ec;
   if (out.extension() == ".mtrace" && paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
-      io::detect_trace_format(paths.front()) == io::trace_format::canonical) {
+      examples::is_canonical_trace(paths.front())) {
     const canonical_file in(paths.front());
     in.write_current_version(out);
     std::cout << "wrote " << out.string() << ": " << in.num_rows() << " rows, " << in.request_names().size()
@@ -31,12 +31,12 @@ void run_convert(const convert_options& o) {
   }
   // Routing JSONL or CSV to canonical streams when the rows are in canonical order.
   if (out.extension() == ".mtrace" && paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec)) {
-    if (const auto done = io::write_canonical_from_text(paths.front(), out)) {
+    if (const auto done = examples::write_canonical_from_text(paths.front(), out)) {
       std::cout << "wrote " << out.string() << ": " << done->rows << " rows, " << done->requests << " requests\n";
       return;
     }
   }
-  const routing_trace trace = io::read_trace(paths);
+  const routing_trace trace = examples::load_trace(paths);
   // Either output replaces OUT only once it is complete (a temporary file beside it,
   // renamed over it): a failed write (a full disk) leaves an earlier OUT as it was.
   if (out.extension() == ".csv") {

@@ -19,8 +19,8 @@
 #include "../common/model_match.hpp"
 #include "../common/table.hpp"
 #include "commands.hpp"
+#include "common/trace_input.hpp"
 #include "moepolicy/core/model_shape.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/trace/canonical.hpp"
 #include "moepolicy/trace/summary.hpp"
 #include "printable.hpp"
@@ -35,9 +35,8 @@ std::string ratio(double r) { return std::isinf(r) ? "inf" : fixed(r, 2) + "x"; 
 
 /// The format of the file `p`; for a canonical file with its version and checksum.
 std::string format_of(const std::filesystem::path& p) {
-  const io::trace_format f = io::detect_trace_format(p);
-  std::string out(io::to_string(f));
-  if (f != io::trace_format::canonical) return out;
+  std::string out(examples::trace_format_name(p));
+  if (!examples::is_canonical_trace(p)) return out;
   std::array<std::byte, 12> head{};
   std::ifstream in(p, std::ios::binary);
   in.read(reinterpret_cast<char*>(head.data()), static_cast<std::streamsize>(head.size()));
@@ -54,7 +53,7 @@ std::string format_of(const std::filesystem::path& p) {
 std::pair<trace_info, trace_summary> read_summary(const std::vector<std::filesystem::path>& paths) {
   std::error_code ec;
   if (paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
-      io::detect_trace_format(paths.front()) == io::trace_format::canonical) {
+      examples::is_canonical_trace(paths.front())) {
     const canonical_file f(paths.front());
     return {f.info(), summarize(f)};
   }
@@ -64,7 +63,7 @@ std::pair<trace_info, trace_summary> read_summary(const std::vector<std::filesys
     const canonical_file c(scratch->path());
     return {c.info(), summarize(c)};
   }
-  const routing_trace trace = io::read_trace(paths);
+  const routing_trace trace = examples::load_trace(paths);
   return {trace.info(), summarize(trace)};
 }
 

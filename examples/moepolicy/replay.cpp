@@ -37,12 +37,12 @@
 #include "../common/model_match.hpp"
 #include "../common/table.hpp"
 #include "commands.hpp"
+#include "common/trace_input.hpp"
 #include "moepolicy/cache/any_eviction_policy.hpp"
 #include "moepolicy/cache/expert_cache.hpp"
 #include "moepolicy/cost/presets.hpp"
 #include "moepolicy/cost/roofline.hpp"
 #include "moepolicy/detail/task_pool.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/markov_predictor.hpp"
 #include "moepolicy/predict/oracle_predictor.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
@@ -634,7 +634,7 @@ void replay_traces(const options& o) {
   // recorded prefills beside them.
   std::error_code ec;
   const bool one_canonical = paths.size() == 1 && std::filesystem::is_regular_file(paths.front(), ec) &&
-                             io::detect_trace_format(paths.front()) == io::trace_format::canonical;
+                             examples::is_canonical_trace(paths.front());
   const bool needs_whole =
       !o.link.empty() || o.router_alpha.has_value() || (!o.predictor.empty() && o.predictor != "none");
   std::unique_ptr<scratch_file> scratch = one_canonical ? nullptr : scratch_canonical(paths, "replay");
@@ -648,7 +648,7 @@ void replay_traces(const options& o) {
     // columns cannot be used in place.
     const std::optional<file_decode_streams> source = file_decode_streams::open(f);
     std::optional<routing_trace> whole;
-    if (!source) whole = io::read_trace(file);
+    if (!source) whole = examples::load_trace(file);
     run_timed(
         o, prefills,
         [&](std::size_t B) {
@@ -669,12 +669,12 @@ void replay_traces(const options& o) {
       // The router, a predictor's scoring and the oracle read the trace whole; the
       // replays, Belady's next uses (a chunk at a time from the index) and the LRU curve
       // still walk the map, so no next uses are held whole beside the trace.
-      const routing_trace t = io::read_trace(file);
+      const routing_trace t = examples::load_trace(file);
       run_untimed(o, f, &t, paths);
       return;
     }
   }
-  const routing_trace t = scratch ? io::read_trace(scratch->path()) : io::read_trace(paths);
+  const routing_trace t = scratch ? examples::load_trace(scratch->path()) : examples::load_trace(paths);
   scratch.reset();
   if (o.link.empty()) {
     run_untimed(o, t, &t, paths);

@@ -70,6 +70,7 @@
 #include "commands.hpp"
 #include "common/data_dir.hpp"
 #include "common/driver_main.hpp"
+#include "common/trace_input.hpp"
 #include "drivers/context_aware_ndp.hpp"
 #include "drivers/cxl_prefetch.hpp"
 #include "drivers/dynaexq.hpp"
@@ -80,7 +81,6 @@
 #include "moepolicy/detail/span_meter.hpp"
 #include "moepolicy/detail/task_pool.hpp"
 #include "moepolicy/io/machine_json.hpp"
-#include "moepolicy/io/read_trace.hpp"
 #include "moepolicy/predict/short_horizon_predictor.hpp"
 #include "moepolicy/sim/cache_replay.hpp"
 #include "moepolicy/sim/decode_streams.hpp"
@@ -846,7 +846,7 @@ void code_block(std::ostream& md, const section_text& s) {
 /// `p` when it is one canonical trace file, else empty.
 fs::path canonical_path(const fs::path& p) {
   std::error_code ec;
-  const bool canonical = fs::is_regular_file(p, ec) && io::detect_trace_format(p) == io::trace_format::canonical;
+  const bool canonical = fs::is_regular_file(p, ec) && examples::is_canonical_trace(p);
   return canonical ? p : fs::path();
 }
 
@@ -873,7 +873,7 @@ class stream_source {
       if (trace_ != nullptr) return make_decode_streams(*trace_, c, jobs);
       if (!whole_ && !source_) {
         source_ = file_decode_streams::open(*mapped_);
-        if (!source_) whole_ = io::read_trace(file_);
+        if (!source_) whole_ = examples::load_trace(file_);
       }
       return source_ ? source_->form(c, jobs) : make_decode_streams(*whole_, c, jobs);
     });
@@ -943,7 +943,7 @@ void write_report(const report_options& o) {
     std::unique_ptr<scratch_file> scratch;
     bar.stage(name + ": reading " + trace_path, [&] {
       scratch = scratch_canonical({path}, "report");
-      trace = scratch ? io::read_trace(scratch->path()) : io::read_trace(path);
+      trace = scratch ? examples::load_trace(scratch->path()) : examples::load_trace(path);
     });
     // A copy: the trace read whole is released before the last two families.
     const trace_info info = trace->info();

@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/trace_input.hpp"
 #include "moepolicy/detail/file_output.hpp"
-#include "moepolicy/io/read_trace.hpp"
 
 namespace moepolicy::tool {
 
@@ -52,8 +52,7 @@ class scratch_file {
                                                                      std::string_view command) {
   std::error_code ec;
   if (paths.size() != 1 || !std::filesystem::is_regular_file(paths.front(), ec)) return nullptr;
-  const io::trace_format f = io::detect_trace_format(paths.front());
-  if (f != io::trace_format::moepolicy_jsonl && f != io::trace_format::moepolicy_csv) return nullptr;
+  if (!examples::is_text_trace(paths.front())) return nullptr;
   std::error_code tec;
   const std::filesystem::path dir = std::filesystem::temp_directory_path(tec);
   if (tec) {
@@ -76,7 +75,7 @@ class scratch_file {
                               "when they must be sorted), or convert the trace to .mtrace first");
   };
   try {
-    if (!io::write_canonical_from_text(paths.front(), tmp->path())) return nullptr;
+    if (!examples::write_canonical_from_text(paths.front(), tmp->path())) return nullptr;
   } catch (const std::filesystem::filesystem_error& e) {
     throw cannot_write(e);
   } catch (const std::ios_base::failure& e) {
