@@ -2,6 +2,7 @@
 // function here): their options, the defaults of their traces, and the driver they run
 // (drivers/<name>.hpp). In one source because CLI11 is header-only: each source that
 // includes it compiles its parser again (about 10 s of g++ -O2 each).
+#include <cstddef>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -24,6 +25,21 @@
 namespace fs = std::filesystem;
 
 namespace moepolicy::examples::programs {
+namespace {
+
+/// `--trace`: the traces to replay, each a file or folder that exists.
+void add_traces(CLI::App& app, std::vector<std::string>& traces, const std::string& help) {
+  app.add_option("--trace", traces, help)->check(CLI::ExistingPath);
+}
+
+/// `--jobs`: the threads the replays share, 1 to 4096; the machine's hardware threads unless
+/// given (`default_jobs`).
+void add_jobs(CLI::App& app, std::size_t& jobs, const std::string& help) {
+  jobs = default_jobs();
+  app.add_option("--jobs", jobs, help)->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+}
+
+}  // namespace
 
 int context_aware_ndp_main(int argc, char** argv) {
   CLI::App app{"Context-aware GPU + CXL-NDP placement and mixed precision (Context-Aware GPU-NDP) on recorded routing"};
@@ -33,10 +49,9 @@ int context_aware_ndp_main(int argc, char** argv) {
   std::string loss = (here / ".." / "shared" / "traces" / "mixtral-8x7b-mc" / "mixtral_quant_loss.json").string();
   std::string calibration =
       (here / ".." / "shared" / "traces" / "mixtral-8x7b-mc" / "mixtral_c4_expert_activation.json").string();
-  app.add_option("--trace", traces,
-                 "Traces to replay (default: the bundled Granite trace and, when ../shared is present, the Mixtral "
-                 "prefill+decode request)")
-      ->check(CLI::ExistingPath);
+  add_traces(app, traces,
+             "Traces to replay (default: the bundled Granite trace and, when ../shared is present, the Mixtral "
+             "prefill+decode request)");
   app.add_option("--loss-table", loss, "Quantisation loss table (MC-MoE JSON) for the model's experts");
   app.add_option("--calibration", calibration,
                  "Calibration statistics (MC-MoE activation JSON) for the static placement and the initial GPU set "
@@ -77,10 +92,9 @@ int cxl_prefetch_main(int argc, char** argv) {
   const fs::path here = fs::path(MOEPOLICY_SOURCE_DIR);
   std::vector<std::string> traces;
   examples::cxl_prefetch::options opt;
-  app.add_option("--trace", traces,
-                 "Traces to replay (default: the shared Mixtral-8x7B decode trace when ../shared is present, else the "
-                 "bundled Granite trace)")
-      ->check(CLI::ExistingPath);
+  add_traces(app, traces,
+             "Traces to replay (default: the shared Mixtral-8x7B decode trace when ../shared is present, else the "
+             "bundled Granite trace)");
   auto* gb = app.add_option("--cache-gb", opt.cache_gb,
                             "GPU expert cache sizes in GB (10^9 bytes) of FP16 experts "
                             "(default: a list suited to the model)");
@@ -95,11 +109,9 @@ int cxl_prefetch_main(int argc, char** argv) {
   app.add_option("--predictor", predictor, "CXL-MoE's predictor: frequency or markov")
       ->capture_default_str()
       ->check(CLI::IsMember({"frequency", "markov"}));
-  opt.jobs = examples::default_jobs();
-  app.add_option("--jobs", opt.jobs,
-                 "Threads the systems of each lockstep replay share (default: the machine's hardware threads); the "
-                 "output does not depend on it")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  add_jobs(app, opt.jobs,
+           "Threads the systems of each lockstep replay share (default: the machine's hardware threads); the "
+           "output does not depend on it");
   CLI11_PARSE(app, argc, argv);
   opt.predictor = predictor == "markov" ? offload_predictor::markov : offload_predictor::frequency;
   if (traces.empty()) {
@@ -169,11 +181,9 @@ int dynaexq_main(int argc, char** argv) {
   app.add_option("--sweep-intervals-ms", opt.sweep_intervals_ms, "Update intervals of the interval sweep, ms")
       ->check(CLI::Range(1e-3, 1e6))
       ->capture_default_str();
-  opt.jobs = examples::default_jobs();
-  app.add_option("--jobs", opt.jobs,
-                 "Threads the groups of replays share (replays with the same hotness inputs step together as one "
-                 "group; default: the machine's hardware threads); the output does not depend on it")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  add_jobs(app, opt.jobs,
+           "Threads the groups of replays share (replays with the same hotness inputs step together as one "
+           "group; default: the machine's hardware threads); the output does not depend on it");
   CLI11_PARSE(app, argc, argv);
   opt.share_equal_replays = !no_shared_replays;
   try {
@@ -192,21 +202,18 @@ int edge_offload_main(int argc, char** argv) {
   const fs::path here = fs::path(MOEPOLICY_SOURCE_DIR);
   std::vector<std::string> traces;
   examples::edge_offload::options opt;
-  app.add_option("--trace", traces,
-                 "Traces to replay (default: the bundled Granite trace and, when ../shared is present, the Mixtral "
-                 "decode trace)")
-      ->check(CLI::ExistingPath);
+  add_traces(app, traces,
+             "Traces to replay (default: the bundled Granite trace and, when ../shared is present, the Mixtral "
+             "decode trace)");
   app.add_option("--batch", opt.batches, "Concurrent decode streams to run (default: 1 3)")->check(CLI::Range(1u, 64u));
   app.add_option("--alpha", opt.alphas, "Router thresholds alpha of the sweep (default: 0.1 0.2 0.3 0.4 0.5)")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--fraction", opt.fractions,
                  "Cache sizes, as fractions of all experts, for a model that fits the GPU whole (default: 0.25 0.5)")
       ->check(CLI::Range(0.0, 1.0));
-  opt.jobs = examples::default_jobs();
-  app.add_option("--jobs", opt.jobs,
-                 "Threads the systems of each lockstep replay share (default: the machine's hardware threads); the "
-                 "output does not depend on it")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  add_jobs(app, opt.jobs,
+           "Threads the systems of each lockstep replay share (default: the machine's hardware threads); the "
+           "output does not depend on it");
   CLI11_PARSE(app, argc, argv);
   if (traces.empty()) {
     traces = examples::bundled_and_shared(
@@ -230,10 +237,9 @@ int reuse_eviction_main(int argc, char** argv) {
   const fs::path here = fs::path(MOEPOLICY_SOURCE_DIR);
   std::vector<std::string> traces;
   examples::reuse_eviction::options opt;
-  app.add_option("--trace", traces,
-                 "Traces to replay (default: the bundled Granite trace, and with --all-shared every real trace of "
-                 "../shared/traces that can be read)")
-      ->check(CLI::ExistingPath);
+  add_traces(app, traces,
+             "Traces to replay (default: the bundled Granite trace, and with --all-shared every real trace of "
+             "../shared/traces that can be read)");
   bool all_shared = false;
   app.add_flag("--all-shared", all_shared, "Also replay every shared trace present");
   app.add_option("--capacity", opt.capacities, "Capacities per layer in experts (default: every one, or E/32 steps)");
@@ -244,11 +250,9 @@ int reuse_eviction_main(int argc, char** argv) {
   app.add_flag("--no-prefetch", no_prefetch, "Skip the prefetching table");
   app.add_flag("--no-timed", no_timed, "Skip the timed prefetching table");
   app.add_flag("--no-bytes", no_bytes, "Skip the byte-capacity table");
-  opt.jobs = examples::default_jobs();
-  app.add_option("--jobs", opt.jobs,
-                 "Threads the timed prefetching table's walks share (default: the machine's hardware threads); the "
-                 "output does not depend on it")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  add_jobs(app, opt.jobs,
+           "Threads the timed prefetching table's walks share (default: the machine's hardware threads); the "
+           "output does not depend on it");
   CLI11_PARSE(app, argc, argv);
   opt.per_layer = scope != "shared";
   opt.shared = scope != "per-layer";
@@ -286,10 +290,9 @@ int trimoe_main(int argc, char** argv) {
   std::vector<std::string> traces;
   std::string machine;
   moepolicy::examples::trimoe::options opt;
-  app.add_option("--trace", traces,
-                 "Traces to replay (default: the bundled Granite trace and, when ../shared is present, the Mixtral "
-                 "decode trace)")
-      ->check(CLI::ExistingPath);
+  add_traces(app, traces,
+             "Traces to replay (default: the bundled Granite trace and, when ../shared is present, the Mixtral "
+             "decode trace)");
   app.add_option("--machine", machine,
                  "A machine file (docs/machine.md): its gpu, cpu and dimm_ndp roles replace the TriMoE presets")
       ->check(CLI::ExistingFile);
@@ -324,11 +327,9 @@ int trimoe_main(int argc, char** argv) {
                  "GPU copies per layer (default 0: the warm-up's hot experts, within HBM)");
   bool no_sweep = false;
   app.add_flag("--no-sweep", no_sweep, "Skip the threshold sweep and the second window reading");
-  opt.jobs = moepolicy::examples::default_jobs();
-  app.add_option("--jobs", opt.jobs,
-                 "Threads the independent replays share (the tables' systems, the second window reading, each point "
-                 "of the sweep; default: the machine's hardware threads); the output does not depend on it")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
+  add_jobs(app, opt.jobs,
+           "Threads the independent replays share (the tables' systems, the second window reading, each point "
+           "of the sweep; default: the machine's hardware threads); the output does not depend on it");
   CLI11_PARSE(app, argc, argv);
   opt.sweep = !no_sweep;
   opt.compute =
