@@ -501,15 +501,13 @@ TEST_CASE("trace_columns: resize_column sizes one column as resize sizes them al
     CHECK(each.scores.empty());  // the last column is sized last
     each.resize_column(i, 5, 2, 4);
   }
+  const auto sizes = [](const trace_columns& c) {
+    return std::vector<std::size_t>{c.request.size(), c.step.size(),    c.position.size(), c.layer.size(),
+                                    c.kind.size(),    c.experts.size(), c.weights.size(),  c.scores.size()};
+  };
   const std::vector<std::size_t> want{5, 5, 5, 5, 5, 10, 10, 20};
-  const std::vector<std::size_t> got_all{all.request.size(), all.step.size(),  all.position.size(),
-                                         all.layer.size(),   all.kind.size(),  all.experts.size(),
-                                         all.weights.size(), all.scores.size()};
-  const std::vector<std::size_t> got_each{each.request.size(), each.step.size(),  each.position.size(),
-                                          each.layer.size(),   each.kind.size(),  each.experts.size(),
-                                          each.weights.size(), each.scores.size()};
-  CHECK(got_all == want);
-  CHECK(got_each == want);
+  CHECK(sizes(all) == want);
+  CHECK(sizes(each) == want);
   // Without scores (e = 0) the scores column stays empty.
   trace_columns none;
   none.resize(3, 1, 0);
